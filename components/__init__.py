@@ -1,0 +1,1 @@
+"""Torchfleet's Pulumi component library: config -> spec -> cloud cluster -> training layer."""

@@ -1,0 +1,108 @@
+"""The GPU catalog: which GPUs each cloud offers, on which machines, and which are retired.
+
+The data lives in gpus.yaml (one row per machine, each offering citing its vendor page); this
+module only loads it into frozen records and answers lookups. Pure Python: no pulumi import.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+CATALOG_FILE = Path(__file__).with_name("gpus.yaml")
+
+
+@dataclass(frozen=True)
+class Machine:
+    type: str
+    gpus: int
+    vcpus: int
+    memory_gib: int
+
+
+@dataclass(frozen=True)
+class Offering:
+    """One GPU on one cloud."""
+
+    gpu: str
+    cloud: str
+    status: str  # "available" | "retired"
+    source: str
+    machines: tuple[Machine, ...]
+    retired: str | None = None
+    reason: str | None = None
+    replacement: str | None = None
+    accelerator: str | None = None  # GCP's guest_accelerator type
+
+    @property
+    def available(self) -> bool:
+        return self.status == "available"
+
+    @property
+    def default_machine(self) -> Machine:
+        """The smallest one-GPU machine: what a pool gets when it names no machineTypes."""
+        single = [m for m in self.machines if m.gpus == 1]
+        return (single or list(self.machines))[0]
+
+    def machine(self, machine_type: str) -> Machine | None:
+        return next((m for m in self.machines if m.type == machine_type), None)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    key: str
+    name: str
+    memory_gb: int
+    offerings: dict[str, Offering]
+
+
+@functools.cache
+def load() -> dict[str, Gpu]:
+    raw = yaml.safe_load(CATALOG_FILE.read_text())
+    return {key: _gpu(key, row) for key, row in raw.items()}
+
+
+def _gpu(key: str, row: dict) -> Gpu:
+    offerings = {
+        cloud: Offering(
+            gpu=key,
+            cloud=cloud,
+            status=o["status"],
+            source=o["source"],
+            machines=tuple(
+                Machine(m["type"], m["gpus"], m["vcpus"], m["memoryGib"]) for m in o["machines"]
+            ),
+            retired=o.get("retired"),
+            reason=o.get("reason"),
+            replacement=o.get("replacement"),
+            accelerator=o.get("accelerator"),
+        )
+        for cloud, o in row["offerings"].items()
+    }
+    return Gpu(key=key, name=row["name"], memory_gb=row["memoryGb"], offerings=offerings)
+
+
+def gpu_keys() -> list[str]:
+    return sorted(load())
+
+
+def offering(gpu: str, cloud: str) -> Offering | None:
+    entry = load().get(gpu)
+    return entry.offerings.get(cloud) if entry else None
+
+
+def offered_on(cloud: str) -> list[str]:
+    """GPU keys a cloud offers today (retired ones excluded)."""
+    return sorted(k for k, g in load().items() if cloud in g.offerings and g.offerings[cloud].available)
+
+
+def find_machine(cloud: str, machine_type: str) -> tuple[str, Machine] | None:
+    """(gpu key, machine) for a machine type on a cloud, or None: the CLI sizes jobs with this."""
+    for key, entry in load().items():
+        o = entry.offerings.get(cloud)
+        if o and (m := o.machine(machine_type)):
+            return key, m
+    return None

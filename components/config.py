@@ -1,0 +1,46 @@
+"""The ONLY reader of Pulumi config: turns the stack's config into a validated PlatformSpec.
+
+Components never read pulumi.Config; they get frozen dataclasses from here
+(pulumi/examples gcp-py-network-component/config.py). Validation happens before any resource
+is registered, so a bad config leaves nothing half-made.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+from pulumi.runtime import config as runtime_config
+
+from components.spec import PlatformSpec, parse
+
+# Provider keys the spec reads besides the torchfleet namespace.
+_PROVIDER_KEYS = ("aws:region", "gcp:region", "gcp:project", "azure-native:location")
+
+
+def _decode(value: Any) -> Any:
+    """Structured values reach the program as JSON text; scalars stay strings."""
+    if isinstance(value, str) and value[:1] in "[{":
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def raw_config() -> dict[str, Any]:
+    """Every torchfleet:* key (so typos can be reported) plus the provider keys we read."""
+    keys = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    wanted = [k for k in keys if k.startswith("torchfleet:")] + list(_PROVIDER_KEYS)
+    out = {}
+    for key in wanted:
+        value = runtime_config.get_config(key)
+        if value is not None:
+            out[key] = _decode(value)
+    return out
+
+
+def load() -> PlatformSpec:
+    """Read the running stack's config; raises spec.ConfigError listing every problem."""
+    return parse(raw_config(), stack=pulumi.get_stack())

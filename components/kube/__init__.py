@@ -1,0 +1,1 @@
+"""The cloud-agnostic Kubernetes layer: manifests as data (manifests.py), applied by training.py."""

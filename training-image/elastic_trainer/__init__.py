@@ -1,0 +1,25 @@
+"""Torchfleet's elastic training library, run inside the training image.
+
+Modules, one purpose each:
+
+- ``launcher``   the image's entrypoint: torchrun with Torchfleet's defaults, SIGTERM -> exit 143
+- ``trainer``    the training loop: resume, reshard, periodic and on-signal checkpoints
+- ``checkpoint`` atomic, verified, fenced checkpoints on the shared store
+- ``fence``      generations: a writer from an older rendezvous round cannot commit over a newer one
+- ``signals``    SIGTERM (spot notice) -> "stop after this step"
+- ``data``       the elastic sampler: one data order, resharded at any world size
+- ``events``     rank-0 logs, machine-readable progress events, TensorBoard scalars
+- ``localrun``   etcd + torchrun "nodes" as local processes (tests, benchmark, ``torchfleet demo``)
+
+This package must stay importable without torch (the launcher's argument handling
+and ``localrun`` are used by tools that never train).
+"""
+
+__all__ = ["EXIT_MEMBERSHIP_CHANGE", "EXIT_SIGTERM"]
+
+# A worker that stopped for a spot notice exits like a process killed by SIGTERM
+# (128 + 15): both controllers retry 143 and treat exit code 1 as fatal (DESIGN.md).
+EXIT_SIGTERM = 143
+# A worker whose peer left at a coordinated stop: the agent restarts it, which
+# re-enters the rendezvous with the remaining nodes (EX_TEMPFAIL from sysexits.h).
+EXIT_MEMBERSHIP_CHANGE = 75
