@@ -1,0 +1,6 @@
+"""Computed outputs and invoke answers of the aws provider under mocks."""
+
+from __future__ import annotations
+
+RESOURCES: dict = {}
+CALLS: dict = {}

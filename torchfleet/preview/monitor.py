@@ -1,0 +1,78 @@
+"""A mock resource monitor that records every registration: type, name, parent, inputs, options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc
+
+SECRET = "[secret]"
+
+
+@dataclass
+class Recorded:
+    type: str
+    name: str
+    parent: str | None  # "<type>::<name>" of the parent, None for the stack's children
+    custom: bool
+    inputs: dict[str, Any]  # secrets unwrapped: what tests assert on
+    printable: dict[str, Any]  # secrets replaced by "[secret]": what synth prints
+    # Resource options as the engine receives them (protect, ignoreChanges, ...).
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.type}::{self.name}"
+
+
+def _unwrap(value: Any, mask: bool) -> Any:
+    if rpc.is_rpc_secret(value):
+        return SECRET if mask else _unwrap(value["value"], mask)
+    if isinstance(value, dict):
+        return {k: _unwrap(v, mask) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap(v, mask) for v in value]
+    return value
+
+
+def _parent_key(parent_urn: str) -> str | None:
+    if not parent_urn:
+        return None
+    qualified_type, name = parent_urn.split("::")[2:4]
+    type_ = qualified_type.split("$")[-1]
+    return None if type_ == "pulumi:pulumi:Stack" else f"{type_}::{name}"
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    def __init__(self, mocks: pulumi_mocks.Mocks):
+        super().__init__(mocks)
+        self.recorded: list[Recorded] = []
+
+    def RegisterResource(self, request):  # noqa: N802 (the gRPC method's name)
+        if request.type != "pulumi:pulumi:Stack":
+            raw = rpc.deserialize_properties(request.object)
+            timeouts = request.customTimeouts
+            self.recorded.append(
+                Recorded(
+                    type=request.type,
+                    name=request.name,
+                    parent=_parent_key(request.parent),
+                    custom=request.custom,
+                    inputs=_unwrap(raw, mask=False),
+                    printable=_unwrap(raw, mask=True),
+                    options={
+                        "protect": request.protect,
+                        "retainOnDelete": request.retainOnDelete,
+                        "ignoreChanges": list(request.ignoreChanges),
+                        "deleteBeforeReplace": request.deleteBeforeReplace,
+                        "dependencies": list(request.dependencies),
+                        "customTimeouts": {
+                            k: getattr(timeouts, k) for k in ("create", "update", "delete") if getattr(timeouts, k)
+                        },
+                        "provider": request.provider,
+                    },
+                )
+            )
+        return super().RegisterResource(request)

@@ -1,0 +1,120 @@
+"""synth(): run the Torchfleet program for one stack under mocks and return what it registered."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import config as runtime_config
+
+from torchfleet.preview.mocks import TorchfleetMocks
+from torchfleet.preview.monitor import SECRET, Recorded, RecordingMonitor
+
+REPO = Path(__file__).resolve().parents[2]
+PROJECT = "torchfleet"
+
+
+@dataclass
+class SynthResult:
+    stack: str
+    resources: list[Recorded]
+    outputs: dict[str, Any]  # secrets as "[secret]"
+
+    def of_type(self, type_: str) -> list[Recorded]:
+        return [r for r in self.resources if r.type == type_]
+
+    def one(self, type_: str, name: str | None = None) -> Recorded:
+        found = [r for r in self.of_type(type_) if name is None or r.name == name]
+        assert len(found) == 1, f"expected one {type_} {name or ''}, found {[r.name for r in found]}"
+        return found[0]
+
+    def children(self, parent: Recorded) -> list[Recorded]:
+        return [r for r in self.resources if r.parent == parent.key]
+
+    def kubernetes_objects(self) -> list[dict[str, Any]]:
+        """Every Kubernetes object the program creates, as a manifest (apiVersion, kind, ...)."""
+        objects = []
+        for r in self.resources:
+            if r.custom and r.type.startswith("kubernetes:") and "apiVersion" in r.inputs:
+                objects.append({k: v for k, v in r.inputs.items() if k in _K8S_FIELDS or k not in _NOT_K8S})
+        return objects
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack,
+            "resources": [
+                {"type": r.type, "name": r.name, "parent": r.parent, "inputs": r.printable} for r in self.resources
+            ],
+            "outputs": self.outputs,
+        }
+
+
+_K8S_FIELDS = {"apiVersion", "kind", "metadata", "spec", "data", "stringData", "rules", "roleRef", "subjects"}
+# Inputs pulumi-kubernetes adds that are not part of the object.
+_NOT_K8S = {"name", "__id"}
+
+
+def stack_config(stack_file: Path) -> tuple[str, dict[str, str], list[str]]:
+    """(stack name, config as the engine passes it, secret keys) from a Pulumi.<stack>.yaml.
+
+    Project defaults from Pulumi.yaml apply first, as the CLI applies them. Encrypted values
+    cannot be read offline and stand in as "[secret]".
+    """
+    stack_file = Path(stack_file)
+    name = stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    config: dict[str, str] = {}
+    project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
+    for key, decl in (project.get("config") or {}).items():
+        if isinstance(decl, dict) and "default" in decl:
+            config[key if ":" in key else f"{PROJECT}:{key}"] = _engine_value(decl["default"])
+    secret_keys = []
+    for key, value in ((yaml.safe_load(stack_file.read_text()) or {}).get("config") or {}).items():
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            secret_keys.append(key)
+            value = SECRET
+        config[key] = _engine_value(value)
+    return name, config, secret_keys
+
+
+def _engine_value(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value)
+
+
+def synth(stack: str, config: dict[str, str], secret_keys: list[str] | None = None) -> SynthResult:
+    """Run the program; raises spec.ConfigError (before any resource) when the config is invalid."""
+    from components import config as platform_config
+    from components.platform import TrainingPlatform
+
+    runtime_config.set_all_config(dict(config), secret_keys or [])
+    monitor = RecordingMonitor(TorchfleetMocks())
+    # preview=False: outputs resolve, so no check silently skips on an unknown.
+    pulumi.runtime.set_mocks(TorchfleetMocks(), project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    spec = platform_config.load()
+    outputs: dict[str, Any] = {}
+
+    def program():
+        platform = TrainingPlatform(PROJECT, spec)
+
+        async def collect() -> None:
+            for key, value in platform.outputs.items():
+                out = pulumi.Output.from_input(value)
+                outputs[key] = SECRET if await out.is_secret() else await out.future()
+
+        return pulumi.Output.from_input(asyncio.ensure_future(collect()))
+
+    pulumi.runtime.test(program)()
+    return SynthResult(stack=stack, resources=list(monitor.recorded), outputs=dict(sorted(outputs.items())))
+
+
+def synth_file(stack_file: Path) -> SynthResult:
+    name, config, secret_keys = stack_config(stack_file)
+    return synth(name, config, secret_keys)

@@ -1,0 +1,57 @@
+"""`torchfleet synth`: preview a stack offline, printing every resource it would create as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+from components.spec import ConfigError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "synth",
+        help="run the program for a stack under mocks (no cloud, no Pulumi CLI) and print its resources",
+        description="Exit codes: 0 ok, 2 invalid stack config (problems on stderr, nothing on stdout).",
+    )
+    p.add_argument("--stack-file", required=True, type=Path, help="e.g. stacks/Pulumi.aws-usw2.yaml")
+    p.add_argument("--out", type=Path, help="also write every Kubernetes object as YAML, one file per object")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from torchfleet.preview.runner import synth_file
+
+    if not args.stack_file.is_file():
+        print(f"--stack-file: {args.stack_file} does not exist", file=sys.stderr)
+        return 2
+    try:
+        result = synth_file(args.stack_file)
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return 2
+    if args.out:
+        write_manifests(result.kubernetes_objects(), args.out)
+    json.dump(result.to_json(), sys.stdout, indent=2, sort_keys=False, default=str)
+    sys.stdout.write("\n")
+    return 0
+
+
+def manifest_filename(obj: dict) -> str:
+    meta = obj.get("metadata") or {}
+    parts = [obj["kind"].lower(), meta.get("namespace"), meta.get("name")]
+    return "-".join(p for p in parts if p) + ".yaml"
+
+
+def write_manifests(objects: list[dict], out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for obj in objects:
+        path = out / manifest_filename(obj)
+        path.write_text(yaml.safe_dump(obj, sort_keys=False))
+        written.append(path)
+    return written

@@ -1,0 +1,224 @@
+"""The training image's entrypoint: ``torchrun`` with Torchfleet's defaults.
+
+Both controllers start this (ElasticJob prepends ``--rdzv_backend=etcd --rdzv_endpoint=...
+--rdzv_id=<job> --nnodes=min:max`` to the container args; PyTorchJob passes its own). Usage::
+
+    python -m elastic_trainer.launcher [torchrun options] script.py [script args]
+
+What it adds (every item can be overridden, see README.md):
+
+- ``--rdzv_backend=etcd-v2``. The legacy ``etcd`` backend loses its keys after 2 hours
+  (DESIGN.md), so when the effective backend is ``etcd`` (what the ElasticJob controller
+  prepends) it is switched to ``etcd-v2`` unless ``TORCHFLEET_ALLOW_LEGACY_ETCD=1``. Any later
+  ``--rdzv_backend`` in the args wins, as with torchrun itself (argparse: last one wins).
+- tuned rendezvous timeouts, merged key by key with any ``--rdzv_conf`` given (yours win);
+  settings whose heartbeat budget is too small are refused (``check_rdzv_conf``).
+- ``--max_restarts=100``: a survivor's workers fail when a peer dies; torchrun's default of 0
+  would end the job at the first spot interruption instead of re-entering the rendezvous.
+- ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: torch 2.13 rejoin bug, a replacement node cannot
+  join a running job without it (DESIGN.md).
+- ``TORCHFLEET_PG_TIMEOUT_S=300``: the trainer's process-group timeout. Minutes, not NCCL's
+  10-minute default: a peer that stalls longer than that has failed (seeds/004, DESIGN.md).
+- exit code 143 on SIGTERM. torchrun exits 1 on SIGTERM, which both controllers treat as a
+  fatal job failure; 143 is retried. torchrun is run in this process so that its
+  ``SignalException`` can be mapped to 128 + signal number.
+
+``TORCHFLEET_DRY_RUN=1`` prints the final torchrun arguments and environment and exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+# Measured on the CI machine (DESIGN.md, torch 2.13, etcd-v2, 2 nodes): 6.1 s from SIGKILL to
+# the survivor's next step, stable under CPU load, against 47 s with torchrun's defaults
+# (keep_alive 5 s x 3 to declare a node dead, then a 30 s last call).
+TUNED_RDZV_CONF: dict[str, str] = {
+    "last_call_timeout": "1",
+    "keep_alive_interval": "1",
+    "keep_alive_max_attempt": "3",
+}
+# torchrun's own values (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py), used by
+# the checks below when a key is not set and by bench/recovery.py for the comparison.
+TORCH_DEFAULT_RDZV_CONF: dict[str, str] = {
+    "last_call_timeout": "30",
+    "keep_alive_interval": "5",
+    "keep_alive_max_attempt": "3",
+}
+# The worst heartbeat gap seen on a loaded machine is keep_alive_interval + 1 s. A node is
+# declared dead after interval x attempts, so that product must exceed interval + 1 s by this
+# margin. Too aggressive is worse than slow (DESIGN.md): 1 x 1 never forms a group, and 1 x 2
+# silently split one job into two world-size-1 jobs writing the same checkpoint.
+HEARTBEAT_MARGIN_S = 1
+
+DEFAULT_OPTIONS: tuple[str, ...] = ("--rdzv_backend=etcd-v2", "--max_restarts=100")
+DEFAULT_ENV: dict[str, str] = {
+    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+    "TORCHFLEET_PG_TIMEOUT_S": "300",
+}
+_BACKEND_FLAGS = ("--rdzv_backend", "--rdzv-backend")
+_CONF_FLAGS = ("--rdzv_conf", "--rdzv-conf")
+
+
+class LaunchError(ValueError):
+    """A launch configuration Torchfleet refuses; the message names the option."""
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    torchrun_args: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    rdzv_conf: dict[str, str] = field(default_factory=dict)
+
+
+def parse_rdzv_conf(text: str) -> dict[str, str]:
+    """``"a=1,b=2"`` -> ``{"a": "1", "b": "2"}`` (torchrun's own format)."""
+    conf: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise LaunchError(f"--rdzv_conf: expected key=value, got {item!r}")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+def format_rdzv_conf(conf: Mapping[str, str]) -> str:
+    return ",".join(f"{key}={value}" for key, value in conf.items())
+
+
+def _int_setting(conf: Mapping[str, str], key: str) -> int:
+    value = conf.get(key, TORCH_DEFAULT_RDZV_CONF[key])
+    try:
+        number = int(value)
+    except ValueError:
+        # torch reads these with get_as_int: a float would fail later, inside the agent.
+        raise LaunchError(f"--rdzv_conf {key}={value!r}: must be a whole number of seconds") from None
+    if number < 1:
+        raise LaunchError(f"--rdzv_conf {key}={number}: must be at least 1")
+    return number
+
+
+def check_rdzv_conf(conf: Mapping[str, str]) -> None:
+    """Refuse heartbeat settings that let a live node be declared dead (DESIGN.md)."""
+    interval = _int_setting(conf, "keep_alive_interval")
+    attempts = _int_setting(conf, "keep_alive_max_attempt")
+    _int_setting(conf, "last_call_timeout")
+    budget = interval * attempts
+    needed = interval + 1 + HEARTBEAT_MARGIN_S
+    if budget < needed:
+        raise LaunchError(
+            f"--rdzv_conf keep_alive_interval={interval} x keep_alive_max_attempt={attempts} = {budget} s: "
+            f"a live node's heartbeat can be {interval + 1} s late, so this must be at least {needed} s "
+            f"(raise keep_alive_max_attempt); shorter budgets split one job into several (DESIGN.md)"
+        )
+
+
+def _split_script(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split the args into torchrun options and ``[script, *script_args]``, as torchrun would."""
+    from torch.distributed.run import get_args_parser
+
+    try:
+        parsed = get_args_parser().parse_args(list(argv))
+    except SystemExit as exc:  # argparse already printed why
+        raise LaunchError("invalid torchrun arguments (see above)") from exc
+    tail = 1 + len(parsed.training_script_args)
+    return list(argv[: len(argv) - tail]), list(argv[len(argv) - tail :])
+
+
+def _take(options: list[str], flags: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """Remove every occurrence of ``flags`` (``--f=v`` or ``--f v``); return (rest, values)."""
+    rest: list[str] = []
+    values: list[str] = []
+    i = 0
+    while i < len(options):
+        token = options[i]
+        name, sep, value = token.partition("=")
+        if name in flags:
+            if sep:
+                values.append(value)
+            elif i + 1 < len(options):
+                values.append(options[i + 1])
+                i += 1
+            else:
+                raise LaunchError(f"{name}: missing value")
+        else:
+            rest.append(token)
+        i += 1
+    return rest, values
+
+
+def build_plan(argv: Sequence[str], environ: Mapping[str, str]) -> LaunchPlan:
+    """The torchrun argv and worker environment for ``argv`` (pure: no process is started)."""
+    options, script = _split_script(argv)
+    options, backends = _take(options, _BACKEND_FLAGS)
+    options, confs = _take(options, _CONF_FLAGS)
+
+    backend = backends[-1] if backends else "etcd-v2"
+    if backend == "etcd" and environ.get("TORCHFLEET_ALLOW_LEGACY_ETCD") != "1":
+        backend = "etcd-v2"
+
+    conf = dict(TUNED_RDZV_CONF)
+    for text in confs:
+        conf.update(parse_rdzv_conf(text))
+    check_rdzv_conf(conf)
+
+    torchrun_args = [
+        *(opt for opt in DEFAULT_OPTIONS if not opt.startswith(_BACKEND_FLAGS)),
+        *options,
+        f"--rdzv_backend={backend}",
+        f"--rdzv_conf={format_rdzv_conf(conf)}",
+        *script,
+    ]
+    env = {key: environ.get(key, value) for key, value in DEFAULT_ENV.items()}
+    try:
+        if float(env["TORCHFLEET_PG_TIMEOUT_S"]) <= 0:
+            raise ValueError
+    except ValueError:
+        raise LaunchError(
+            f"TORCHFLEET_PG_TIMEOUT_S={env['TORCHFLEET_PG_TIMEOUT_S']!r}: must be a positive number of seconds"
+        ) from None
+    return LaunchPlan(torchrun_args=torchrun_args, env=env, rdzv_conf=conf)
+
+
+def _run_torchrun(torchrun_args: list[str]) -> int:
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, record
+    from torch.distributed.run import parse_args, run
+
+    @record
+    def launch() -> None:
+        run(parse_args(torchrun_args))
+
+    try:
+        launch()
+    except SignalException as exc:
+        # torchrun has already SIGTERMed its workers and waited for them (they checkpoint);
+        # it raises SignalException, which would end in exit code 1 (DESIGN.md).
+        print(f"[torchfleet] agent stopped by {exc.sigval.name}", file=sys.stderr, flush=True)
+        return 128 + int(exc.sigval)
+    except ChildFailedError:
+        return 1  # @record has written the root cause to the error file and stderr
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        plan = build_plan(argv, os.environ)
+    except LaunchError as exc:
+        print(f"torchfleet launcher: {exc}", file=sys.stderr)
+        return 2
+    if os.environ.get("TORCHFLEET_DRY_RUN") == "1":
+        print(json.dumps({"torchrun": plan.torchrun_args, "env": plan.env}, indent=2))
+        return 0
+    os.environ.update(plan.env)  # inherited by the workers torchrun starts
+    print("[torchfleet] torchrun " + " ".join(plan.torchrun_args), file=sys.stderr, flush=True)
+    return _run_torchrun(plan.torchrun_args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

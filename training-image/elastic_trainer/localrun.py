@@ -1,0 +1,344 @@
+"""Elastic jobs on one machine: an etcd server and torchrun "nodes" as local process trees.
+
+The one harness behind the real-run tests, ``bench/recovery.py`` and ``torchfleet demo``.
+A node is the launcher (``python -m elastic_trainer.launcher``) in its own session, exactly
+what a pod runs; its workers print progress events (``events.PREFIX`` + JSON) that are
+collected here with the monotonic time they arrived, so figures are measured on one clock.
+
+No torch import here: the demo's parent process only orchestrates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from elastic_trainer.events import PREFIX
+
+IMAGE_DIR = Path(__file__).resolve().parent.parent  # training-image/
+SYNTHETIC_EXAMPLE = IMAGE_DIR / "examples" / "synthetic.py"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def descendants(pid: int) -> list[int]:
+    """All live descendants of ``pid`` (from /proc; Linux only)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # the command name is in parentheses and may contain spaces: parse after the last ')'
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found: list[int] = []
+    stack = [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Signal ``pid`` and every descendant, as losing the machine would.
+
+    torchrun starts its workers in their own sessions, so a process-group kill is not enough.
+    The tree is collected first and then signalled, so reparented orphans are not missed.
+    """
+    for _ in range(3):
+        targets = [pid, *descendants(pid)]
+        for target in targets:
+            with suppress(ProcessLookupError, PermissionError):
+                os.kill(target, sig)
+        if sig != signal.SIGKILL or not descendants(pid):
+            return
+
+
+class Etcd:
+    """A throwaway single-member etcd with the v2 API (torch's etcd-v2 rendezvous needs it)."""
+
+    def __init__(self, binary: str | None = None) -> None:
+        self.binary = binary or shutil.which("etcd") or "/usr/bin/etcd"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.data_dir: str | None = None
+        self.endpoint = ""
+
+    def start(self, timeout: float = 20.0) -> Etcd:
+        last_error = ""
+        for _ in range(3):  # a free port can be taken between picking and binding it
+            client, peer = free_port(), free_port()
+            self.data_dir = tempfile.mkdtemp(prefix="tf-etcd-")
+            self.proc = subprocess.Popen(
+                [
+                    self.binary,
+                    "--name=tf",
+                    f"--data-dir={self.data_dir}",
+                    f"--listen-client-urls=http://127.0.0.1:{client}",
+                    f"--advertise-client-urls=http://127.0.0.1:{client}",
+                    f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                    f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                    f"--initial-cluster=tf=http://127.0.0.1:{peer}",
+                    "--enable-v2=true",
+                    "--log-level=error",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            self.endpoint = f"127.0.0.1:{client}"
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                try:
+                    with urllib.request.urlopen(f"http://{self.endpoint}/v2/keys", timeout=1) as reply:  # noqa: S310
+                        if reply.status == 200:
+                            return self
+                except OSError:
+                    time.sleep(0.1)
+            last_error = self.proc.stderr.read().decode(errors="replace")[-2000:] if self.proc.poll() else ""
+            self.stop()
+        raise RuntimeError(f"etcd did not start: {last_error or 'timeout'}")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            with suppress(ProcessLookupError):
+                self.proc.kill()
+            self.proc.wait()
+            if self.proc.stderr:
+                self.proc.stderr.close()
+            self.proc = None
+        if self.data_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir = None
+
+    def __enter__(self) -> Etcd:
+        return self.start() if self.proc is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclass(frozen=True)
+class Event:
+    t: float  # time.monotonic() when the line arrived
+    node: str
+    data: dict
+
+    @property
+    def kind(self) -> str:
+        return self.data.get("ev", "")
+
+    def __getitem__(self, key: str):
+        return self.data[key]
+
+
+class EventLog:
+    """Events from every node of a job, in arrival order; waiters block on a condition."""
+
+    def __init__(self, echo: Callable[[Event], None] | None = None) -> None:
+        self._events: list[Event] = []
+        self._cond = threading.Condition()
+        self._echo = echo
+
+    def add(self, event: Event) -> None:
+        with self._cond:
+            self._events.append(event)
+            self._cond.notify_all()
+        if self._echo:
+            self._echo(event)
+
+    def snapshot(self) -> list[Event]:
+        with self._cond:
+            return list(self._events)
+
+    def wait_for(
+        self, match: Callable[[Event], bool], timeout: float, since: float = 0.0, describe: str = ""
+    ) -> Event:
+        """The first event at or after monotonic time ``since`` that matches."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for event in self._events:
+                    if event.t >= since and match(event):
+                        return event
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    tail = "\n".join(f"  {e.node} {e.data}" for e in self._events[-15:])
+                    raise TimeoutError(f"no event {describe or 'matching'} within {timeout:.0f} s; last:\n{tail}")
+                self._cond.wait(left)
+
+
+class Node:
+    """One "machine": the launcher and its torchrun agent and workers, in a new session."""
+
+    def __init__(self, name: str, argv: Sequence[str], env: Mapping[str, str], log_dir: Path, events: EventLog):
+        self.name = name
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.log_path = log_dir / f"{name}.log"
+        self.events = events
+        self.proc: subprocess.Popen[str] | None = None
+        self.started_at = 0.0
+        self._reader: threading.Thread | None = None
+
+    def start(self) -> Node:
+        self.started_at = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-u", "-m", "elastic_trainer.launcher", *self.argv],
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
+            start_new_session=True,  # Ctrl-C in the demo's terminal reaches only us; we clean up
+        )
+        self._reader = threading.Thread(target=self._read, name=f"read-{self.name}", daemon=True)
+        self._reader.start()
+        return self
+
+    def _read(self) -> None:
+        assert self.proc and self.proc.stdout
+        with self.log_path.open("a") as log:
+            for line in self.proc.stdout:
+                now = time.monotonic()
+                log.write(line)
+                log.flush()
+                if line.startswith(PREFIX):
+                    try:
+                        data = json.loads(line[len(PREFIX) :])
+                    except ValueError:
+                        continue
+                    self.events.add(Event(now, self.name, data))
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def sigterm(self) -> float:
+        """SIGTERM the launcher only, as the kubelet does to a container's PID 1."""
+        now = time.monotonic()
+        os.kill(self.pid, signal.SIGTERM)
+        return now
+
+    def kill(self) -> float:
+        """SIGKILL the whole tree at once: the spot instance is gone."""
+        now = time.monotonic()
+        kill_tree(self.pid, signal.SIGKILL)
+        return now
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        rc = self.proc.wait(timeout)
+        if self._reader:
+            self._reader.join(5)
+        return rc
+
+    def log_text(self) -> str:
+        return self.log_path.read_text() if self.log_path.exists() else ""
+
+
+@dataclass
+class LocalJob:
+    """Nodes of one elastic job sharing an etcd endpoint, a run id and a checkpoint directory."""
+
+    etcd_endpoint: str
+    run_id: str
+    workdir: Path
+    script_args: Sequence[str]
+    nnodes: str = "1:2"
+    script: Path = SYNTHETIC_EXAMPLE
+    rdzv_conf: str | None = None  # None: the launcher's tuned defaults
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    echo: Callable[[Event], None] | None = None
+    nodes: list[Node] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.events = EventLog(self.echo)
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.workdir / "checkpoints"
+
+    def node_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        paths = [str(IMAGE_DIR), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+        env.update(
+            PYTHONPATH=os.pathsep.join(dict.fromkeys(paths)),
+            PYTHONUNBUFFERED="1",
+            # loopback only: gloo would otherwise pick the interface of the hostname
+            GLOO_SOCKET_IFNAME="lo",
+            OMP_NUM_THREADS="1",
+        )
+        env.update(self.extra_env)
+        return env
+
+    def node_argv(self) -> list[str]:
+        argv = [
+            f"--nnodes={self.nnodes}",
+            "--nproc_per_node=1",
+            f"--rdzv_endpoint={self.etcd_endpoint}",
+            f"--rdzv_id={self.run_id}",
+            "--local_addr=127.0.0.1",
+        ]
+        if self.rdzv_conf is not None:
+            argv.append(f"--rdzv_conf={self.rdzv_conf}")
+        return [*argv, str(self.script), f"--checkpoint-dir={self.checkpoint_dir}", *self.script_args]
+
+    def start_node(self, name: str | None = None) -> Node:
+        node = Node(name or f"node{len(self.nodes)}", self.node_argv(), self.node_env(), self.workdir, self.events)
+        self.nodes.append(node)
+        return node.start()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            if node.proc is not None:
+                kill_tree(node.pid, signal.SIGKILL)
+                with suppress(subprocess.TimeoutExpired):
+                    node.wait(10)
+
+    def __enter__(self) -> LocalJob:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- helpers on the event stream -------------------------------------------------------
+    def wait_for(self, kind: str, timeout: float, since: float = 0.0, **fields) -> Event:
+        def match(event: Event) -> bool:
+            return event.kind == kind and all(event.data.get(k) == v for k, v in fields.items())
+
+        return self.events.wait_for(match, timeout, since, describe=f"{kind} {fields or ''}")
+
+    def steps(self) -> list[Event]:
+        return [e for e in self.events.snapshot() if e.kind == "step"]
+
+
+@contextmanager
+def etcd_server() -> Iterator[Etcd]:
+    with Etcd() as etcd:
+        yield etcd
