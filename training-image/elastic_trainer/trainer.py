@@ -1,0 +1,337 @@
+"""The elastic training loop.
+
+One call, ``train(task, config)``, run by every worker torchrun starts:
+
+1. heavy imports and one optimizer construction *before* joining the process group (DESIGN.md:
+   of the ~2 s a restarted worker needs, about 1 s is ``import torch`` and about 1 s a lazy
+   import the first ``torch.optim`` constructor triggers; paying them here overlaps them with
+   the slowest peer's start instead of adding them after the group formed);
+2. rank 0 claims a generation (fence.py) and picks the newest intact checkpoint;
+3. every rank restores model, optimizer, scheduler, RNG and sampler state from it;
+4. steps of a fixed global batch, resharded over the current world size; one tiny all-reduce
+   per step carries the loss and "some rank got SIGTERM", so all ranks stop after the same step;
+5. rank 0 checkpoints every ``checkpoint_every`` steps, at the end, and at a stop.
+
+Batch size and learning rate across world sizes: the *global* batch is fixed, each rank takes
+``global_batch / world_size`` samples (shares differ by at most one), and the loss is the sum
+over the global batch divided by its size, so a step's gradient is the same mean over the same
+samples at any world size. The learning rate and its schedule (per global step) therefore stay
+valid when nodes leave or join; only the per-rank batch, and the time per step, change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Protocol
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from elastic_trainer import EXIT_MEMBERSHIP_CHANGE
+from elastic_trainer.checkpoint import CheckpointStore
+from elastic_trainer.data.sampler import ElasticBatchSampler
+from elastic_trainer.events import Scalars, emit, log, setup_logging
+from elastic_trainer.fence import StaleGenerationError
+from elastic_trainer.signals import StopRequest
+
+# Fault injection for the kill-while-writing test: "<step>:<seconds>" stalls rank 0 after the
+# checkpoint of <step> is written and before it is committed.
+FAULT_STALL_COMMIT = "TORCHFLEET_FAULT_STALL_COMMIT"
+EXIT_FENCED = 3
+
+
+class Task(Protocol):
+    """What an example supplies; everything else is the trainer's job."""
+
+    dataset: Dataset
+
+    def build_model(self) -> nn.Module: ...
+
+    def build_optimizer(self, model: nn.Module) -> torch.optim.Optimizer: ...
+
+    def build_scheduler(
+        self, optimizer: torch.optim.Optimizer, total_steps: int
+    ) -> torch.optim.lr_scheduler.LRScheduler | None: ...
+
+    def loss_sum(self, model: nn.Module, batch: object, device: torch.device) -> torch.Tensor:
+        """Sum (not mean) of the per-sample losses of this rank's share of the batch."""
+        ...
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    checkpoint_dir: Path
+    total_steps: int
+    global_batch_size: int
+    checkpoint_every: int = 50
+    keep_checkpoints: int = 3
+    seed: int = 0
+    tensorboard_dir: Path | None = None
+    num_workers: int = 0
+    step_delay_s: float = 0.0  # only to pace demos and tests on a tiny model
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--checkpoint-dir", type=Path, required=True, help="on the shared store")
+        parser.add_argument("--total-steps", type=int, required=True, help="global optimizer steps")
+        parser.add_argument("--global-batch-size", type=int, required=True, help="fixed at any world size")
+        parser.add_argument("--checkpoint-every", type=int, default=50)
+        parser.add_argument("--keep-checkpoints", type=int, default=3)
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--tensorboard-dir", type=Path, default=None)
+        parser.add_argument("--num-workers", type=int, default=0, help="data-loader processes per rank")
+        parser.add_argument("--step-delay-s", type=float, default=0.0)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> TrainConfig:
+        return cls(
+            checkpoint_dir=args.checkpoint_dir, total_steps=args.total_steps,
+            global_batch_size=args.global_batch_size, checkpoint_every=args.checkpoint_every,
+            keep_checkpoints=args.keep_checkpoints, seed=args.seed, tensorboard_dir=args.tensorboard_dir,
+            num_workers=args.num_workers, step_delay_s=args.step_delay_s,
+        )
+
+
+def warm_imports() -> None:
+    """Pay torch.optim's lazy imports now (see the module docstring)."""
+    param = nn.Parameter(torch.zeros(1))
+    torch.optim.SGD([param], lr=0.1, momentum=0.9)
+    torch.optim.AdamW([param], lr=0.1)
+
+
+def _rng_state() -> dict:
+    state = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _seed_rank(seed: int, step: int, rank: int) -> None:
+    # distinct streams per rank (dropout), reproducible from (seed, step, rank)
+    value = (seed * 1_000_003 + step * 7919 + rank + 1) % (2**63)
+    torch.manual_seed(value)
+    random.seed(value)
+
+
+def _stall_commit_at() -> tuple[int, float] | None:
+    spec = os.environ.get(FAULT_STALL_COMMIT)
+    if not spec:
+        return None
+    step, _, seconds = spec.partition(":")
+    return int(step), float(seconds)
+
+
+class _Run:
+    def __init__(self, task: Task, cfg: TrainConfig, stop: StopRequest) -> None:
+        self.task, self.cfg, self.stop = task, cfg, stop
+        self.rank = dist.get_rank()
+        self.world = dist.get_world_size()
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        if torch.cuda.is_available():
+            self.device = torch.device("cuda", self.local_rank)
+        else:
+            self.device = torch.device("cpu")
+        self.store = CheckpointStore(cfg.checkpoint_dir, keep=cfg.keep_checkpoints)
+        self.scalars = Scalars(cfg.tensorboard_dir, self.rank)
+        self.stall = _stall_commit_at()
+
+    # -- collectives helpers ----------------------------------------------------------------
+    def _broadcast_object(self, obj: object) -> object:
+        box = [obj]
+        dist.broadcast_object_list(box, src=0, device=self.device if self.device.type == "cuda" else None)
+        return box[0]
+
+    def _claim_generation(self) -> int:
+        generation = 0
+        if self.rank == 0:
+            generation = self.store.generations.claim(
+                {
+                    "world_size": self.world,
+                    "run_id": os.environ.get("TORCHELASTIC_RUN_ID", ""),
+                    "restart_count": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
+                    "claimed": time.time(),
+                }
+            )
+        return int(self._broadcast_object(generation))
+
+    def _pick_checkpoint(self) -> tuple[dict, dict] | None:
+        """Rank 0 verifies and picks; the others load the very checkpoint it picked."""
+        chosen = None
+        if self.rank == 0:
+            for checkpoint in self.store.committed():
+                try:
+                    self.store.verify(checkpoint)
+                except Exception as exc:
+                    log.warning("skipping checkpoint: %s; trying the previous one", exc)
+                    emit("ckpt_skipped", name=checkpoint.path.name, reason=str(exc))
+                    continue
+                chosen = checkpoint
+                break
+        chosen = self._broadcast_object(chosen)
+        if chosen is None:
+            return None
+        return self.store.load(chosen, map_location=self.device)
+
+    # -- the run ------------------------------------------------------------------------------
+    def run(self) -> int:
+        cfg, task = self.cfg, self.task
+        generation = self._claim_generation()
+        torch.manual_seed(cfg.seed)  # identical initial weights on every rank
+        model = task.build_model().to(self.device)
+        optimizer = task.build_optimizer(model)
+        scheduler = task.build_scheduler(optimizer, cfg.total_steps)
+
+        step = 0
+        loaded = self._pick_checkpoint()
+        if loaded is None:
+            _seed_rank(cfg.seed, 0, self.rank)
+            if self.rank == 0:
+                emit("start", world=self.world, gen=generation)
+        else:
+            state, meta = loaded
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            if scheduler is not None and state.get("scheduler") is not None:
+                scheduler.load_state_dict(state["scheduler"])
+            step = ElasticBatchSampler.step_from_state(state["sampler"], len(task.dataset))
+            if len(state["rng"]) == self.world:
+                _set_rng_state(state["rng"][self.rank])  # same world size: continue exactly
+            else:
+                _seed_rank(cfg.seed, step, self.rank)  # resharded: fresh per-rank streams
+            if self.rank == 0:
+                log.info("resumed from %s at step %d (world size %d -> %d)",
+                         meta.get("step"), step, meta.get("world_size"), self.world)
+                emit("resumed", step=step, world=self.world, gen=generation, from_gen=meta["generation"],
+                     from_world=meta.get("world_size"))
+
+        if self.world > 1:
+            ddp_model: nn.Module = nn.parallel.DistributedDataParallel(
+                model, device_ids=[self.local_rank] if self.device.type == "cuda" else None
+            )
+        else:
+            ddp_model = model
+        sampler = ElasticBatchSampler(
+            len(task.dataset), cfg.global_batch_size, self.rank, self.world, cfg.seed,
+            start_step=step, total_steps=cfg.total_steps,
+        )
+        loader = DataLoader(task.dataset, batch_sampler=sampler, num_workers=cfg.num_workers,
+                            pin_memory=self.device.type == "cuda")
+        # DDP averages gradients over ranks; scaling by world / global batch turns that into the
+        # mean over the global batch however it is split (see the module docstring).
+        scale = self.world / cfg.global_batch_size
+        try:
+            return self._loop(ddp_model, model, optimizer, scheduler, sampler, loader, step, generation, scale)
+        finally:
+            self.scalars.close()
+
+    def _loop(self, ddp_model, model, optimizer, scheduler, sampler, loader, step, generation, scale) -> int:
+        cfg = self.cfg
+        if step >= cfg.total_steps:
+            if self.rank == 0:
+                emit("done", step=step, world=self.world, gen=generation)
+            return 0
+        ddp_model.train()
+        for batch in loader:
+            loss = self.task.loss_sum(ddp_model, batch, self.device)
+            (loss * scale).backward()
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            if cfg.step_delay_s:
+                time.sleep(cfg.step_delay_s)
+            flags = torch.stack([torch.tensor(1.0 if self.stop else 0.0), loss.detach().double().cpu()])
+            flags = flags.to(self.device)
+            dist.all_reduce(flags)
+            step += 1
+            stopping = bool(flags[0].item() > 0)
+            if self.rank == 0:
+                mean_loss = float(flags[1].item()) / cfg.global_batch_size
+                emit("step", step=step, world=self.world, gen=generation, loss=round(mean_loss, 6))
+                self.scalars.add("train/loss", mean_loss, step)
+                self.scalars.add("train/world_size", self.world, step)
+            if self.stop:
+                emit("signal", rank=self.rank, signum=self.stop.signum, step=step)
+            reason = "final" if step >= cfg.total_steps else "stop" if stopping else (
+                "periodic" if step % cfg.checkpoint_every == 0 else None)
+            if reason:
+                try:
+                    self._checkpoint(model, optimizer, scheduler, sampler, step, generation, reason)
+                except StaleGenerationError as exc:
+                    log.error("%s", exc)
+                    emit("fenced", rank=self.rank, step=step, gen=generation)
+                    return EXIT_FENCED
+            if stopping:
+                # a stop is rare: make sure rank 0's commit is done before anyone leaves
+                dist.barrier()
+                code = 128 + self.stop.signum if self.stop else EXIT_MEMBERSHIP_CHANGE
+                emit("exit", rank=self.rank, step=step, code=code)
+                return code
+            if reason == "final":
+                break
+        if self.rank == 0:
+            emit("done", step=step, world=self.world, gen=generation)
+        return 0
+
+    def _checkpoint(self, model, optimizer, scheduler, sampler, step, generation, reason) -> None:
+        # every rank's RNG state, so a resume at the same world size continues exactly
+        rng_states: list = [None] * self.world
+        dist.all_gather_object(rng_states, _rng_state())
+        if self.rank != 0:
+            return
+        started = time.monotonic()
+        epoch, _ = sampler.position(step)
+        state = {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict() if scheduler is not None else None,
+            "rng": rng_states,
+            "sampler": sampler.state_dict(step),
+            "step": step,
+            "epoch": epoch,
+        }
+        stall = self.stall
+
+        def before_commit(tmp: Path) -> None:
+            if stall and stall[0] == step:
+                emit("ckpt_writing", step=step, tmp=str(tmp))
+                time.sleep(stall[1])
+
+        saved = self.store.save(
+            state, step=step, generation=generation,
+            info={"world_size": self.world, "epoch": epoch, "reason": reason}, before_commit=before_commit,
+        )
+        emit("ckpt", step=step, gen=generation, reason=reason, path=str(saved.path),
+             seconds=round(time.monotonic() - started, 3))
+
+
+def train(task: Task, cfg: TrainConfig) -> int:
+    """Run one worker's share of the job; returns the process exit code."""
+    stop = StopRequest().install()
+    warm_imports()
+    rank = int(os.environ.get("RANK", "0"))
+    setup_logging(rank)
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    timeout = timedelta(seconds=float(os.environ.get("TORCHFLEET_PG_TIMEOUT_S", "300")))
+    dist.init_process_group(backend, timeout=timeout)
+    try:
+        return _Run(task, cfg, stop).run()
+    finally:
+        dist.destroy_process_group()
