@@ -37,6 +37,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from elastic_trainer import EXIT_MEMBERSHIP_CHANGE
 from elastic_trainer.checkpoint import CheckpointStore
+from elastic_trainer.comm import all_gather_objects, broadcast_object
 from elastic_trainer.data.sampler import ElasticBatchSampler
 from elastic_trainer.events import Scalars, emit, log, setup_logging
 from elastic_trainer.fence import StaleGenerationError
@@ -152,9 +153,7 @@ class _Run:
 
     # -- collectives helpers ----------------------------------------------------------------
     def _broadcast_object(self, obj: object) -> object:
-        box = [obj]
-        dist.broadcast_object_list(box, src=0, device=self.device if self.device.type == "cuda" else None)
-        return box[0]
+        return broadcast_object(obj, self.device)
 
     def _claim_generation(self) -> int:
         generation = 0
@@ -290,8 +289,7 @@ class _Run:
 
     def _checkpoint(self, model, optimizer, scheduler, sampler, step, generation, reason) -> None:
         # every rank's RNG state, so a resume at the same world size continues exactly
-        rng_states: list = [None] * self.world
-        dist.all_gather_object(rng_states, _rng_state())
+        rng_states = all_gather_objects(_rng_state(), self.device)
         if self.rank != 0:
             return
         started = time.monotonic()
