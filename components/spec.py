@@ -42,6 +42,10 @@ GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"
 # AKS puts this on every spot pool itself; declared so there is no diff, tolerated by jobs.
 AKS_SPOT_TAINT = {"key": "kubernetes.azure.com/scalesetpriority", "value": "spot", "effect": "NoSchedule"}
 MANAGER_POOL_NAME = "manager"
+# On every pod of a training job (the job builder sets them; network policies select on them).
+LABEL_ROLE = "torchfleet.io/role"
+ROLE_TRAINING = "training"
+LABEL_JOB = "torchfleet.io/job"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _K8S_VERSION = re.compile(r"^1\.\d{2}$")
