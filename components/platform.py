@@ -2,29 +2,33 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pulumi
 
-from components.clouds.aws import AwsCluster
-from components.clouds.azure import AzureCluster
 from components.clouds.base import CloudCluster
-from components.clouds.gcp import GcpCluster
-from components.clouds.local import LocalCluster
 from components.kube.training import TrainingLayer, TrainingLayerArgs
 from components.spec import PlatformSpec
 
-# The one place a cloud is chosen (TorchX schedulers/__init__.py, SkyPilot clouds).
-CLOUDS: dict[str, type[CloudCluster]] = {
-    "aws": AwsCluster,
-    "gcp": GcpCluster,
-    "azure": AzureCluster,
-    "local": LocalCluster,
+# The one place a cloud is chosen (TorchX schedulers/__init__.py, SkyPilot clouds). Imported on
+# use: each cloud SDK takes seconds to import, and a stack needs only its own.
+CLOUDS: dict[str, str] = {
+    "aws": "components.clouds.aws:AwsCluster",
+    "gcp": "components.clouds.gcp:GcpCluster",
+    "azure": "components.clouds.azure:AzureCluster",
+    "local": "components.clouds.local:LocalCluster",
 }
+
+
+def cloud_cluster_class(cloud: str) -> type[CloudCluster]:
+    module, cls = CLOUDS[cloud].split(":")
+    return getattr(importlib.import_module(module), cls)
 
 
 class TrainingPlatform(pulumi.ComponentResource):
     def __init__(self, name: str, spec: PlatformSpec, opts: pulumi.ResourceOptions | None = None):
         super().__init__("torchfleet:platform:TrainingPlatform", name, None, opts)
-        cluster = CLOUDS[spec.cloud](f"{name}-{spec.cloud}", spec, pulumi.ResourceOptions(parent=self))
+        cluster = cloud_cluster_class(spec.cloud)(f"{name}-{spec.cloud}", spec, pulumi.ResourceOptions(parent=self))
         handle = cluster.handle
         training = TrainingLayer(
             f"{name}-training",

@@ -1,0 +1,71 @@
+"""AWS: EKS with an on-demand manager pool, spot GPU pools per (GPU, zone), EFS, the autoscaler."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.clouds.aws.autoscaling import EksAutoscaling
+from components.clouds.aws.cluster import EksControlPlane
+from components.clouds.aws.efs import EfsStore
+from components.clouds.aws.network import AwsNetwork
+from components.clouds.aws.nodegroups import EksNodeGroups
+from components.clouds.base import ClusterHandle
+from components.spec import LABEL_POOL, MANAGER_POOL_NAME, PlatformSpec
+
+
+def cluster_name_for(stack: str) -> str:
+    # Deterministic: the subnet and Auto Scaling group tags must name the cluster before it exists.
+    return f"torchfleet-{stack}"
+
+
+class AwsCluster(pulumi.ComponentResource):
+    def __init__(self, name: str, spec: PlatformSpec, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("torchfleet:clouds:AwsCluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        cluster_name = cluster_name_for(spec.stack)
+        identity = aws.get_caller_identity_output()
+        partition = aws.get_partition().partition
+
+        network = AwsNetwork(f"{name}-network", spec, cluster_name, child)
+        subnets = network.private_subnets
+        control = EksControlPlane(
+            f"{name}-control", spec, cluster_name, [s.id for s in subnets.values()], partition, child
+        )
+        nodes = EksNodeGroups(f"{name}-nodes", spec, control.cluster, subnets, partition, child)
+        efs = EfsStore(
+            f"{name}-efs",
+            spec,
+            control.cluster,
+            network.vpc,
+            subnets,
+            control.security_group_id,
+            partition,
+            pulumi.ResourceOptions(parent=self, depends_on=[nodes]),
+        )
+        provider = k8s.Provider(
+            f"{name}-k8s", kubeconfig=control.kubeconfig, opts=pulumi.ResourceOptions(parent=self, depends_on=[nodes])
+        )
+        autoscaling = EksAutoscaling(
+            f"{name}-autoscaling",
+            spec,
+            control.cluster,
+            cluster_name,
+            [*nodes.asg_names, nodes.manager_asg_name],
+            identity.account_id,
+            partition,
+            pulumi.ResourceOptions(parent=self, providers=[provider], depends_on=[nodes, control.pod_identity_agent]),
+        )
+        self.handle = ClusterHandle(
+            name=control.cluster.name,
+            kubeconfig=control.kubeconfig,
+            provider=provider,
+            zones=spec.zones,
+            gpu_pools=spec.gpu_pools,
+            store=efs.store,
+            manager_selector={LABEL_POOL: MANAGER_POOL_NAME},
+            ready=[nodes, efs.csi_addon, *efs.mount_targets, autoscaling.device_plugin],
+            outputs={"region": spec.region, "fileSystemId": efs.file_system.id},
+        )
+        self.register_outputs({"clusterName": control.cluster.name, "fileSystemId": efs.file_system.id})

@@ -1,0 +1,147 @@
+"""The cluster autoscaler (pinned chart, image matching the cluster minor) with its own
+least-privilege identity through EKS Pod Identity, and the NVIDIA device plugin."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+import yaml
+
+from components.clouds.aws import iam
+from components.spec import (
+    GPU_TAINT,
+    LABEL_GPU_PRESENT,
+    LABEL_POOL,
+    MANAGER_POOL_NAME,
+    GpuPoolSpec,
+    PlatformSpec,
+)
+
+AUTOSCALER_CHART = {
+    "chart": "cluster-autoscaler",
+    "version": "9.46.6",
+    "repo": "https://kubernetes.github.io/autoscaler",
+}
+# The autoscaler must match the cluster's minor version:
+# https://github.com/kubernetes/autoscaler/tree/master/cluster-autoscaler#releases
+AUTOSCALER_IMAGE_TAGS = {
+    "1.30": "v1.30.0",
+    "1.31": "v1.31.0",
+    "1.32": "v1.32.0",
+    "1.33": "v1.33.0",
+    "1.34": "v1.34.0",
+}
+AUTOSCALER_SA = "cluster-autoscaler"
+DEVICE_PLUGIN_CHART = {
+    "chart": "nvidia-device-plugin",
+    "version": "0.17.1",
+    "repo": "https://nvidia.github.io/k8s-device-plugin",
+}
+
+# Priority expander: higher wins. Spot pools first; on-demand GPU pools only when no spot
+# pool can fit the pending pods (e.g. spot capacity is out in every zone).
+SPOT_PRIORITY, ON_DEMAND_PRIORITY, FALLBACK_PRIORITY = 50, 10, 1
+
+
+def expander_priorities(pools: tuple[GpuPoolSpec, ...]) -> dict[int, list[str]]:
+    """Regexes over Auto Scaling group names (EKS names them eks-<nodegroup>-<uuid>)."""
+    spot = [f".*-{p.name}-.*" for p in pools if p.spot]
+    on_demand = [f".*-{p.name}-.*" for p in pools if not p.spot]
+    priorities: dict[int, list[str]] = {FALLBACK_PRIORITY: [".*"]}
+    if spot:
+        priorities[SPOT_PRIORITY] = spot
+    if on_demand:
+        priorities[ON_DEMAND_PRIORITY] = on_demand
+    return priorities
+
+
+def autoscaler_values(spec: PlatformSpec, cluster_name: str) -> dict:
+    return {
+        "cloudProvider": "aws",
+        "awsRegion": spec.region,
+        "autoDiscovery": {"clusterName": cluster_name},
+        "image": {"tag": AUTOSCALER_IMAGE_TAGS[spec.kubernetes_version]},
+        "rbac": {"serviceAccount": {"create": True, "name": AUTOSCALER_SA}},
+        "nodeSelector": {LABEL_POOL: MANAGER_POOL_NAME},
+        # As YAML text: the ConfigMap's keys are integers, which a values map cannot carry
+        # (https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/expander/priority/readme.md).
+        "expanderPriorities": yaml.safe_dump(expander_priorities(spec.gpu_pools), sort_keys=True),
+        "extraArgs": {
+            "expander": "priority",
+            # One pool per zone: balancing keeps similar pools (same GPU) even across zones.
+            "balance-similar-node-groups": True,
+            "skip-nodes-with-local-storage": False,
+            "scale-down-unneeded-time": spec.autoscaler.scale_down_unneeded_time,
+            "scale-down-delay-after-add": spec.autoscaler.scale_down_delay_after_add,
+        },
+        "podDisruptionBudget": {"maxUnavailable": 1},
+        "priorityClassName": "system-cluster-critical",
+    }
+
+
+def device_plugin_values() -> dict:
+    """The plugin must run on the tainted GPU nodes, and only there."""
+    return {
+        "nodeSelector": {LABEL_GPU_PRESENT: "true"},
+        "tolerations": [
+            {"key": GPU_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "CriticalAddonsOnly", "operator": "Exists"},
+        ],
+        "priorityClassName": "system-node-critical",
+    }
+
+
+class EksAutoscaling(pulumi.ComponentResource):
+    def __init__(
+        self,
+        name: str,
+        spec: PlatformSpec,
+        cluster: aws.eks.Cluster,
+        cluster_name: str,
+        asg_names: list[pulumi.Output[str]],
+        account: pulumi.Input[str],
+        partition: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("torchfleet:clouds:EksAutoscaling", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        region = spec.region or ""
+        role = aws.iam.Role(f"{name}-autoscaler-role", assume_role_policy=iam.pod_identity_trust_policy(), opts=child)
+        self.policy = aws.iam.RolePolicy(
+            f"{name}-autoscaler-policy",
+            role=role.id,
+            policy=pulumi.Output.all(account, cluster.name, *asg_names).apply(
+                lambda a: iam.cluster_autoscaler_policy(partition, region, a[0], a[1], list(a[2:]))
+            ),
+            opts=child,
+        )
+        identity = aws.eks.PodIdentityAssociation(
+            f"{name}-autoscaler-identity",
+            cluster_name=cluster.name,
+            namespace="kube-system",
+            service_account=AUTOSCALER_SA,
+            role_arn=role.arn,
+            opts=child,
+        )
+        self.autoscaler = k8s.helm.v3.Release(
+            f"{name}-cluster-autoscaler",
+            name="cluster-autoscaler",
+            namespace="kube-system",
+            chart=AUTOSCALER_CHART["chart"],
+            version=AUTOSCALER_CHART["version"],
+            repository_opts={"repo": AUTOSCALER_CHART["repo"]},
+            values=autoscaler_values(spec, cluster_name),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[identity, self.policy]),
+        )
+        self.device_plugin = k8s.helm.v3.Release(
+            f"{name}-nvidia-device-plugin",
+            name="nvidia-device-plugin",
+            namespace="kube-system",
+            chart=DEVICE_PLUGIN_CHART["chart"],
+            version=DEVICE_PLUGIN_CHART["version"],
+            repository_opts={"repo": DEVICE_PLUGIN_CHART["repo"]},
+            values=device_plugin_values(),
+            opts=child,
+        )
+        self.register_outputs({})

@@ -1,0 +1,99 @@
+"""EFS as the shared store: encrypted, elastic throughput, one mount target per zone, NFS open
+only to the nodes, mounted through the EFS CSI driver (an EKS add-on with its own identity)."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+
+from components.clouds.aws import iam
+from components.clouds.aws.options import store_options
+from components.clouds.base import SharedStore
+from components.spec import PlatformSpec
+
+NFS_PORT = 2049
+EFS_CSI_ADDON_VERSION = "v2.1.10-eksbuild.1"
+EFS_CSI_CONTROLLER_SA = "efs-csi-controller-sa"
+# The driver mounts through efs-utils with TLS, which EFS recommends:
+# https://docs.aws.amazon.com/efs/latest/ug/encryption-in-transit.html
+EFS_MOUNT_OPTIONS = ("tls",)
+
+
+class EfsStore(pulumi.ComponentResource):
+    def __init__(
+        self,
+        name: str,
+        spec: PlatformSpec,
+        cluster: aws.eks.Cluster,
+        vpc: aws.ec2.Vpc,
+        subnets: dict[str, aws.ec2.Subnet],
+        node_security_group_id: pulumi.Input[str],
+        partition: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("torchfleet:clouds:EfsStore", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.file_system = aws.efs.FileSystem(
+            f"{name}-fs",
+            encrypted=True,
+            # Elastic: throughput follows the load (many readers at job start), no burst credits.
+            # https://docs.aws.amazon.com/efs/latest/ug/performance.html#throughput-modes
+            throughput_mode="elastic",
+            performance_mode="generalPurpose",
+            lifecycle_policies=[{"transition_to_ia": "AFTER_30_DAYS"}],
+            tags={"Name": f"{name}-shared", "torchfleet.io/stack": spec.stack},
+            opts=store_options(self, spec.storage.protect),
+        )
+        aws.efs.BackupPolicy(
+            f"{name}-backup", file_system_id=self.file_system.id, backup_policy={"status": "ENABLED"}, opts=child
+        )
+        sg = aws.ec2.SecurityGroup(
+            f"{name}-nfs-sg",
+            vpc_id=vpc.id,
+            description="NFS from the cluster's nodes only",
+            ingress=[
+                {
+                    "protocol": "tcp",
+                    "from_port": NFS_PORT,
+                    "to_port": NFS_PORT,
+                    "security_groups": [node_security_group_id],
+                    "description": "NFS from EKS nodes",
+                }
+            ],
+            opts=child,
+        )
+        # One mount target per zone (EFS allows exactly one per zone, not one per subnet).
+        self.mount_targets = [
+            aws.efs.MountTarget(
+                f"{name}-mt-{zone}",
+                file_system_id=self.file_system.id,
+                subnet_id=subnet.id,
+                security_groups=[sg.id],
+                opts=child,
+            )
+            for zone, subnet in subnets.items()
+        ]
+        role = aws.iam.Role(f"{name}-csi-role", assume_role_policy=iam.pod_identity_trust_policy(), opts=child)
+        aws.iam.RolePolicyAttachment(
+            f"{name}-csi-policy",
+            role=role.name,
+            policy_arn=iam.managed_policy_arn(partition, iam.EFS_CSI_MANAGED_POLICY),
+            opts=child,
+        )
+        self.csi_addon = aws.eks.Addon(
+            f"{name}-csi-driver",
+            cluster_name=cluster.name,
+            addon_name="aws-efs-csi-driver",
+            addon_version=EFS_CSI_ADDON_VERSION,
+            pod_identity_associations=[{"role_arn": role.arn, "service_account": EFS_CSI_CONTROLLER_SA}],
+            opts=child,
+        )
+        self.store = SharedStore(
+            kind="efs",
+            volume_source={"csi": {"driver": "efs.csi.aws.com", "volumeHandle": self.file_system.id}},
+            mount_options=EFS_MOUNT_OPTIONS,
+            capacity="1Ti",  # EFS has no size; Kubernetes needs a number
+            nfs_cidrs=(spec.network.cidr,),
+            id=self.file_system.id,
+        )
+        self.register_outputs({"fileSystemId": self.file_system.id})

@@ -1,0 +1,105 @@
+"""The VPC: private node subnets in every zone (no public IPs on nodes), public subnets for NAT
+and load balancers, and the subnet tags the EKS load balancer controllers expect."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from components.spec import PlatformSpec
+
+
+@dataclass(frozen=True)
+class SubnetPlan:
+    zone: str
+    private_cidr: str
+    public_cidr: str
+
+
+def plan_subnets(vpc_cidr: str, zones: tuple[str, ...]) -> list[SubnetPlan]:
+    """Carve the VPC into one large private and one small public subnet per zone.
+
+    Nodes and pods (the VPC CNI gives every pod a VPC address) live in the private subnets, so
+    they get most of the space; public subnets only hold NAT gateways and load balancers.
+    Pure function, so the layout is tested without mocks.
+    """
+    net = ipaddress.ip_network(vpc_cidr)
+    halves = list(net.subnets(prefixlen_diff=1))
+    private = list(halves[0].subnets(prefixlen_diff=2))  # up to 4 zones: a /19 each of a /16
+    public = list(halves[1].subnets(new_prefix=min(halves[1].prefixlen + 4, 28)))
+    if len(zones) > len(private):
+        raise ValueError(f"at most {len(private)} zones fit in {vpc_cidr}")
+    return [SubnetPlan(z, str(private[i]), str(public[i])) for i, z in enumerate(zones)]
+
+
+def subnet_tags(cluster_name: str, public: bool) -> dict[str, str]:
+    # https://docs.aws.amazon.com/eks/latest/userguide/network-load-balancing.html (subnet tagging)
+    role = "kubernetes.io/role/elb" if public else "kubernetes.io/role/internal-elb"
+    return {role: "1", f"kubernetes.io/cluster/{cluster_name}": "shared"}
+
+
+class AwsNetwork(pulumi.ComponentResource):
+    def __init__(self, name: str, spec: PlatformSpec, cluster_name: str, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("torchfleet:clouds:AwsNetwork", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.vpc = aws.ec2.Vpc(
+            f"{name}-vpc",
+            cidr_block=spec.network.cidr,
+            enable_dns_hostnames=True,  # EFS mount targets and private endpoints resolve by DNS
+            enable_dns_support=True,
+            tags={"Name": f"{cluster_name}-vpc"},
+            opts=child,
+        )
+        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=self.vpc.id, opts=child)
+        public_rt = aws.ec2.RouteTable(
+            f"{name}-public-rt",
+            vpc_id=self.vpc.id,
+            routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": igw.id}],
+            opts=child,
+        )
+        self.private_subnets: dict[str, aws.ec2.Subnet] = {}
+        nat_ids: dict[str, pulumi.Output[str]] = {}
+        for i, plan in enumerate(plan_subnets(spec.network.cidr, spec.zones)):
+            public = aws.ec2.Subnet(
+                f"{name}-public-{plan.zone}",
+                vpc_id=self.vpc.id,
+                cidr_block=plan.public_cidr,
+                availability_zone=plan.zone,
+                map_public_ip_on_launch=False,  # only the NAT gateways' Elastic IPs are public
+                tags={"Name": f"{cluster_name}-public-{plan.zone}", **subnet_tags(cluster_name, public=True)},
+                opts=child,
+            )
+            aws.ec2.RouteTableAssociation(
+                f"{name}-public-{plan.zone}-rta", subnet_id=public.id, route_table_id=public_rt.id, opts=child
+            )
+            if spec.network.nat == "perZone" or i == 0:
+                nat_ids[plan.zone] = self._create_nat(f"{name}-nat-{plan.zone}", public, igw)
+            private = aws.ec2.Subnet(
+                f"{name}-private-{plan.zone}",
+                vpc_id=self.vpc.id,
+                cidr_block=plan.private_cidr,
+                availability_zone=plan.zone,
+                map_public_ip_on_launch=False,
+                tags={"Name": f"{cluster_name}-private-{plan.zone}", **subnet_tags(cluster_name, public=False)},
+                opts=child,
+            )
+            nat = nat_ids.get(plan.zone) or next(iter(nat_ids.values()))
+            rt = aws.ec2.RouteTable(
+                f"{name}-private-{plan.zone}-rt",
+                vpc_id=self.vpc.id,
+                routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat}],
+                opts=child,
+            )
+            aws.ec2.RouteTableAssociation(
+                f"{name}-private-{plan.zone}-rta", subnet_id=private.id, route_table_id=rt.id, opts=child
+            )
+            self.private_subnets[plan.zone] = private
+        self.register_outputs({"vpcId": self.vpc.id})
+
+    def _create_nat(self, name: str, public: aws.ec2.Subnet, igw: aws.ec2.InternetGateway) -> pulumi.Output[str]:
+        child = pulumi.ResourceOptions(parent=self, depends_on=[igw])
+        eip = aws.ec2.Eip(f"{name}-eip", domain="vpc", opts=child)
+        return aws.ec2.NatGateway(name, allocation_id=eip.id, subnet_id=public.id, opts=child).id

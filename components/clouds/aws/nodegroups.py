@@ -1,0 +1,165 @@
+"""Managed node groups: the on-demand manager pool and one GPU pool per (GPU, zone).
+
+GPU groups scale from zero. The cluster autoscaler cannot see a node that does not exist, so it
+reads the would-be node's labels, taints and GPU count from tags on the Auto Scaling group;
+managed node group tags do not reach the group, so they are written as aws.autoscaling.Tag
+resources (https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/cloudprovider/aws/README.md#auto-discovery-setup).
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+
+from components.clouds.aws import iam
+from components.clouds.aws.options import nodegroup_options
+from components.spec import GPU_RESOURCE, GPU_TAINT, LABEL_POOL, MANAGER_POOL_NAME, GpuPoolSpec, PlatformSpec
+
+# https://docs.aws.amazon.com/eks/latest/APIReference/API_Nodegroup.html#AmazonEKS-Type-Nodegroup-amiType
+# AL2 GPU AMIs are retired; the AL2023 NVIDIA AMI has the driver, not the device plugin.
+GPU_AMI = "AL2023_x86_64_NVIDIA"
+MANAGER_AMI = "AL2023_x86_64_STANDARD"
+ASG_TAG_PREFIX = "k8s.io/cluster-autoscaler/node-template"
+
+
+def taint_for_eks(taint: dict[str, str]) -> dict[str, str]:
+    return {"key": taint["key"], "value": taint["value"], "effect": "NO_SCHEDULE"}
+
+
+def scale_from_zero_tags(pool: GpuPoolSpec) -> dict[str, str]:
+    """The Auto Scaling group tags that let the cluster autoscaler build a template node."""
+    tags = {f"{ASG_TAG_PREFIX}/label/{k}": v for k, v in pool.labels.items()}
+    tags[f"{ASG_TAG_PREFIX}/taint/{GPU_TAINT['key']}"] = f"{GPU_TAINT['value']}:{GPU_TAINT['effect']}"
+    tags[f"{ASG_TAG_PREFIX}/resources/{GPU_RESOURCE}"] = str(pool.gpus_per_node)
+    return tags
+
+
+def launch_template_args(disk_size_gb: int) -> dict:
+    """IMDSv2 only, hop limit 1, encrypted gp3 root volume.
+
+    Hop limit 1 keeps pods (one network hop further away) off the node role's credentials;
+    our add-ons get their own through EKS Pod Identity, and node agents use the host network.
+    https://docs.aws.amazon.com/eks/latest/best-practices/identity-and-access-management.html#_restrict_access_to_the_instance_profile_assigned_to_the_worker_node
+    """
+    return {
+        "metadata_options": {
+            "http_endpoint": "enabled",
+            "http_tokens": "required",
+            "http_put_response_hop_limit": 1,
+        },
+        "block_device_mappings": [
+            {
+                "device_name": "/dev/xvda",
+                "ebs": {
+                    "volume_size": disk_size_gb,
+                    "volume_type": "gp3",
+                    "encrypted": "true",
+                    "delete_on_termination": "true",
+                },
+            }
+        ],
+        # No network_interfaces: nodes get no public IP (private subnets, map_public_ip_on_launch off).
+        "update_default_version": True,
+    }
+
+
+class EksNodeGroups(pulumi.ComponentResource):
+    def __init__(
+        self,
+        name: str,
+        spec: PlatformSpec,
+        cluster: aws.eks.Cluster,
+        subnets: dict[str, aws.ec2.Subnet],
+        partition: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("torchfleet:clouds:EksNodeGroups", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        role = aws.iam.Role(
+            f"{name}-node-role", assume_role_policy=iam.assume_role_policy("ec2.amazonaws.com"), opts=child
+        )
+        attachments = [
+            aws.iam.RolePolicyAttachment(
+                f"{name}-node-role-{p}", role=role.name, policy_arn=iam.managed_policy_arn(partition, p), opts=child
+            )
+            for p in iam.NODE_MANAGED_POLICIES
+        ]
+        self._prefix, self._cluster, self._role, self._deps = name, cluster, role, [*attachments]
+        manager = spec.manager_pool
+        self.manager = self._create_group(
+            MANAGER_POOL_NAME,
+            subnet_ids=[s.id for s in subnets.values()],
+            instance_types=[manager.machine_type],
+            capacity_type="ON_DEMAND",
+            ami_type=MANAGER_AMI,
+            min_nodes=manager.min_nodes,
+            max_nodes=manager.max_nodes,
+            disk_size_gb=manager.disk_size_gb,
+            labels={LABEL_POOL: MANAGER_POOL_NAME},
+            taints=[],
+        )
+        self.gpu_groups: dict[str, aws.eks.NodeGroup] = {}
+        self.asg_names: list[pulumi.Output[str]] = []
+        for pool in spec.gpu_pools:
+            group = self._create_group(
+                pool.name,
+                subnet_ids=[subnets[pool.zone].id],  # one zone per pool: jobs stay in one zone
+                instance_types=pool.machine_types,
+                capacity_type="SPOT" if pool.spot else "ON_DEMAND",
+                ami_type=GPU_AMI,
+                min_nodes=pool.min_nodes,
+                max_nodes=pool.max_nodes,
+                disk_size_gb=pool.disk_size_gb,
+                labels=pool.labels,
+                taints=[taint_for_eks(GPU_TAINT)],
+            )
+            asg_name = group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
+            for i, (key, value) in enumerate(sorted(scale_from_zero_tags(pool).items())):
+                aws.autoscaling.Tag(
+                    f"{name}-{pool.name}-asg-tag-{i}",
+                    autoscaling_group_name=asg_name,
+                    tag={"key": key, "value": value, "propagate_at_launch": False},
+                    opts=child,
+                )
+            self.gpu_groups[pool.name] = group
+            self.asg_names.append(asg_name)
+        self.manager_asg_name = self.manager.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
+        self.register_outputs({"gpuPools": list(self.gpu_groups)})
+
+    def _create_group(
+        self,
+        pool_name: str,
+        *,
+        subnet_ids: list,
+        instance_types: list[str],
+        capacity_type: str,
+        ami_type: str,
+        min_nodes: int,
+        max_nodes: int,
+        disk_size_gb: int,
+        labels: dict[str, str],
+        taints: list[dict],
+    ) -> aws.eks.NodeGroup:
+        name = self._prefix
+        template = aws.ec2.LaunchTemplate(
+            f"{name}-{pool_name}-lt",
+            **launch_template_args(disk_size_gb),
+            tag_specifications=[{"resource_type": "instance", "tags": {"torchfleet.io/pool": pool_name}}],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return aws.eks.NodeGroup(
+            f"{name}-{pool_name}",
+            cluster_name=self._cluster.name,
+            node_group_name=pool_name,
+            node_role_arn=self._role.arn,
+            subnet_ids=subnet_ids,
+            instance_types=instance_types,
+            capacity_type=capacity_type,
+            ami_type=ami_type,
+            scaling_config={"min_size": min_nodes, "max_size": max_nodes, "desired_size": min_nodes},
+            update_config={"max_unavailable": 1},
+            labels=labels,
+            taints=taints,
+            launch_template={"id": template.id, "version": template.latest_version.apply(str)},
+            opts=nodegroup_options(self, self._deps),
+        )
