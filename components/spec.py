@@ -324,13 +324,13 @@ def _parse_zones(p: _Problems, raw: dict, cloud: str, traits: CloudTraits, regio
         return []
     if len(set(zones)) != len(zones):
         p.add(key, f"each zone once, got {zones}")
-    if region:
-        pattern = re.compile(traits.zone_pattern.replace("{region}", re.escape(region)))
+    if region or "{region}" not in traits.zone_pattern:  # Azure's zones need no region to check
+        pattern = re.compile(traits.zone_pattern.replace("{region}", re.escape(region or "")))
         for i, zone in enumerate(zones):
             if not pattern.match(zone):
                 where = f"region {region}" if "{region}" in traits.zone_pattern else cloud
                 p.add(f"{key}[{i}]", f"zone {zone!r} is not in {where}; expected like {traits.zone_example}")
-    return zones
+    return list(dict.fromkeys(zones))  # a repeated zone is reported above, not again by every pool
 
 
 def _parse_min_max(p: _Problems, key: str, obj: dict, default_min: int) -> tuple[int, int]:
@@ -486,7 +486,7 @@ def _parse_network(p: _Problems, value: Any) -> NetworkSpec:
     default = NetworkSpec()
     cidr = obj.get("cidr", default.cidr)
     try:
-        net = ipaddress.ip_network(cidr)
+        net = ipaddress.IPv4Network(str(cidr))  # ip_network() takes ints (16 -> 0.0.0.16/32) and IPv6
         if net.prefixlen > 20:
             p.add(f"{key}.cidr", f"{cidr} is too small for per-zone node subnets; use /20 or larger, e.g. 10.0.0.0/16")
     except (ValueError, TypeError):
