@@ -1,6 +1,68 @@
-"""Computed outputs and invoke answers of the gcp provider under mocks."""
+"""Computed outputs and invoke answers of the gcp provider under mocks.
+
+Only outputs the program reads are computed here, shaped as pulumi-gcp returns them (camelCase
+state keys): a test that reads one the provider does not compute should fail, not pass on a
+made-up value. Values are fixed so synth output is stable.
+"""
 
 from __future__ import annotations
 
-RESOURCES: dict = {}
+import base64
+from typing import Any
+
+import pulumi
+
+PROJECT = "mock-project"
+# base64 of a PEM header, as GKE's masterAuth.clusterCaCertificate is base64 PEM.
+MOCK_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMOCK\n-----END CERTIFICATE-----\n").decode()
+MOCK_ENDPOINT = "203.0.113.10"  # TEST-NET-3: never a real control plane
+MOCK_FILESTORE_IP = "10.96.0.2"
+
+
+def _project(args: pulumi.runtime.MockResourceArgs) -> str:
+    return args.inputs.get("project") or PROJECT
+
+
+def _cluster(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    location = args.inputs.get("location", "")
+    return {
+        "endpoint": MOCK_ENDPOINT,
+        "masterAuth": {**(args.inputs.get("masterAuth") or {}), "clusterCaCertificate": MOCK_CA},
+        "masterVersion": f"{args.inputs.get('minMasterVersion', '1.33')}.5-gke.1000000",
+        "selfLink": f"https://container.googleapis.com/v1/projects/{_project(args)}/locations/{location}"
+        f"/clusters/{args.name}",
+    }
+
+
+def _filestore(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    networks = args.inputs.get("networks") or [{}]
+    return {
+        "networks": [
+            {**networks[0], "ipAddresses": [MOCK_FILESTORE_IP], "reservedIpRange": "10.96.0.0/29"},
+            *networks[1:],
+        ],
+    }
+
+
+def _service_account(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    email = f"{args.inputs['accountId']}@{_project(args)}.iam.gserviceaccount.com"
+    return {"email": email, "member": f"serviceAccount:{email}", "uniqueId": "100000000000000000001"}
+
+
+def _self_link(kind: str) -> Any:
+    def compute(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+        region = args.inputs.get("region")
+        where = f"regions/{region}/" if region else "global/"
+        return {"selfLink": f"https://www.googleapis.com/compute/v1/projects/{_project(args)}/{where}{kind}/{args.name}"}
+
+    return compute
+
+
+RESOURCES: dict = {
+    "gcp:container/cluster:Cluster": _cluster,
+    "gcp:filestore/instance:Instance": _filestore,
+    "gcp:serviceaccount/account:Account": _service_account,
+    "gcp:compute/network:Network": _self_link("networks"),
+    "gcp:compute/subnetwork:Subnetwork": _self_link("subnetworks"),
+}
 CALLS: dict = {}

@@ -1,0 +1,167 @@
+"""GcpCluster: a private, VPC-native GKE cluster with spot GPU pools and a Filestore share.
+
+    network (GcpNetwork) -> GKE cluster -> node pools (GcpNodePools) -> Filestore (GcpFilestore)
+                                        -> kubeconfig (secret) -> Kubernetes provider -> handle
+
+GKE runs the parts other clouds need charts for: the cluster autoscaler (configured here per
+pool and by profile), the NVIDIA device plugin and driver installer, and the Filestore CSI
+driver (a managed add-on). Settings are built by small functions the tests call directly.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from components.clouds.base import ClusterHandle
+from components.clouds.gcp.filestore import GcpFilestore
+from components.clouds.gcp.kubeconfig import kubeconfig
+from components.clouds.gcp.network import MAX_PODS_PER_NODE, PODS_RANGE, SERVICES_RANGE, GcpNetwork
+from components.clouds.gcp.pools import MANAGER_LABELS, OAUTH_SCOPES, GcpNodeIdentity, GcpNodePools
+from components.spec import PlatformSpec
+
+# kubernetesVersion is a floor (min_master_version): on a release channel GKE upgrades the
+# control plane and nodes itself, and REGULAR gets a minor about 2-3 months after RAPID, once it
+# is proven; STABLE lags further. https://cloud.google.com/kubernetes-engine/docs/concepts/release-channels
+RELEASE_CHANNEL = "REGULAR"
+# The autoscaler that GKE runs for every pool with autoscaling set. OPTIMIZE_UTILIZATION scales
+# down sooner and packs pods onto fewer nodes: idle spot GPUs cost money, and training pods
+# are not latency sensitive. GKE does not expose scale-down-unneeded-time; the profile is the
+# knob. https://cloud.google.com/kubernetes-engine/docs/concepts/cluster-autoscaler#autoscaling_profiles
+AUTOSCALING_PROFILE = "OPTIMIZE_UTILIZATION"
+
+
+def resource_labels(spec: PlatformSpec) -> dict[str, str]:
+    """GCP labels (lowercase letters, digits, '-', '_'; 63 characters) for cost reports."""
+    return {"torchfleet-stack": re.sub(r"[^a-z0-9_-]", "-", spec.stack.lower())[:63]}
+
+
+def autoscaling_config() -> dict[str, Any]:
+    # Node auto-provisioning off: the autoscaler scales our pools only, never invents new ones
+    # (with other machine types, labels or no GPU taint).
+    return {"enabled": False, "autoscaling_profile": AUTOSCALING_PROFILE}
+
+
+def authorized_networks(cidrs: tuple[str, ...]) -> dict[str, Any]:
+    """Who may reach the public control-plane endpoint (network.publicAccessCidrs)."""
+    return {"cidr_blocks": [{"cidr_block": c, "display_name": f"torchfleet-{i}"} for i, c in enumerate(cidrs)]}
+
+
+def cluster_options(spec: PlatformSpec, parent: pulumi.Resource) -> pulumi.ResourceOptions:
+    """The default pool's settings (nodeConfig, initialNodeCount) only matter at creation.
+
+    GKE creates the cluster with a default pool that remove_default_node_pool deletes; later
+    reads of those fields must not force a replacement of the whole cluster.
+    """
+    return pulumi.ResourceOptions(
+        parent=parent,
+        ignore_changes=["nodeConfig", "initialNodeCount"],
+        custom_timeouts=pulumi.CustomTimeouts(create="45m", update="60m", delete="45m"),
+    )
+
+
+class GcpCluster(pulumi.ComponentResource):
+    def __init__(self, name: str, spec: PlatformSpec, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("torchfleet:clouds:GcpCluster", name, None, opts)
+        labels = resource_labels(spec)
+        self.network = GcpNetwork(f"{name}-network", spec, pulumi.ResourceOptions(parent=self))
+        self.identity = GcpNodeIdentity(
+            f"{name}-nodes", spec.project or "", spec.stack, pulumi.ResourceOptions(parent=self)
+        )
+        self.cluster = self._create_cluster(name, spec, labels)
+        self.pools = GcpNodePools(
+            f"{name}-pools",
+            cluster=self.cluster,
+            identity=self.identity,
+            manager=spec.manager_pool,
+            gpu_pools=spec.gpu_pools,
+            zones=spec.zones,
+            resource_labels=labels,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.filestore = GcpFilestore(
+            f"{name}-filestore",
+            spec,
+            network=self.network.vpc.name,
+            node_range=self.network.plan.nodes,
+            labels=labels,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        config = pulumi.Output.secret(
+            pulumi.Output.all(
+                self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
+            ).apply(lambda args: kubeconfig(*args))
+        )
+        provider = k8s.Provider(f"{name}-k8s", kubeconfig=config, opts=pulumi.ResourceOptions(parent=self))
+        self.handle = ClusterHandle(
+            name=self.cluster.name,
+            kubeconfig=config,
+            provider=provider,
+            zones=spec.zones,
+            gpu_pools=spec.gpu_pools,
+            store=self.filestore.store,
+            manager_selector=dict(MANAGER_LABELS),
+            # The CSI add-on is part of the cluster; control pods need the manager pool; the PV
+            # needs the instance's address.
+            ready=[self.cluster, self.pools.manager, self.filestore.instance],
+            outputs={
+                "region": spec.region,
+                "project": spec.project,
+                "filestoreInstance": self.filestore.instance.id,
+            },
+        )
+        self.register_outputs({"clusterName": self.cluster.name, **self.handle.outputs})
+
+    def _create_cluster(self, name: str, spec: PlatformSpec, labels: dict[str, str]) -> gcp.container.Cluster:
+        return gcp.container.Cluster(
+            f"{name}-gke",
+            # Regional: the control plane is replicated over the region's zones.
+            location=spec.region,
+            node_locations=list(spec.zones),
+            network=self.network.vpc.id,
+            subnetwork=self.network.subnet.id,
+            networking_mode="VPC_NATIVE",
+            ip_allocation_policy={
+                "cluster_secondary_range_name": PODS_RANGE,
+                "services_secondary_range_name": SERVICES_RANGE,
+            },
+            default_max_pods_per_node=MAX_PODS_PER_NODE,
+            # Nodes get no public IPs; since GKE 1.29 the control plane is reached over Private
+            # Service Connect, so no master CIDR block is needed:
+            # https://cloud.google.com/kubernetes-engine/docs/concepts/private-service-connect
+            private_cluster_config={"enable_private_nodes": True, "enable_private_endpoint": False},
+            master_authorized_networks_config=authorized_networks(spec.network.public_access_cidrs),
+            master_auth={"client_certificate_config": {"issue_client_certificate": False}},
+            # Our pools are separate resources (updated without touching the cluster); GKE needs
+            # a default pool to create a cluster, which is removed at once.
+            remove_default_node_pool=True,
+            initial_node_count=1,
+            # The short-lived default pool still should not run as the Editor default account.
+            node_config={
+                "service_account": self.identity.email,
+                "oauth_scopes": list(OAUTH_SCOPES),
+                "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True},
+                "workload_metadata_config": {"mode": "GKE_METADATA"},
+            },
+            release_channel={"channel": RELEASE_CHANNEL},
+            min_master_version=spec.kubernetes_version,
+            workload_identity_config={"workload_pool": f"{spec.project}.svc.id.goog"},
+            enable_shielded_nodes=True,
+            # Dataplane V2 enforces the training namespace's NetworkPolicies (egress to NFS only
+            # where allowed); without it GKE accepts NetworkPolicies and enforces none.
+            datapath_provider="ADVANCED_DATAPATH",
+            addons_config={
+                "gcp_filestore_csi_driver_config": {"enabled": True},
+                "gce_persistent_disk_csi_driver_config": {"enabled": True},
+            },
+            cluster_autoscaling=autoscaling_config(),
+            # Follows storage.protect: `pulumi destroy` fails on the cluster until protect is set
+            # to false and applied (the stack's intent, "do not tear this down by accident").
+            deletion_protection=spec.storage.protect,
+            resource_labels=labels,
+            opts=cluster_options(spec, self),
+        )

@@ -1,0 +1,48 @@
+"""The GKE kubeconfig: no static credentials, only gke-gcloud-auth-plugin exec auth.
+
+Since GKE 1.26 kubectl authenticates through the plugin (gcloud components install
+gke-gcloud-auth-plugin): https://cloud.google.com/kubernetes-engine/docs/how-to/cluster-access-for-kubectl
+The file holds no secret itself, but it names the endpoint and CA, so it is still exported as
+a Pulumi secret like every cloud's kubeconfig.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+AUTH_PLUGIN = "gke-gcloud-auth-plugin"
+EXEC_API_VERSION = "client.authentication.k8s.io/v1beta1"
+
+
+def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:
+    """A kubeconfig for one cluster; ca_certificate is base64 PEM as GKE's masterAuth gives it."""
+    context = f"gke-{cluster_name}"
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": context,
+                    "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca_certificate},
+                }
+            ],
+            "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
+            "current-context": context,
+            "users": [
+                {
+                    "name": context,
+                    "user": {
+                        "exec": {
+                            "apiVersion": EXEC_API_VERSION,
+                            "command": AUTH_PLUGIN,
+                            "provideClusterInfo": True,
+                            "interactiveMode": "IfAvailable",
+                            "installHint": f"Install {AUTH_PLUGIN}: gcloud components install {AUTH_PLUGIN}",
+                        }
+                    },
+                }
+            ],
+        },
+        sort_keys=False,
+    )
