@@ -1,0 +1,215 @@
+"""Pure builders: a JobRequest and its Target in, an ElasticJob or PyTorchJob dict out.
+
+No client, no I/O: ``--dry-run`` prints exactly what ``submit`` sends, and the tests validate
+the same dicts against the CRD schemas.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components import spec as platform
+from torchfleet.jobs.spec import JobRequest
+from torchfleet.jobs.target import Target
+
+ELASTICJOB = {"group": "elastic.pytorch.org", "version": "v1alpha1", "plural": "elasticjobs", "kind": "ElasticJob"}
+PYTORCHJOB = {"group": "kubeflow.org", "version": "v1", "plural": "pytorchjobs", "kind": "PyTorchJob"}
+RESOURCES = {"torchelastic": ELASTICJOB, "kubeflow": PYTORCHJOB}
+
+# The ElasticJob controller reads exit codes only from the container with this name (DESIGN.md);
+# the training operator's validation refuses a PyTorchJob without a container named "pytorch"
+# (kubeflow/training-operator pkg/apis/kubeflow.org/v1 pytorch_validation.go, v1.9.x).
+CONTAINER_NAME = {"torchelastic": "elasticjob-worker", "kubeflow": "pytorch"}
+# The training image's entrypoint: torchrun with etcd-v2 rendezvous and tuned timeouts. The
+# ElasticJob controller prepends --rdzv_backend=etcd --rdzv_endpoint --rdzv_id --nnodes to the
+# *args*, so the launcher must be the command and the user's script the args; the launcher turns
+# the prepended legacy `etcd` backend into `etcd-v2`.
+LAUNCHER = ("python", "-m", "elastic_trainer.launcher")
+SERVICE_ACCOUNT = "training-job"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_SWEEP = "torchfleet.io/sweep"
+ANNOTATION_ZONE = "torchfleet.io/zone"
+ANNOTATION_MACHINE = "torchfleet.io/machine"
+ANNOTATION_OVERRIDES = "torchfleet.io/overrides"
+ANNOTATION_CHECKPOINTS = "torchfleet.io/checkpoint-dir"
+SHARED_VOLUME = "shared"
+SHM_VOLUME = "dshm"
+# ExitCode: 1-127 end the job (a bug will not fix itself on retry), 128-255 recreate the pod
+# (130/137/138/143: spot preemption, OOM kill, SIGTERM; the launcher maps SIGTERM to 143).
+RESTART_POLICY = "ExitCode"
+
+
+def labels(req: JobRequest) -> dict[str, str]:
+    # The namespace's network policies admit pod-to-pod traffic by role and job.
+    out = {
+        platform.LABEL_ROLE: platform.ROLE_TRAINING,
+        platform.LABEL_JOB: req.name,
+        MANAGED_BY: "torchfleet",
+    }
+    if req.sweep:
+        out[LABEL_SWEEP] = req.sweep
+    return out
+
+
+def environment(req: JobRequest) -> list[dict[str, str]]:
+    env = {
+        "TORCHFLEET_JOB": req.name,
+        "TORCHFLEET_CHECKPOINT_DIR": req.checkpoint_dir,
+        "TORCHFLEET_OUTPUT_DIR": req.output_dir,
+        "TORCHFLEET_DATALOADER_WORKERS": str(req.sizing.loader_workers),
+        # torch 2.13 rejoin bug (DESIGN.md): the launcher sets it too; set here so it is visible.
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+        "PYTHONUNBUFFERED": "1",  # logs reach `torchfleet logs` as they are written
+    }
+    env.update(dict(req.env))
+    return [{"name": k, "value": v} for k, v in env.items()]
+
+
+def _affinity(req: JobRequest) -> dict[str, Any] | None:
+    if req.zone:
+        return None
+    # No zone given: the first pod lands anywhere (a required pod affinity that matches only the
+    # pod itself is allowed), and every later pod must join its zone. Cross-zone traffic is slow
+    # and billed, and the shared store's mount target is per zone.
+    return {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {platform.LABEL_JOB: req.name}},
+                    "topologyKey": platform.LABEL_ZONE,
+                }
+            ]
+        }
+    }
+
+
+def pod_template(req: JobRequest, target: Target) -> dict[str, Any]:
+    s = req.sizing
+    gpus = str(req.gpus_per_node)
+    selector = {platform.LABEL_GPU: req.gpu}
+    if req.zone:
+        selector[platform.LABEL_ZONE] = req.zone
+    container = {
+        "name": CONTAINER_NAME[target.operator],
+        "image": req.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": list(LAUNCHER),
+        "args": [f"--nproc_per_node={req.gpus_per_node}", *req.command],
+        "env": environment(req),
+        "resources": {
+            # CPU unlimited: a throttled data loader starves the GPU. Memory limit = request, so
+            # an over-eager loader is killed alone (137, retried) instead of evicting a neighbour.
+            "requests": {"cpu": f"{s.cpu_millis}m", "memory": f"{s.memory_mib}Mi", platform.GPU_RESOURCE: gpus},
+            "limits": {"memory": f"{s.memory_mib}Mi", platform.GPU_RESOURCE: gpus},
+        },
+        "volumeMounts": [
+            {"name": SHARED_VOLUME, "mountPath": req.mount},
+            {"name": SHM_VOLUME, "mountPath": "/dev/shm"},  # noqa: S108 (a volume, not a temp file)
+        ],
+    }
+    if target.operator == "kubeflow":
+        # The operator defaults this port (pytorch_defaults.go); declared so the diff is empty.
+        container["ports"] = [{"name": "pytorchjob-port", "containerPort": 23456, "protocol": "TCP"}]
+    spec: dict[str, Any] = {
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "automountServiceAccountToken": False,  # training code has no business with the API
+        "restartPolicy": "Never",  # the controller recreates pods (ExitCode policy above)
+        # The spot notice window: SIGTERM starts a checkpoint that must finish before the node goes.
+        "terminationGracePeriodSeconds": target.grace_s,
+        "nodeSelector": selector,
+        "tolerations": [
+            {**platform.GPU_TAINT, "operator": "Equal"},
+            {**platform.AKS_SPOT_TAINT, "operator": "Equal"},
+        ],
+        "containers": [container],
+        "volumes": [
+            {"name": SHARED_VOLUME, "persistentVolumeClaim": {"claimName": target.claim}},
+            {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{s.shm_mib}Mi"}},
+        ],
+    }
+    affinity = _affinity(req)
+    if affinity:
+        spec["affinity"] = affinity
+    return {"metadata": {"labels": labels(req)}, "spec": spec}
+
+
+def _metadata(req: JobRequest, target: Target) -> dict[str, Any]:
+    annotations = {
+        ANNOTATION_ZONE: req.zone or "",
+        ANNOTATION_MACHINE: req.sizing.machine,
+        ANNOTATION_CHECKPOINTS: req.checkpoint_dir,
+    }
+    if req.overrides:
+        annotations[ANNOTATION_OVERRIDES] = " ".join(req.overrides)
+    return {
+        "name": req.name,
+        "namespace": target.namespace,
+        "labels": {**labels(req), platform.LABEL_GPU: req.gpu},
+        "annotations": annotations,
+    }
+
+
+def elastic_job(req: JobRequest, target: Target) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{ELASTICJOB['group']}/{ELASTICJOB['version']}",
+        "kind": ELASTICJOB["kind"],
+        "metadata": _metadata(req, target),
+        "spec": {
+            "rdzvEndpoint": target.etcd_endpoint,
+            "minReplicas": req.min_nodes,
+            "maxReplicas": req.max_nodes,
+            "cleanPodPolicy": "Running",  # finished pods stay for `torchfleet logs`; running ones go
+            "replicaSpecs": {
+                "Worker": {
+                    "replicas": req.max_nodes,  # ask for all; train as soon as min have joined
+                    "restartPolicy": RESTART_POLICY,
+                    "template": pod_template(req, target),
+                }
+            },
+        },
+    }
+
+
+def pytorch_job(req: JobRequest, target: Target) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{PYTORCHJOB['group']}/{PYTORCHJOB['version']}",
+        "kind": PYTORCHJOB["kind"],
+        "metadata": _metadata(req, target),
+        "spec": {
+            "runPolicy": {"cleanPodPolicy": "Running"},
+            # Elastic mode: workers only, no Master; the operator passes these to torchrun as PET_*
+            # environment variables. etcd-v2: the legacy etcd backend loses keys after 2 hours.
+            "elasticPolicy": {
+                "rdzvBackend": "etcd-v2",
+                "rdzvHost": target.etcd_host,
+                "rdzvPort": target.etcd_port,
+                "minReplicas": req.min_nodes,
+                "maxReplicas": req.max_nodes,
+            },
+            # spec.nprocPerNode (a string); elasticPolicy.nProcPerNode is deprecated since v1.7.
+            "nprocPerNode": str(req.gpus_per_node),
+            "pytorchReplicaSpecs": {
+                "Worker": {
+                    "replicas": req.max_nodes,
+                    "restartPolicy": RESTART_POLICY,
+                    "template": pod_template(req, target),
+                }
+            },
+        },
+    }
+
+
+def build(req: JobRequest, target: Target) -> dict[str, Any]:
+    return {"torchelastic": elastic_job, "kubeflow": pytorch_job}[target.operator](req, target)
+
+
+def min_max(job: dict[str, Any]) -> tuple[int | None, int | None]:
+    """(min, max) nodes of a job object of either kind."""
+    spec = job.get("spec") or {}
+    policy = spec.get("elasticPolicy") or spec
+    return policy.get("minReplicas"), policy.get("maxReplicas")
+
+
+def worker_spec(job: dict[str, Any]) -> dict[str, Any]:
+    spec = job.get("spec") or {}
+    return ((spec.get("replicaSpecs") or spec.get("pytorchReplicaSpecs") or {}).get("Worker")) or {}

@@ -1,0 +1,320 @@
+"""JobRequest: a job as the flags describe it, validated against its target, sized from the catalog.
+
+Every check here runs before anything is sent; each failure is a UsageError whose message
+starts with the flag and says what would be valid.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from components import catalog
+from torchfleet.jobs.errors import UsageError
+from torchfleet.jobs.target import Target
+
+DEFAULT_MOUNT = "/mnt/shared"
+# The operators name pods and their Services "<job>-worker-<index>", and a Service name is a
+# DNS-1035 label of at most 63 characters.
+_POD_SUFFIX = "-worker-"
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NODES = re.compile(r"^\s*(\d+)\s*(?::\s*(\d+)\s*)?$")
+_PARAM_KEY = re.compile(r"^[+~]{0,2}[A-Za-z_][\w.\-/@]*$")  # Hydra override keys (a.b, +new, ~drop)
+# Environment the CLI sets itself; a user value would break the per-job folders or identity.
+RESERVED_ENV = ("TORCHFLEET_JOB", "TORCHFLEET_CHECKPOINT_DIR", "TORCHFLEET_OUTPUT_DIR")
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """What one pod (one node's worth of the job) requests, derived from its machine type."""
+
+    machine: str
+    gpus: int
+    cpu_millis: int
+    memory_mib: int
+    shm_mib: int
+    loader_workers: int  # data-loader processes per GPU (per training process)
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    name: str
+    gpu: str
+    min_nodes: int
+    max_nodes: int
+    gpus_per_node: int
+    image: str
+    command: tuple[str, ...]
+    sizing: Sizing
+    zone: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    mount: str = DEFAULT_MOUNT
+    overrides: tuple[str, ...] = ()  # Hydra-style key=value, appended to the command (sweeps)
+    sweep: str | None = None
+    notes: tuple[str, ...] = field(default=(), compare=False)  # said to the user, not errors
+
+    @property
+    def job_dir(self) -> str:
+        return f"{self.mount.rstrip('/')}/{self.name}"
+
+    @property
+    def checkpoint_dir(self) -> str:
+        # The training image writes checkpoints under <mount>/<job>/checkpoints.
+        return f"{self.job_dir}/checkpoints"
+
+    @property
+    def output_dir(self) -> str:
+        return f"{self.job_dir}/output"
+
+
+# ---------------------------------------------------------------- flag parsers
+
+
+def parse_nodes(text: str) -> tuple[int, int]:
+    """``--nodes 2:8`` -> (2, 8); ``--nodes 4`` -> (4, 4)."""
+    m = _NODES.match(text or "")
+    if not m:
+        raise UsageError(f"--nodes: expected MIN:MAX (e.g. 2:8) or a single count (e.g. 4), got {text!r}")
+    lo = int(m.group(1))
+    hi = int(m.group(2)) if m.group(2) is not None else lo
+    if lo < 1:
+        raise UsageError(f"--nodes: the minimum must be at least 1, got {text!r}")
+    if lo > hi:
+        raise UsageError(f"--nodes: the minimum ({lo}) must not exceed the maximum ({hi}); e.g. {hi}:{lo}")
+    return lo, hi
+
+
+def parse_env(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    seen: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not _ENV_NAME.match(key):
+            raise UsageError(f"--env: expected NAME=VALUE with NAME like MY_VAR, got {item!r}")
+        if key in RESERVED_ENV:
+            raise UsageError(f"--env {key}: set by torchfleet for every job; reserved: {', '.join(RESERVED_ENV)}")
+        seen[key] = value  # the last one wins, as in a shell
+    return tuple(seen.items())
+
+
+def parse_params(items: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """``--param lr=0.1,0.01`` (repeatable) -> [("lr", ["0.1", "0.01"]), ...]."""
+    params: list[tuple[str, list[str]]] = []
+    for item in items:
+        key, sep, values = item.partition("=")
+        choices = [v.strip() for v in values.split(",")]
+        if not sep or not _PARAM_KEY.match(key) or not all(choices):
+            raise UsageError(f"--param: expected KEY=V1,V2,... (e.g. lr=0.1,0.01), got {item!r}")
+        if any(k == key for k, _ in params):
+            raise UsageError(f"--param {key}: given twice; list all values once, e.g. {key}=1,2,3")
+        if len(set(choices)) != len(choices):
+            raise UsageError(f"--param {key}: repeated values in {item!r}")
+        params.append((key, choices))
+    if not params:
+        raise UsageError("--param: a sweep needs at least one, e.g. --param lr=0.1,0.01")
+    return params
+
+
+def combinations(params: list[tuple[str, list[str]]]) -> list[tuple[str, ...]]:
+    """Every combination, as Hydra overrides in flag order: [("lr=0.1", "batch=64"), ...]."""
+    keys = [k for k, _ in params]
+    return [tuple(f"{k}={v}" for k, v in zip(keys, values, strict=True))
+            for values in itertools.product(*(vs for _, vs in params))]
+
+
+def check_name(name: str, max_nodes: int, flag: str = "NAME") -> None:
+    longest = len(name) + len(_POD_SUFFIX) + len(str(max(max_nodes - 1, 0)))
+    if not _DNS1035.match(name or ""):
+        raise UsageError(
+            f"{flag}: {name!r} is not a valid job name; use lowercase letters, digits and '-', "
+            "starting with a letter (e.g. resnet-lr01)"
+        )
+    if longest > 63:
+        raise UsageError(
+            f"{flag}: {name!r} is too long; pod names are <job>-worker-<n> and must fit 63 characters, "
+            f"so at most {63 - longest + len(name)} characters here"
+        )
+
+
+def check_image(image: str) -> None:
+    # A spot replacement pulls the image again: a moving tag could run different code on
+    # different nodes of one job, so the image must name a version.
+    name, _, digest = image.partition("@")
+    last = name.rsplit("/", 1)[-1]
+    tag = last.partition(":")[2]
+    if not image or " " in image:
+        raise UsageError(f"--image: expected REPO:TAG, got {image!r}")
+    if not digest and (not tag or tag == "latest"):
+        raise UsageError(f"--image: {image!r} names no fixed version; give REPO:TAG (not latest) or REPO@sha256:...")
+
+
+def training_command(command: Sequence[str]) -> tuple[str, ...]:
+    """The user's command as torchrun's script part (after the launcher's own options).
+
+    torchrun runs a script with Python itself, so ``python train.py`` becomes ``train.py``,
+    ``python -m pkg.train`` becomes ``--module pkg.train``, and any other program runs
+    with ``--no-python``.
+    """
+    argv = list(command)
+    if not argv:
+        raise UsageError("the training command is missing: put it after --, e.g. -- python train.py --lr 0.1")
+    if re.fullmatch(r"python(3(\.\d+)?)?", argv[0].rsplit("/", 1)[-1]):
+        rest = argv[1:]
+        if rest[:1] == ["-m"] and len(rest) > 1:
+            return ("--module", *rest[1:])
+        if not rest or rest[0].startswith("-"):
+            raise UsageError(
+                f"the training command {' '.join(argv)!r}: give a script or -m MODULE after python; "
+                "interpreter options cannot pass through torchrun (use --env PYTHONUNBUFFERED=1 and the like)"
+            )
+        return tuple(rest)
+    if argv[0].endswith(".py"):
+        return tuple(argv)
+    return ("--no-python", *argv)
+
+
+# ---------------------------------------------------------------- sizing
+
+
+def _reserved_memory_mib(total_mib: int) -> int:
+    # GKE's kube-reserved memory table (the most conservative of the three clouds):
+    # 25% of the first 4 GiB, 20% of the next 4, 10% of the next 8, 6% of the next 112, 2% above;
+    # plus the 100 MiB eviction threshold and ~512 MiB for daemonsets (device plugin, CNI, CSI).
+    # https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_and_cpu_reservations
+    bands = [(4096, 0.25), (4096, 0.20), (8192, 0.10), (114688, 0.06), (float("inf"), 0.02)]
+    left, reserved = total_mib, 0.0
+    for size, share in bands:
+        part = min(left, size)
+        reserved += part * share
+        left -= part
+        if left <= 0:
+            break
+    return int(reserved) + 100 + 512
+
+
+def _reserved_cpu_millis(vcpus: int) -> int:
+    # GKE's table: 6% of the first core, 1% of the next, 0.5% of the next 2, 0.25% above 4;
+    # plus 400m for daemonsets, which request CPU on every GPU node.
+    bands = [(1000, 0.06), (1000, 0.01), (2000, 0.005), (float("inf"), 0.0025)]
+    left, reserved = vcpus * 1000, 0.0
+    for size, share in bands:
+        part = min(left, size)
+        reserved += part * share
+        left -= part
+        if left <= 0:
+            break
+    return int(reserved) + 400
+
+
+def size(machine: catalog.Machine, gpus_per_node: int) -> Sizing:
+    """Requests for a pod using ``gpus_per_node`` of the machine's GPUs: its share of what is allocatable.
+
+    The blog tuned data-loader processes per GPU by hand to keep CPU preprocessing from starving
+    the GPUs; here each GPU's training process keeps one core and its share of the rest feeds it.
+    """
+    share = gpus_per_node / machine.gpus
+    cpu = int((machine.vcpus * 1000 - _reserved_cpu_millis(machine.vcpus)) * share) // 100 * 100
+    total_mib = machine.memory_gib * 1024
+    memory = int((total_mib - _reserved_memory_mib(total_mib)) * share) // 256 * 256
+    cores_per_gpu = cpu // 1000 // gpus_per_node
+    workers = max(1, cores_per_gpu - 1)
+    # /dev/shm is memory-backed and counts against the pod's memory: a quarter of it carries the
+    # loaders' batches (Docker's 64 MiB default makes multi-worker loaders crash with "bus error").
+    shm = max(512, min(memory // 4, 16384)) // 256 * 256
+    return Sizing(machine.type, gpus_per_node, cpu, memory, shm, workers)
+
+
+# ---------------------------------------------------------------- the request
+
+
+def resolve_machine(target: Target, gpu: str, zone: str | None, max_nodes: int) -> tuple[catalog.Machine, list[str]]:
+    """The machine a job's pods land on, and notes for the user. Raises UsageError."""
+    notes: list[str] = []
+    gpu = gpu.lower()
+    if target.pools is not None:
+        pools = [p for p in target.pools if p.gpu == gpu]
+        if not pools:
+            have = sorted({p.gpu for p in target.pools})
+            detail = f"its GPU pools have: {', '.join(have)}" if have else "it has no GPU pools (CPU-only)"
+            raise UsageError(f"--gpu: stack {target.stack} has no {gpu!r} pool; {detail}")
+        zones = [p.zone for p in pools]
+        if zone is not None and zone not in zones:
+            raise UsageError(
+                f"--zone: stack {target.stack} has no {gpu} pool in {zone!r}; {gpu} zones: {', '.join(zones)}"
+            )
+        candidates = [p for p in pools if zone is None or p.zone == zone]
+        biggest = max(p.max_nodes for p in candidates)
+        if max_nodes > biggest:
+            where = f"in {zone}" if zone else "in any one zone (all pods of a job share a zone)"
+            raise UsageError(
+                f"--nodes: at most {biggest} {gpu} nodes {where} on stack {target.stack}, asked for {max_nodes}"
+            )
+        # Pools list their machines with the same GPU count; the first is the template the
+        # autoscaler builds nodes from, so jobs are sized for it.
+        return candidates[0].machines[0], notes
+    offer = catalog.offering(gpu, target.cloud)
+    if gpu not in catalog.load():
+        raise UsageError(f"--gpu: unknown GPU {gpu!r}; the catalog has: {', '.join(catalog.gpu_keys())}")
+    if offer is None or not offer.available:
+        raise UsageError(f"--gpu: {gpu} is not offered on {target.cloud}; {target.cloud} offers: "
+                         f"{', '.join(catalog.offered_on(target.cloud))} (or pick another --cloud)")
+    notes.append(
+        f"no --stack: accepting any catalog GPU and sizing for {offer.default_machine.type} ({target.cloud}'s "
+        f"default {gpu} machine); give --stack to check the GPU against the stack's pools"
+    )
+    return offer.default_machine, notes
+
+
+def build_request(
+    target: Target,
+    *,
+    name: str,
+    gpu: str,
+    nodes: str,
+    gpus_per_node: int,
+    image: str,
+    command: Sequence[str],
+    zone: str | None = None,
+    env: Sequence[str] = (),
+    mount: str = DEFAULT_MOUNT,
+    overrides: Sequence[str] = (),
+    sweep: str | None = None,
+) -> JobRequest:
+    lo, hi = parse_nodes(nodes)
+    check_name(name, hi)
+    check_image(image)
+    env_pairs = parse_env(env)
+    script = training_command(command)
+    if not mount.startswith("/") or mount.rstrip("/") in ("", "/dev", "/proc", "/sys"):
+        raise UsageError(f"--mount: expected an absolute path such as {DEFAULT_MOUNT}, got {mount!r}")
+    if gpus_per_node < 1:
+        raise UsageError(f"--gpus-per-node: must be at least 1, got {gpus_per_node}")
+    machine, notes = resolve_machine(target, gpu, zone, hi)
+    if gpus_per_node > machine.gpus:
+        raise UsageError(
+            f"--gpus-per-node: {machine.type} has {machine.gpus} {gpu} GPU(s), asked for {gpus_per_node}; "
+            f"use at most {machine.gpus} (more GPUs means more nodes: raise --nodes)"
+        )
+    if target.max_gpus is not None and hi * gpus_per_node > target.max_gpus:
+        raise UsageError(
+            f"--nodes: {hi} nodes x {gpus_per_node} GPUs exceeds stack {target.stack}'s guardrail of "
+            f"{target.max_gpus} GPUs; lower the maximum"
+        )
+    return JobRequest(
+        name=name,
+        gpu=gpu.lower(),
+        min_nodes=lo,
+        max_nodes=hi,
+        gpus_per_node=gpus_per_node,
+        image=image,
+        command=script + tuple(overrides),
+        sizing=size(machine, gpus_per_node),
+        zone=zone,
+        env=env_pairs,
+        mount=mount.rstrip("/"),
+        overrides=tuple(overrides),
+        sweep=sweep,
+        notes=tuple(notes),
+    )

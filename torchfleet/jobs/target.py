@@ -1,0 +1,143 @@
+"""Where a job goes: a stack (its config file and its Pulumi outputs) or the platform defaults.
+
+The stack file says which GPU pools exist (so "unknown GPU for this stack" is caught before
+anything is sent), the operator, namespace and cloud (so machine sizes and the spot notice).
+The kubeconfig is a secret stack output and only Pulumi can read it; everything else the CLI
+needs is in the stack file, which is why ``--dry-run`` never calls Pulumi.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from components import spec as platform
+from components.clouds.traits import CLOUD_TRAITS
+from torchfleet.jobs.errors import ClusterError, UsageError
+
+REPO = Path(__file__).resolve().parents[2]
+STACKS_DIR = REPO / "stacks"  # Pulumi.yaml: stackConfigDir: stacks
+DEFAULT_CLOUD = "aws"
+ETCD_PORT = 2379
+
+
+def default_etcd_endpoint(namespace: str) -> str:
+    # The training layer's etcd client Service in the job namespace (components/kube).
+    return f"etcd.{namespace}.svc.cluster.local:{ETCD_PORT}"
+
+
+@dataclass(frozen=True)
+class Target:
+    stack: str | None
+    cloud: str
+    operator: str
+    namespace: str
+    claim: str
+    etcd_endpoint: str  # host:port
+    grace_s: int  # the cloud's spot notice: the pods' termination grace period
+    pools: tuple[platform.GpuPoolSpec, ...] | None  # None: no stack, so any catalog GPU is accepted
+    max_gpus: int | None = None  # the stack's guardrail
+
+    @property
+    def etcd_host(self) -> str:
+        return self.etcd_endpoint.rsplit(":", 1)[0]
+
+    @property
+    def etcd_port(self) -> int:
+        return int(self.etcd_endpoint.rsplit(":", 1)[1])
+
+
+def defaults(cloud: str = DEFAULT_CLOUD, namespace: str | None = None) -> Target:
+    """The platform defaults: operator torchelastic, namespace elastic-job, the default claim."""
+    if cloud not in CLOUD_TRAITS:
+        raise UsageError(f"--cloud: must be one of {', '.join(CLOUD_TRAITS)}, got {cloud!r}")
+    ns = namespace or platform.DEFAULT_NAMESPACE
+    return Target(
+        stack=None,
+        cloud=cloud,
+        operator=platform.OPERATORS[0],
+        namespace=ns,
+        claim=platform.DEFAULT_CLAIM,
+        etcd_endpoint=default_etcd_endpoint(ns),
+        grace_s=CLOUD_TRAITS[cloud].spot_notice_s,
+        pools=None,
+    )
+
+
+def stack_file(stack: str, stacks_dir: Path = STACKS_DIR) -> Path:
+    path = Path(stacks_dir) / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        found = Path(stacks_dir).glob("Pulumi.*.yaml")
+        known = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in found)
+        raise UsageError(f"--stack: no stack {stack!r} ({path} does not exist); stacks: {', '.join(known) or 'none'}")
+    return path
+
+
+def from_stack(stack: str, stacks_dir: Path = STACKS_DIR) -> Target:
+    """Read and validate the stack file exactly as the program does (components.spec.parse)."""
+    from torchfleet.preview.runner import stack_config
+
+    name, config, _secrets = stack_config(stack_file(stack, stacks_dir))
+    raw = {key: _decode(value) for key, value in config.items()}
+    try:
+        spec = platform.parse(raw, stack=name)
+    except platform.ConfigError as error:
+        raise UsageError(f"--stack {stack}: {error}") from None
+    t = spec.training
+    return Target(
+        stack=name,
+        cloud=spec.cloud,
+        operator=t.operator,
+        namespace=t.namespace,
+        claim=t.claim_name,
+        etcd_endpoint=default_etcd_endpoint(t.namespace),
+        grace_s=t.termination_grace_s,
+        pools=spec.gpu_pools,
+        max_gpus=spec.guardrails.max_gpus,
+    )
+
+
+def _decode(value: str) -> Any:
+    # stack_config gives values as the engine passes them: structured ones JSON-encoded.
+    import json
+
+    try:
+        return json.loads(value)
+    except (ValueError, TypeError):
+        return value
+
+
+def with_outputs(target: Target, outputs: dict[str, Any]) -> Target:
+    """Prefer what the deployed stack reports over what its file implies."""
+    changes: dict[str, Any] = {}
+    if outputs.get("namespace"):
+        changes["namespace"] = outputs["namespace"]
+        changes["etcd_endpoint"] = default_etcd_endpoint(outputs["namespace"])
+    if outputs.get("sharedClaim"):
+        changes["claim"] = outputs["sharedClaim"]
+    if outputs.get("etcdEndpoint"):
+        endpoint = str(outputs["etcdEndpoint"]).removeprefix("http://").removeprefix("https://")
+        changes["etcd_endpoint"] = endpoint if ":" in endpoint else f"{endpoint}:{ETCD_PORT}"
+    if outputs.get("operator") in platform.OPERATORS:
+        changes["operator"] = outputs["operator"]
+    return replace(target, **changes)
+
+
+def read_stack_outputs(stack: str, work_dir: Path = REPO) -> dict[str, Any]:
+    """The stack's outputs, secrets included (the kubeconfig), through Pulumi's automation API."""
+    import pulumi.automation as auto
+
+    try:
+        selected = auto.select_stack(stack_name=stack, work_dir=str(work_dir))
+        outputs = selected.outputs()
+    except FileNotFoundError:
+        raise ClusterError(
+            "--stack: reading the stack's kubeconfig output needs the Pulumi CLI, which is not installed "
+            "(https://www.pulumi.com/docs/iac/download-install/); or pass --kubeconfig/--context"
+        ) from None
+    except auto.StackNotFoundError:
+        raise UsageError(f"--stack: Pulumi has no stack {stack!r}; run `pulumi stack ls` to see yours") from None
+    except auto.CommandError as error:
+        raise ClusterError(f"--stack {stack}: pulumi could not read the stack outputs: {error}") from None
+    return {key: out.value for key, out in outputs.items()}
