@@ -25,6 +25,13 @@ class CloudTraits:
     required_keys: tuple[str, ...] = ()
     # Default etcd members for rendezvous: three spread over zones; one where there is one node.
     etcd_members: int = 3
+    # Kubernetes minors the cloud module can build (empty: any). On AWS the cluster autoscaler
+    # image must match the minor, so only minors with a known autoscaler release are accepted.
+    kubernetes_versions: tuple[str, ...] = ()
+    # Machine types one GPU pool may list (None: any number). A GKE node pool has one machine type.
+    machine_types_per_pool: int | None = None
+    # Whether autoscaler.scaleDown* can be applied; GKE's built-in autoscaler has a profile instead.
+    autoscaler_timings: bool = True
 
 
 CLOUD_TRAITS: dict[str, CloudTraits] = {
@@ -34,6 +41,7 @@ CLOUD_TRAITS: dict[str, CloudTraits] = {
         zone_example="us-west-2a",
         # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
         spot_notice_s=120,
+        kubernetes_versions=("1.30", "1.31", "1.32", "1.33", "1.34"),
     ),
     "gcp": CloudTraits(
         region_key="gcp:region",
@@ -46,6 +54,8 @@ CLOUD_TRAITS: dict[str, CloudTraits] = {
         storage_tiers={"BASIC_HDD": 1024, "BASIC_SSD": 2560, "ZONAL": 1024, "REGIONAL": 1024},
         default_storage_tier="BASIC_HDD",
         required_keys=("gcp:project",),
+        machine_types_per_pool=1,
+        autoscaler_timings=False,
     ),
     "azure": CloudTraits(
         region_key="azure-native:location",

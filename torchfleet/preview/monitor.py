@@ -8,7 +8,7 @@ from typing import Any
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
-SECRET = "[secret]"
+SECRET = "[secret]"  # noqa: S105 (the placeholder printed instead of a secret)
 
 
 @dataclass
@@ -50,7 +50,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         super().__init__(mocks)
         self.recorded: list[Recorded] = []
 
-    def RegisterResource(self, request):  # noqa: N802 (the gRPC method's name)
+    def RegisterResource(self, request):
         if request.type != "pulumi:pulumi:Stack":
             raw = rpc.deserialize_properties(request.object)
             timeouts = request.customTimeouts
@@ -68,6 +68,9 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                         "ignoreChanges": list(request.ignoreChanges),
                         "deleteBeforeReplace": request.deleteBeforeReplace,
                         "dependencies": list(request.dependencies),
+                        # Which input came from which resource (components/policy.py links node groups
+                        # to their subnets by it, as CrossGuard's property_dependencies do).
+                        "propertyDependencies": {k: list(v.urns) for k, v in request.propertyDependencies.items()},
                         "customTimeouts": {
                             k: getattr(timeouts, k) for k in ("create", "update", "delete") if getattr(timeouts, k)
                         },

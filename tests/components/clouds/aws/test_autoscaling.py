@@ -1,0 +1,85 @@
+import json
+
+import yaml
+
+from components.clouds.aws.autoscaling import (
+    AUTOSCALER_CHART,
+    AUTOSCALER_IMAGE_TAGS,
+    DEVICE_PLUGIN_CHART,
+    expander_priorities,
+)
+from components.clouds.traits import CLOUD_TRAITS
+
+
+def _release(result, chart):
+    return next(r for r in result.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == chart)
+
+
+def test_autoscaler_image_known_for_every_accepted_kubernetes_version():
+    assert set(AUTOSCALER_IMAGE_TAGS) == set(CLOUD_TRAITS["aws"].kubernetes_versions)
+    assert all(tag.startswith(f"v{minor}.") for minor, tag in AUTOSCALER_IMAGE_TAGS.items())
+
+
+def test_autoscaler_chart_is_pinned_and_configured(aws_three_zones):
+    release = _release(aws_three_zones, "cluster-autoscaler")
+    assert release.inputs["version"] == AUTOSCALER_CHART["version"]
+    assert release.inputs["repositoryOpts"] == {"repo": "https://kubernetes.github.io/autoscaler"}
+    values = release.inputs["values"]
+    assert values["image"]["tag"] == "v1.33.0"
+    assert values["autoDiscovery"]["clusterName"] == "torchfleet-aws-three"
+    assert values["awsRegion"] == "us-east-1"
+    assert values["nodeSelector"] == {"torchfleet.io/pool": "manager"}
+    args = values["extraArgs"]
+    assert args["expander"] == "priority"
+    assert args["balance-similar-node-groups"] is True
+    assert args["scale-down-unneeded-time"] == "3m"
+    assert args["scale-down-delay-after-add"] == "4m"
+    priorities = yaml.safe_load(values["expanderPriorities"])
+    assert priorities[50] == [f".*-gpu-t4-us-east-1{z}-.*" for z in "abc"]
+    assert priorities[10] == [f".*-gpu-a10g-us-east-1{z}-.*" for z in "abc"]
+    assert priorities[1] == [".*"]
+
+
+def test_expander_prefers_spot_over_on_demand():
+    from components.spec import GpuPoolSpec
+
+    pools = (GpuPoolSpec("t4", "z1", (), 0, 1, spot=True), GpuPoolSpec("t4", "z2", (), 0, 1, spot=False))
+    p = expander_priorities(pools)
+    assert max(p) == 50 and p[50] == [".*-gpu-t4-z1-.*"]
+    assert p[10] == [".*-gpu-t4-z2-.*"]
+
+
+def test_autoscaler_iam_scales_only_this_clusters_groups(aws_example):
+    policy = json.loads(aws_example.one("aws:iam/rolePolicy:RolePolicy").inputs["policy"])
+    statements = {s["Sid"]: s for s in policy["Statement"]}
+    describe = statements["DescribeForScalingDecisions"]
+    assert describe["Resource"] == "*"
+    assert all(":Describe" in a or ":Get" in a for a in describe["Action"])
+    scale = statements["ScaleOnlyThisClustersGroups"]
+    assert scale["Action"] == ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"]
+    arn = "arn:aws:autoscaling:us-west-2:123456789012:autoScalingGroup:*:autoScalingGroupName/eks-{}-0a1b2c3d"
+    pools = ["gpu-t4-us-west-2a", "gpu-t4-us-west-2b", "gpu-a10g-us-west-2a", "manager"]
+    assert scale["Resource"] == [arn.format(p) for p in pools]
+    assert scale["Condition"] == {
+        "StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/torchfleet-aws-usw2": "owned"}
+    }
+    node_groups = statements["DescribeOwnNodegroups"]["Resource"]
+    assert node_groups == "arn:aws:eks:us-west-2:123456789012:nodegroup/torchfleet-aws-usw2/*/*"
+
+
+def test_autoscaler_identity_is_its_own_pod_identity_role(aws_example):
+    association = aws_example.one("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    assert (association.inputs["namespace"], association.inputs["serviceAccount"]) == (
+        "kube-system",
+        "cluster-autoscaler",
+    )
+    policy = aws_example.one("aws:iam/rolePolicy:RolePolicy")
+    assert association.inputs["roleArn"].endswith("/" + policy.inputs["role"].removesuffix("-id"))
+
+
+def test_device_plugin_lands_on_tainted_gpu_nodes(aws_example):
+    release = _release(aws_example, "nvidia-device-plugin")
+    assert release.inputs["version"] == DEVICE_PLUGIN_CHART["version"]
+    values = release.inputs["values"]
+    assert values["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in values["tolerations"]

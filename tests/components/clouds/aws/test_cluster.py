@@ -1,0 +1,58 @@
+import json
+
+from components.clouds.aws.cluster import CONTROL_PLANE_LOGS, kubeconfig
+from components.clouds.aws.options import CLUSTER_TIMEOUTS, cluster_options
+
+
+def test_control_plane_is_encrypted_logged_and_private(aws_example):
+    cluster = aws_example.one("aws:eks/cluster:Cluster")
+    key = aws_example.one("aws:kms/key:Key")
+    assert cluster.inputs["name"] == "torchfleet-aws-usw2"
+    assert cluster.inputs["version"] == "1.33"
+    assert cluster.inputs["encryptionConfig"] == {
+        "provider": {"keyArn": f"arn:aws:kms:us-west-2:123456789012:key/{key.name}"},
+        "resources": ["secrets"],
+    }
+    assert key.inputs["enableKeyRotation"] is True
+    assert cluster.inputs["enabledClusterLogTypes"] == CONTROL_PLANE_LOGS
+    vpc = cluster.inputs["vpcConfig"]
+    assert vpc["endpointPrivateAccess"] is True
+    assert vpc["publicAccessCidrs"] == ["0.0.0.0/0"]
+    assert len(vpc["subnetIds"]) == 2  # the private subnets
+    assert cluster.inputs["accessConfig"] == {
+        "authenticationMode": "API",
+        "bootstrapClusterCreatorAdminPermissions": True,
+    }
+    log_group = aws_example.one("aws:cloudwatch/logGroup:LogGroup")
+    assert log_group.inputs["name"] == "/aws/eks/torchfleet-aws-usw2/cluster"
+
+
+def test_public_endpoint_limited_to_configured_cidrs(aws_three_zones):
+    vpc = aws_three_zones.one("aws:eks/cluster:Cluster").inputs["vpcConfig"]
+    assert vpc["publicAccessCidrs"] == ["203.0.113.0/24"]
+
+
+def test_cluster_gets_generous_timeouts_from_its_options_helper(aws_example):
+    opts = cluster_options(parent=None, protect=False)
+    assert opts.custom_timeouts is CLUSTER_TIMEOUTS
+    assert CLUSTER_TIMEOUTS.create == "40m" and CLUSTER_TIMEOUTS.update == "90m"
+    recorded = aws_example.one("aws:eks/cluster:Cluster").options["customTimeouts"]
+    assert recorded == {"create": "40m", "update": "90m", "delete": "40m"}
+
+
+def test_kubeconfig_is_a_secret_using_aws_exec_auth(aws_example):
+    assert aws_example.outputs["kubeconfig"] == "[secret]"
+    config = json.loads(kubeconfig("c1", "https://e", "Q0E=", "us-west-2"))
+    user = config["users"][0]["user"]["exec"]
+    assert user["command"] == "aws"
+    assert user["args"] == ["eks", "get-token", "--cluster-name", "c1", "--region", "us-west-2"]
+    assert "token" not in json.dumps(config["users"][0]["user"]).replace("get-token", "")
+
+
+def test_stack_outputs(aws_example):
+    out = aws_example.outputs
+    assert out["clusterName"] == "torchfleet-aws-usw2"
+    assert out["region"] == "us-west-2"
+    assert out["zones"] == ["us-west-2a", "us-west-2b"]
+    assert out["gpuPools"] == ["gpu-t4-us-west-2a", "gpu-t4-us-west-2b", "gpu-a10g-us-west-2a"]
+    assert out["fileSystemId"] == aws_example.one("aws:efs/fileSystem:FileSystem").name + "-id"

@@ -1,0 +1,58 @@
+import pytest
+
+from components.clouds.aws.efs import EFS_CSI_ADDON_VERSION, NFS_PORT
+from components.clouds.aws.options import store_options
+
+
+def test_file_system_is_encrypted_and_elastic(aws_example):
+    fs = aws_example.one("aws:efs/fileSystem:FileSystem")
+    assert fs.inputs["encrypted"] is True
+    assert fs.inputs["throughputMode"] == "elastic"
+
+
+@pytest.mark.parametrize(("fixture", "protected"), [("aws_example", True), ("aws_three_zones", False)])
+def test_file_system_protected_from_destroy_as_configured(request, fixture, protected):
+    fs = request.getfixturevalue(fixture).one("aws:efs/fileSystem:FileSystem")
+    assert fs.options["protect"] is protected
+    assert fs.options["retainOnDelete"] is protected
+    opts = store_options(None, protected)
+    assert opts.protect is protected and opts.retain_on_delete is protected
+
+
+@pytest.mark.parametrize(("fixture", "zones"), [("aws_example", 2), ("aws_three_zones", 3)])
+def test_one_mount_target_per_zone(request, fixture, zones):
+    result = request.getfixturevalue(fixture)
+    targets = result.of_type("aws:efs/mountTarget:MountTarget")
+    assert len(targets) == zones
+    assert len({t.inputs["subnetId"] for t in targets}) == zones
+
+
+def test_nfs_only_from_the_nodes(aws_example):
+    sg = aws_example.one("aws:ec2/securityGroup:SecurityGroup")
+    cluster = aws_example.one("aws:eks/cluster:Cluster")
+    assert sg.inputs["ingress"] == [
+        {
+            "protocol": "tcp",
+            "fromPort": NFS_PORT,
+            "toPort": NFS_PORT,
+            "securityGroups": [f"sg-{cluster.name}-cluster"],
+            "description": "NFS from EKS nodes",
+        }
+    ]
+    for target in aws_example.of_type("aws:efs/mountTarget:MountTarget"):
+        assert target.inputs["securityGroups"] == [f"{sg.name}-id"]
+
+
+def test_csi_driver_is_a_pinned_addon_with_its_own_identity(aws_example):
+    addon = next(a for a in aws_example.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "aws-efs-csi-driver")
+    assert addon.inputs["addonVersion"] == EFS_CSI_ADDON_VERSION
+    [association] = addon.inputs["podIdentityAssociations"]
+    assert association["serviceAccount"] == "efs-csi-controller-sa"
+    role = next(r for r in aws_example.of_type("aws:iam/role:Role") if association["roleArn"].endswith(f"/{r.name}"))
+    assert "pods.eks.amazonaws.com" in role.inputs["assumeRolePolicy"]
+    attached = [
+        a.inputs["policyArn"]
+        for a in aws_example.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if a.inputs["role"] == role.name
+    ]
+    assert attached == ["arn:aws:iam::aws:policy/service-role/AmazonEFSCSIDriverPolicy"]

@@ -1,0 +1,49 @@
+import ipaddress
+
+import pytest
+
+from components.clouds.aws.network import plan_subnets, subnet_tags
+
+
+@pytest.mark.parametrize(
+    ("cidr", "zones"),
+    [("10.0.0.0/16", ("a", "b")), ("10.0.0.0/16", ("a", "b", "c", "d")), ("172.16.0.0/20", ("a", "b", "c"))],
+)
+def test_subnet_plan_fits_the_vpc_without_overlap(cidr, zones):
+    plans = plan_subnets(cidr, zones)
+    vpc = ipaddress.ip_network(cidr)
+    nets = [ipaddress.ip_network(c) for p in plans for c in (p.private_cidr, p.public_cidr)]
+    assert [p.zone for p in plans] == list(zones)
+    assert all(n.subnet_of(vpc) for n in nets)
+    assert not any(a.overlaps(b) for i, a in enumerate(nets) for b in nets[i + 1 :])
+    # Pods take VPC addresses (VPC CNI): the private subnets get the room.
+    assert all(
+        ipaddress.ip_network(p.private_cidr).num_addresses >= 4 * ipaddress.ip_network(p.public_cidr).num_addresses
+        for p in plans
+    )
+
+
+def test_subnet_plan_refuses_more_zones_than_fit():
+    with pytest.raises(ValueError, match="at most 4 zones"):
+        plan_subnets("10.0.0.0/16", tuple("abcde"))
+
+
+def test_subnet_tags_for_load_balancers():
+    assert subnet_tags("c", public=True) == {"kubernetes.io/role/elb": "1", "kubernetes.io/cluster/c": "shared"}
+    assert subnet_tags("c", public=False)["kubernetes.io/role/internal-elb"] == "1"
+
+
+def test_nodes_get_no_public_ips(aws_example):
+    subnets = aws_example.of_type("aws:ec2/subnet:Subnet")
+    assert len(subnets) == 4
+    assert all(s.inputs["mapPublicIpOnLaunch"] is False for s in subnets)
+    private = [s for s in subnets if "-private-" in s.name]
+    assert sorted(s.inputs["availabilityZone"] for s in private) == ["us-west-2a", "us-west-2b"]
+
+
+@pytest.mark.parametrize(("fixture", "nat_count"), [("aws_example", 1), ("aws_three_zones", 3)])
+def test_nat_layout_follows_config(request, fixture, nat_count):
+    result = request.getfixturevalue(fixture)
+    assert len(result.of_type("aws:ec2/natGateway:NatGateway")) == nat_count
+    private_routes = [r for r in result.of_type("aws:ec2/routeTable:RouteTable") if "-private-" in r.name]
+    assert private_routes and all(r.inputs["routes"][0]["natGatewayId"] for r in private_routes)

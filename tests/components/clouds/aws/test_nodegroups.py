@@ -1,0 +1,112 @@
+import pytest
+
+from components.catalog import Machine
+from components.clouds.aws.nodegroups import GPU_AMI, launch_template_args, scale_from_zero_tags
+from components.clouds.aws.options import nodegroup_options
+from components.spec import GpuPoolSpec
+
+GPU_GROUPS = {
+    # fixture: {pool name: (zone, capacity, instance types, min, max)}
+    "aws_example": {
+        "gpu-t4-us-west-2a": ("us-west-2a", "SPOT", ["g4dn.xlarge", "g4dn.2xlarge"], 0, 8),
+        "gpu-t4-us-west-2b": ("us-west-2b", "SPOT", ["g4dn.xlarge", "g4dn.2xlarge"], 0, 8),
+        "gpu-a10g-us-west-2a": ("us-west-2a", "ON_DEMAND", ["g5.xlarge"], 0, 2),
+    },
+    "aws_three_zones": {
+        **{f"gpu-t4-us-east-1{z}": (f"us-east-1{z}", "SPOT", ["g4dn.xlarge"], 0, 4) for z in "abc"},
+        **{
+            f"gpu-a10g-us-east-1{z}": (f"us-east-1{z}", "ON_DEMAND", ["g5.12xlarge", "g5.24xlarge"], 1, 2)
+            for z in "abc"
+        },
+    },
+}
+
+
+def _subnet_zone(result, subnet_id):
+    subnet = next(s for s in result.of_type("aws:ec2/subnet:Subnet") if f"{s.name}-id" == subnet_id)
+    return subnet.inputs["availabilityZone"]
+
+
+@pytest.mark.parametrize("fixture", GPU_GROUPS)
+def test_one_gpu_group_per_gpu_and_zone(request, fixture):
+    result = request.getfixturevalue(fixture)
+    groups = {g.inputs["nodeGroupName"]: g for g in result.of_type("aws:eks/nodeGroup:NodeGroup")}
+    assert set(groups) == {"manager", *GPU_GROUPS[fixture]}
+    for pool, (zone, capacity, types, lo, hi) in GPU_GROUPS[fixture].items():
+        g = groups[pool].inputs
+        assert [_subnet_zone(result, s) for s in g["subnetIds"]] == [zone]
+        assert g["capacityType"] == capacity
+        assert g["instanceTypes"] == types
+        assert g["amiType"] == GPU_AMI == "AL2023_x86_64_NVIDIA"
+        assert g["scalingConfig"] == {"minSize": lo, "maxSize": hi, "desiredSize": lo}
+        gpu = pool.split("-")[1]
+        assert g["labels"] == {
+            "torchfleet.io/pool": "gpu",
+            "torchfleet.io/gpu": gpu,
+            "torchfleet.io/capacity": "spot" if capacity == "SPOT" else "on-demand",
+            "nvidia.com/gpu.present": "true",
+        }
+        assert g["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}]
+
+
+def test_manager_group_is_on_demand_in_every_zone(aws_example):
+    manager = next(
+        g for g in aws_example.of_type("aws:eks/nodeGroup:NodeGroup") if g.inputs["nodeGroupName"] == "manager"
+    )
+    assert manager.inputs["capacityType"] == "ON_DEMAND"
+    assert manager.inputs["instanceTypes"] == ["m6i.large"]
+    assert manager.inputs["labels"] == {"torchfleet.io/pool": "manager"}
+    assert not manager.inputs.get("taints")
+    assert sorted(_subnet_zone(aws_example, s) for s in manager.inputs["subnetIds"]) == ["us-west-2a", "us-west-2b"]
+
+
+def test_every_group_uses_an_imdsv2_launch_template(aws_example):
+    templates = aws_example.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    assert len(templates) == 4
+    for t in templates:
+        assert t.inputs["metadataOptions"]["httpTokens"] == "required"
+        assert t.inputs["metadataOptions"]["httpPutResponseHopLimit"] == 1
+        assert t.inputs["blockDeviceMappings"][0]["ebs"]["encrypted"] == "true"
+        assert "networkInterfaces" not in t.inputs
+    by_id = {f"{t.name}-id" for t in templates}
+    assert all(g.inputs["launchTemplate"]["id"] in by_id for g in aws_example.of_type("aws:eks/nodeGroup:NodeGroup"))
+
+
+def test_launch_template_disk_size():
+    assert launch_template_args(321)["block_device_mappings"][0]["ebs"]["volume_size"] == 321
+
+
+def test_desired_size_is_left_to_the_autoscaler(aws_example):
+    assert nodegroup_options(None, []).ignore_changes == ["scalingConfig.desiredSize"]
+    for g in aws_example.of_type("aws:eks/nodeGroup:NodeGroup"):
+        assert g.options["ignoreChanges"] == ["scalingConfig.desiredSize"]
+
+
+def test_scale_from_zero_tags_describe_the_template_node():
+    pool = GpuPoolSpec("a10g", "us-east-1a", (Machine("g5.12xlarge", 4, 48, 192),), 0, 2)
+    prefix = "k8s.io/cluster-autoscaler/node-template"
+    assert scale_from_zero_tags(pool) == {
+        f"{prefix}/label/torchfleet.io/pool": "gpu",
+        f"{prefix}/label/torchfleet.io/gpu": "a10g",
+        f"{prefix}/label/torchfleet.io/capacity": "spot",
+        f"{prefix}/label/nvidia.com/gpu.present": "true",
+        f"{prefix}/taint/nvidia.com/gpu": "present:NoSchedule",
+        f"{prefix}/resources/nvidia.com/gpu": "4",
+    }
+
+
+@pytest.mark.parametrize("fixture", GPU_GROUPS)
+def test_each_gpu_groups_asg_carries_its_tags(request, fixture):
+    result = request.getfixturevalue(fixture)
+    tags = result.of_type("aws:autoscaling/tag:Tag")
+    by_group: dict[str, dict[str, str]] = {}
+    for t in tags:
+        assert t.inputs["tag"]["propagateAtLaunch"] is False
+        by_group.setdefault(t.inputs["autoscalingGroupName"], {})[t.inputs["tag"]["key"]] = t.inputs["tag"]["value"]
+    # EKS names a managed node group's Auto Scaling group eks-<nodegroup>-<uuid> (see mock_aws).
+    assert set(by_group) == {f"eks-{pool}-0a1b2c3d" for pool in GPU_GROUPS[fixture]}
+    for pool in GPU_GROUPS[fixture]:
+        group_tags = by_group[f"eks-{pool}-0a1b2c3d"]
+        gpus = "4" if "a10g" in pool and fixture == "aws_three_zones" else "1"
+        assert group_tags["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == gpus
+        assert group_tags["k8s.io/cluster-autoscaler/node-template/label/torchfleet.io/gpu"] == pool.split("-")[1]
