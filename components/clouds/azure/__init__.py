@@ -1,0 +1,77 @@
+"""Azure: AKS with spot GPU pools per zone, the built-in autoscaler, and Azure Files NFS.
+
+    network.py        resource group, virtual network, node and private-endpoint subnets
+    cluster.py        the AKS cluster, its manager (system) pool, identity, kubeconfig, provider
+    pools.py          one GPU agent pool per GPU, zone and machine type; the priority ConfigMap
+    device_plugin.py  the NVIDIA device plugin chart (AKS installs the driver only)
+    files.py          the Premium FileStorage account, its NFS share and private endpoint
+    naming.py         pool names, account names and address ranges (pure functions)
+
+Azure zones are "1", "2", "3"; AKS labels nodes `topology.kubernetes.io/zone=<region>-<zone>`
+(e.g. eastus-1), which the `topologyZones` output lists.
+"""
+
+from __future__ import annotations
+
+import pulumi
+from pulumi_azure_native import authorization
+
+from components.clouds.azure import naming
+from components.clouds.azure.cluster import MANAGER_SELECTOR, AksCluster
+from components.clouds.azure.device_plugin import create_device_plugin
+from components.clouds.azure.files import AzureFilesStore
+from components.clouds.azure.network import AzureNetwork
+from components.clouds.azure.pools import AksGpuPools, agent_pools
+from components.clouds.base import ClusterHandle
+from components.spec import PlatformSpec
+
+
+def topology_zones(spec: PlatformSpec) -> list[str]:
+    """The zone label values AKS gives nodes of the stack's zones."""
+    return [f"{spec.region}-{z}" for z in spec.zones]
+
+
+def agent_pool_map(spec: PlatformSpec) -> dict[str, list[str]]:
+    """Contract pool name (gpu-<gpu>-<zone>) -> the AKS agent pools that implement it."""
+    out: dict[str, list[str]] = {}
+    for pool, i in agent_pools(spec):
+        out.setdefault(pool.name, []).append(naming.agent_pool_name(pool, i))
+    return out
+
+
+class AzureCluster(pulumi.ComponentResource):
+    def __init__(self, name: str, spec: PlatformSpec, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("torchfleet:clouds:AzureCluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        # Who runs `pulumi up`: tenant for Entra ID, subscription for role ids, object id for RBAC.
+        client = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        net = AzureNetwork(f"{name}-net", spec, child)
+        aks = AksCluster(f"{name}-cluster", spec, net, client, child)
+        pools = AksGpuPools(
+            f"{name}-gpu", spec, aks.cluster, net.resource_group.name, net.node_subnet.id, aks.provider, child
+        )
+        plugin = create_device_plugin(name, self, aks.provider, depends_on=[aks.cluster])
+        store = AzureFilesStore(f"{name}-files", spec, net, client, child)
+        self.handle = ClusterHandle(
+            name=aks.cluster.name,
+            kubeconfig=aks.kubeconfig,
+            provider=aks.provider,
+            zones=spec.zones,
+            gpu_pools=spec.gpu_pools,
+            store=store.shared_store(spec, net.endpoint_cidr),
+            manager_selector=dict(MANAGER_SELECTOR),
+            # The share must be reachable (endpoint + DNS) before a pod mounts it, and the pools
+            # and device plugin must exist before jobs ask for GPUs.
+            ready=[aks.cluster, aks.admin_role, *pools.pools, plugin, store.share, store.endpoint],
+            outputs={
+                "region": spec.region,
+                "resourceGroup": net.resource_group.name,
+                "storageAccount": store.account.name,
+                "shareName": store.share.name,
+                "storageResourceGroup": store.resource_group.name,
+                "oidcIssuerUrl": aks.cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else None),
+                "topologyZones": topology_zones(spec),
+                "agentPools": agent_pool_map(spec),
+            },
+        )
+        self.register_outputs({"clusterName": self.handle.name, **self.handle.outputs})

@@ -1,0 +1,223 @@
+"""The AKS cluster with its system (manager) pool, its identity, and the kubeconfig to reach it."""
+
+from __future__ import annotations
+
+import base64
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+from pulumi_azure_native import authorization, containerservice, managedidentity
+
+from components.clouds.azure import naming
+from components.clouds.azure.network import AzureNetwork
+from components.spec import LABEL_POOL, MANAGER_POOL_NAME, PlatformSpec
+
+# Built-in role ids (the same in every tenant):
+# https://learn.microsoft.com/azure/role-based-access-control/built-in-roles
+NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"
+AKS_RBAC_CLUSTER_ADMIN = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
+# The AKS AAD server application every Entra-integrated cluster's kubeconfig names.
+AKS_AAD_SERVER_ID = "6dae42f8-4368-4678-94ff-3960e28e3630"
+MANAGER_SELECTOR = {LABEL_POOL: MANAGER_POOL_NAME}
+
+
+def role_definition_id(subscription_id: str, role: str) -> str:
+    return f"/subscriptions/{subscription_id}/providers/Microsoft.Authorization/roleDefinitions/{role}"
+
+
+def cluster_options(parent: pulumi.Resource, depends_on: list[pulumi.Resource]) -> pulumi.ResourceOptions:
+    return pulumi.ResourceOptions(
+        parent=parent,
+        depends_on=depends_on,
+        # The manager pool autoscales; its live node count is not drift.
+        ignore_changes=["agentPoolProfiles[0].count"],
+        # AKS creation routinely takes 10-20 minutes, upgrades longer.
+        custom_timeouts=pulumi.CustomTimeouts(create="60m", update="90m", delete="60m"),
+    )
+
+
+def authorized_ranges(spec: PlatformSpec) -> list[str] | None:
+    """API server allow-list; None (open) when config leaves the AWS-style default 0.0.0.0/0."""
+    ranges = [c for c in spec.network.public_access_cidrs if c != "0.0.0.0/0"]
+    return ranges or None
+
+
+def manager_profile(spec: PlatformSpec, subnet_id: pulumi.Input[str]) -> dict:
+    """The system pool: on-demand, spread over the stack's zones, labelled as the manager pool.
+
+    It is the only pool declared inline, because AKS cannot create a cluster without a system
+    pool; every GPU pool is a separate AgentPool resource (pools.py) and never inline.
+    """
+    m = spec.manager_pool
+    return {
+        "name": naming.MANAGER_AGENT_POOL,
+        "mode": "System",
+        "vm_size": m.machine_type,
+        "os_type": "Linux",
+        "os_sku": "Ubuntu",
+        "type": "VirtualMachineScaleSets",
+        "enable_auto_scaling": True,
+        # A system pool cannot scale to zero: AKS needs a node for CoreDNS and metrics-server.
+        "min_count": max(1, m.min_nodes),
+        "max_count": max(1, m.max_nodes),
+        "count": max(1, m.min_nodes),
+        "availability_zones": list(spec.zones),
+        "vnet_subnet_id": subnet_id,
+        "enable_node_public_ip": False,
+        "os_disk_size_gb": m.disk_size_gb,
+        "node_labels": dict(MANAGER_SELECTOR),
+        "orchestrator_version": spec.kubernetes_version,
+    }
+
+
+def autoscaler_profile(spec: PlatformSpec) -> dict:
+    """AKS's built-in cluster autoscaler (no chart): strings, as the API wants them.
+
+    https://learn.microsoft.com/azure/aks/cluster-autoscaler#use-the-cluster-autoscaler-profile
+    """
+    return {
+        # One pool per zone and GPU: balancing keeps them even, so a zone outage hurts less.
+        "balance_similar_node_groups": "true",
+        # Reads the cluster-autoscaler-priority-expander ConfigMap (pools.py): spot first.
+        "expander": "priority",
+        "scale_down_unneeded_time": spec.autoscaler.scale_down_unneeded_time,
+        "scale_down_delay_after_add": spec.autoscaler.scale_down_delay_after_add,
+        # etcd keeps its data in emptyDir on the manager pool; let idle GPU nodes go anyway.
+        "skip_nodes_with_local_storage": "false",
+    }
+
+
+def network_profile(spec: PlatformSpec) -> dict:
+    ranges = naming.cluster_ranges(spec.network.cidr)
+    return {
+        # Azure CNI overlay powered by Cilium: pods get overlay addresses (the vnet only holds
+        # nodes) and Cilium enforces NetworkPolicy.
+        # https://learn.microsoft.com/azure/aks/azure-cni-powered-by-cilium
+        "network_plugin": "azure",
+        "network_plugin_mode": "overlay",
+        "network_dataplane": "cilium",
+        "network_policy": "cilium",
+        "pod_cidr": ranges["pod_cidr"],
+        "service_cidr": ranges["service_cidr"],
+        "dns_service_ip": ranges["dns_service_ip"],
+        "load_balancer_sku": "standard",
+        "outbound_type": "loadBalancer",
+    }
+
+
+def cluster_args(spec: PlatformSpec, subnet_id: pulumi.Input[str], identity_id: pulumi.Input[str],
+                 tenant_id: pulumi.Input[str]) -> dict:
+    """Every setting of the ManagedCluster, as plain data."""
+    api_access = {"authorized_ip_ranges": authorized_ranges(spec)} if authorized_ranges(spec) else None
+    return {
+        "location": spec.region,
+        "dns_prefix": naming.dns_prefix(spec.stack),
+        "kubernetes_version": spec.kubernetes_version,
+        # Standard tier: the financially backed API server SLA; Free is for dev/test.
+        # https://learn.microsoft.com/azure/aks/free-standard-pricing-tiers
+        "sku": {"name": "Base", "tier": "Standard"},
+        "identity": {"type": "UserAssigned", "user_assigned_identities": [identity_id]},
+        "enable_rbac": True,
+        # Entra ID authentication with Azure RBAC for Kubernetes authorization; no static
+        # admin credentials (local accounts disabled), so kubeconfigs need kubelogin.
+        # https://learn.microsoft.com/azure/aks/manage-local-accounts-managed-azure-ad
+        "aad_profile": {"managed": True, "enable_azure_rbac": True, "tenant_id": tenant_id},
+        "disable_local_accounts": True,
+        "oidc_issuer_profile": {"enabled": True},
+        "security_profile": {"workload_identity": {"enabled": True}},
+        "storage_profile": {"file_csi_driver": {"enabled": True}, "disk_csi_driver": {"enabled": True}},
+        "network_profile": network_profile(spec),
+        "api_server_access_profile": api_access,
+        "auto_scaler_profile": autoscaler_profile(spec),
+        "auto_upgrade_profile": {"upgrade_channel": "patch", "node_os_upgrade_channel": "NodeImage"},
+        "agent_pool_profiles": [manager_profile(spec, subnet_id)],
+        "tags": {"torchfleet.io/stack": spec.stack},
+    }
+
+
+def azurecli_kubeconfig(encoded: str) -> str:
+    """The user kubeconfig AKS returns (exec format, kubelogin device-code login), rewritten to
+    kubelogin's `azurecli` login so that `pulumi up` runs non-interactively.
+
+    This is what `kubelogin convert-kubeconfig -l azurecli` does; the device-code flow would
+    block every update on a browser prompt (pulumi/pulumi-azure-native#2399, Azure/AKS#4990).
+    Users need kubelogin on PATH and `az login` (or AZURE_* for a service principal: use
+    `kubelogin convert-kubeconfig -l spn` on the exported kubeconfig).
+    https://azure.github.io/kubelogin/concepts/login-modes/azurecli.html
+    """
+    config = yaml.safe_load(base64.b64decode(encoded).decode())
+    for user in config.get("users") or []:
+        exec_ = (user.get("user") or {}).get("exec")
+        if not exec_:
+            continue
+        args = exec_.get("args") or []
+        server_id = AKS_AAD_SERVER_ID
+        if "--server-id" in args:
+            server_id = args[args.index("--server-id") + 1]
+        exec_["args"] = ["get-token", "--login", "azurecli", "--server-id", server_id]
+        exec_.pop("env", None)
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+class AksCluster(pulumi.ComponentResource):
+    def __init__(
+        self,
+        name: str,
+        spec: PlatformSpec,
+        net: AzureNetwork,
+        client: pulumi.Output,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("torchfleet:clouds:AksCluster", name, None, opts)
+        rg = net.resource_group.name
+        identity, network_role = self._create_identity(name, spec, net, client)
+        self.cluster = containerservice.ManagedCluster(
+            f"{name}-aks",
+            resource_group_name=rg,
+            **cluster_args(spec, net.node_subnet.id, identity.id, client.tenant_id),
+            opts=cluster_options(self, depends_on=[network_role]),
+        )
+        self.admin_role = self._create_deployer_role(name, client)
+        creds = containerservice.list_managed_cluster_user_credentials_output(
+            resource_group_name=rg, resource_name=self.cluster.name, format="exec"
+        )
+        self.kubeconfig = pulumi.Output.secret(creds.kubeconfigs[0].value.apply(azurecli_kubeconfig))
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            # Azure RBAC must grant us cluster admin before the provider talks to the cluster.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.admin_role]),
+        )
+        self.register_outputs({"clusterName": self.cluster.name, "kubeconfig": self.kubeconfig})
+
+    def _create_identity(self, name: str, spec: PlatformSpec, net: AzureNetwork, client: pulumi.Output):
+        # A user-assigned control-plane identity, so it can be granted Network Contributor on the
+        # node subnet *before* the cluster exists (a system-assigned one only exists after).
+        # https://learn.microsoft.com/azure/aks/configure-azure-cni#prerequisites
+        identity = managedidentity.UserAssignedIdentity(
+            f"{name}-identity",
+            resource_group_name=net.resource_group.name,
+            location=spec.region,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        role = authorization.RoleAssignment(
+            f"{name}-subnet-role",
+            principal_id=identity.principal_id,
+            principal_type="ServicePrincipal",
+            role_definition_id=client.subscription_id.apply(lambda s: role_definition_id(s, NETWORK_CONTRIBUTOR)),
+            scope=net.node_subnet.id,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return identity, role
+
+    def _create_deployer_role(self, name: str, client: pulumi.Output) -> authorization.RoleAssignment:
+        # With Azure RBAC, whoever runs `pulumi up` needs a Kubernetes role through Azure to
+        # create the training layer. Assignments can take a minute or two to propagate.
+        return authorization.RoleAssignment(
+            f"{name}-deployer-admin",
+            principal_id=client.object_id,
+            role_definition_id=client.subscription_id.apply(lambda s: role_definition_id(s, AKS_RBAC_CLUSTER_ADMIN)),
+            scope=self.cluster.id,
+            opts=pulumi.ResourceOptions(parent=self),
+        )

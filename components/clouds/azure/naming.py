@@ -1,0 +1,95 @@
+"""Names and address ranges Azure derives from the spec: pure functions, tested without mocks.
+
+AKS agent pool names are the odd ones out: lowercase letters and digits only, starting with a
+letter, at most 12 characters for Linux pools
+(https://learn.microsoft.com/azure/aks/create-node-pools#limitations). So the contract name
+`gpu-<gpu>-<zone>` (GpuPoolSpec.name) cannot be the pool name. The mapping is:
+
+    GpuPoolSpec gpu-t4-1        -> agent pool t4z1         (first machine type of the pool)
+    GpuPoolSpec gpu-a100-80gb-2 -> agent pool a10080gbz2
+    second machine type          -> agent pool t4z1m1, third t4z1m2, ...
+
+An AKS scale-set pool has exactly one VM size, so a GpuPoolSpec listing several machine types
+becomes one agent pool per machine type, all with the same labels; the contract name stays on
+every one of them as the `torchfleet.io/pool-name` label and tag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+
+from components.spec import GpuPoolSpec
+
+MAX_POOL_NAME = 12
+POOL_NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+MANAGER_AGENT_POOL = "manager"
+# Node label and tag that carry the contract name (GpuPoolSpec.name) onto each agent pool.
+LABEL_POOL_NAME = "torchfleet.io/pool-name"
+
+
+def agent_pool_name(pool: GpuPoolSpec, machine_index: int = 0) -> str:
+    """The AKS agent pool name for one machine type of a GPU pool (see the module docstring)."""
+    base = re.sub(r"[^a-z0-9]", "", pool.gpu.lower())
+    name = f"{base}z{pool.zone}" + (f"m{machine_index}" if machine_index else "")
+    if not POOL_NAME_RE.match(name):
+        # Only reachable if the catalog grows a GPU key too long for AKS: fail at synth, loudly.
+        raise ValueError(f"AKS agent pool name {name!r} for {pool.name} is not 1-12 lowercase letters/digits")
+    return name
+
+
+def storage_account_name(subscription_id: str, stack: str, name: str) -> str:
+    """A storage account name: 3-24 lowercase letters and digits, unique across all of Azure.
+
+    Deterministic (so `pulumi up` is idempotent) but salted with the subscription, so two teams
+    using the same stack name do not collide on the global namespace.
+    """
+    prefix = "tf" + re.sub(r"[^a-z0-9]", "", stack.lower())[:12]
+    digest = hashlib.sha256(f"{subscription_id}/{stack}/{name}".encode()).hexdigest()
+    return (prefix + digest)[:24]
+
+
+def dns_prefix(stack: str) -> str:
+    """The cluster's DNS prefix: letters, digits and '-', starting with a letter, <= 54 chars."""
+    cleaned = re.sub(r"[^a-z0-9-]", "-", stack.lower()).strip("-")
+    return f"tf-{cleaned}"[:54].rstrip("-")
+
+
+def node_subnet_cidr(vnet_cidr: str) -> str:
+    """The first half of the virtual network: nodes only (pods use the overlay range)."""
+    net = ipaddress.ip_network(vnet_cidr)
+    return str(next(net.subnets(prefixlen_diff=1)))
+
+
+def endpoint_subnet_cidr(vnet_cidr: str) -> str:
+    """A /24 (or smaller) at the start of the second half: the file share's private endpoint."""
+    net = ipaddress.ip_network(vnet_cidr)
+    second = list(net.subnets(prefixlen_diff=1))[1]
+    return str(next(second.subnets(new_prefix=max(24, second.prefixlen))))
+
+
+# Candidates for the service and pod (overlay) ranges; the first that does not overlap the
+# virtual network wins. AKS's own default service CIDR 10.0.0.0/16 overlaps the default
+# `network.cidr` 10.0.0.0/16, and overlapping ranges are rejected by the API
+# (https://learn.microsoft.com/azure/aks/azure-cni-overlay#ip-address-planning).
+_SERVICE_CANDIDATES = ("172.16.0.0/16", "10.250.0.0/16", "192.168.0.0/16")
+# /14 leaves room for 1,024 nodes at one /24 per node.
+_POD_CANDIDATES = ("10.244.0.0/14", "100.64.0.0/14", "172.20.0.0/14")
+
+
+def cluster_ranges(vnet_cidr: str) -> dict[str, str]:
+    """service_cidr, dns_service_ip and pod_cidr that overlap neither the vnet nor each other."""
+    vnet = ipaddress.ip_network(vnet_cidr)
+    service = next(ipaddress.ip_network(c) for c in _SERVICE_CANDIDATES if not vnet.overlaps(ipaddress.ip_network(c)))
+    pods = next(
+        ipaddress.ip_network(c)
+        for c in _POD_CANDIDATES
+        if not vnet.overlaps(ipaddress.ip_network(c)) and not service.overlaps(ipaddress.ip_network(c))
+    )
+    return {
+        "service_cidr": str(service),
+        # The tenth address, as AKS's own default (10.0.0.10) does.
+        "dns_service_ip": str(service.network_address + 10),
+        "pod_cidr": str(pods),
+    }

@@ -1,0 +1,131 @@
+"""GPU agent pools (one per GPU, zone and machine type) and the autoscaler's priority ConfigMap."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+from pulumi_azure_native import containerservice
+
+from components.clouds.azure import naming
+from components.spec import AKS_SPOT_TAINT, GPU_TAINT, GpuPoolSpec, PlatformSpec
+
+# Priority expander: higher wins; a group that matches no regex is never chosen, hence ".*".
+# https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/expander/priority/readme.md
+SPOT_PRIORITY = 50
+ON_DEMAND_PRIORITY = 10
+FALLBACK_PRIORITY = 1
+PRIORITY_CONFIGMAP = "cluster-autoscaler-priority-expander"
+
+
+def taint_string(taint: dict[str, str]) -> str:
+    return f"{taint['key']}={taint['value']}:{taint['effect']}"
+
+
+def pool_taints(pool: GpuPoolSpec) -> list[str]:
+    taints = [taint_string(GPU_TAINT)]
+    if pool.spot:
+        # AKS adds this taint to every spot pool itself; declaring it avoids a perpetual diff.
+        # https://learn.microsoft.com/azure/aks/spot-node-pool#before-you-begin
+        taints.append(taint_string(AKS_SPOT_TAINT))
+    return taints
+
+
+def pool_args(pool: GpuPoolSpec, machine_index: int, spec: PlatformSpec) -> dict:
+    """One AKS agent pool as plain data: one VM size, one zone, autoscaled from minNodes (0)."""
+    machine = pool.machines[machine_index]
+    args = {
+        "agent_pool_name": naming.agent_pool_name(pool, machine_index),
+        "mode": "User",
+        "vm_size": machine.type,
+        "os_type": "Linux",
+        "os_sku": "Ubuntu",
+        "type": "VirtualMachineScaleSets",
+        "availability_zones": [pool.zone],
+        "enable_auto_scaling": True,
+        "min_count": pool.min_nodes,
+        "max_count": pool.max_nodes,
+        "count": pool.min_nodes,
+        "enable_node_public_ip": False,
+        "os_disk_size_gb": pool.disk_size_gb,
+        "orchestrator_version": spec.kubernetes_version,
+        "node_labels": {**pool.labels, naming.LABEL_POOL_NAME: pool.name},
+        "node_taints": pool_taints(pool),
+        # AKS installs the NVIDIA driver only; the device plugin is ours (device_plugin.py).
+        # https://learn.microsoft.com/azure/aks/use-nvidia-gpu
+        "gpu_profile": {"driver": "Install"},
+        "tags": {"torchfleet.io/stack": spec.stack, naming.LABEL_POOL_NAME: pool.name},
+    }
+    if pool.spot:
+        # All three are immutable: changing `spot` replaces the pool.
+        # https://learn.microsoft.com/azure/aks/spot-node-pool
+        args.update(scale_set_priority="Spot", scale_set_eviction_policy="Delete", spot_max_price=-1)
+    return args
+
+
+def pool_options(parent: pulumi.Resource, cluster: pulumi.Resource) -> pulumi.ResourceOptions:
+    return pulumi.ResourceOptions(
+        parent=parent,
+        depends_on=[cluster],
+        # The autoscaler owns the node count.
+        ignore_changes=["count"],
+        # The pool name is fixed (agent_pool_name), so a replacement must delete the old pool
+        # first, or the create fails on the name.
+        delete_before_replace=True,
+        custom_timeouts=pulumi.CustomTimeouts(create="30m", update="30m", delete="30m"),
+    )
+
+
+def agent_pools(spec: PlatformSpec) -> list[tuple[GpuPoolSpec, int]]:
+    """(pool, machine index) for every AKS agent pool the stack needs."""
+    return [(p, i) for p in spec.gpu_pools for i in range(len(p.machines))]
+
+
+def expander_priorities(spec: PlatformSpec) -> str:
+    """The priority expander's `priorities` value: spot pools first, then on-demand ones.
+
+    AKS names each pool's scale set `aks-<pool>-<digits>-vmss`, and that is the node group name
+    the expander matches; the trailing '-' keeps t4z1 from matching t4z1m1.
+    """
+    tiers: dict[int, list[str]] = {}
+    for pool, i in agent_pools(spec):
+        prio = SPOT_PRIORITY if pool.spot else ON_DEMAND_PRIORITY
+        tiers.setdefault(prio, []).append(f"^aks-{naming.agent_pool_name(pool, i)}-.*")
+    tiers[FALLBACK_PRIORITY] = [".*"]
+    return yaml.safe_dump(dict(sorted(tiers.items(), reverse=True)), sort_keys=False)
+
+
+class AksGpuPools(pulumi.ComponentResource):
+    def __init__(
+        self,
+        name: str,
+        spec: PlatformSpec,
+        cluster: containerservice.ManagedCluster,
+        resource_group_name: pulumi.Input[str],
+        subnet_id: pulumi.Input[str],
+        provider: k8s.Provider,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("torchfleet:clouds:AksGpuPools", name, None, opts)
+        self.pools: list[containerservice.AgentPool] = []
+        for pool, i in agent_pools(spec):
+            short = naming.agent_pool_name(pool, i)
+            self.pools.append(
+                containerservice.AgentPool(
+                    f"{name}-{short}",
+                    resource_group_name=resource_group_name,
+                    resource_name_=cluster.name,
+                    vnet_subnet_id=subnet_id,
+                    **pool_args(pool, i, spec),
+                    opts=pool_options(self, cluster),
+                )
+            )
+        # AKS's managed autoscaler reads the priority ConfigMap from kube-system.
+        # https://learn.microsoft.com/azure/aks/cluster-autoscaler#use-the-cluster-autoscaler-profile
+        self.priorities = k8s.core.v1.ConfigMap(
+            f"{name}-priority-expander",
+            metadata={"name": PRIORITY_CONFIGMAP, "namespace": "kube-system"},
+            data={"priorities": expander_priorities(spec)},
+            opts=pulumi.ResourceOptions(parent=self, provider=provider),
+        )
+        self.register_outputs({"agentPools": [p.name for p in self.pools]})
