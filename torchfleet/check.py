@@ -1,0 +1,82 @@
+"""`torchfleet check`: run the guardrails (components/policy.py) on a stack, offline.
+
+Synthesizes the stack under mocks (as `torchfleet synth` does), then runs every rule with the
+stack's own limits (torchfleet:guardrails). Prints one line per violation, "rule  resource  why".
+Exit codes: 0 clean, 1 violations, 2 the stack cannot be checked (bad config, missing file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from components import policy
+from components.spec import ConfigError, PlatformSpec, parse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "check",
+        help="run the guardrail policies on a stack offline (no cloud, no Pulumi CLI)",
+        description="Exit codes: 0 clean, 1 violations (one line each: rule, resource, why), 2 invalid stack.",
+    )
+    p.add_argument("--stack-file", required=True, type=Path, help="e.g. stacks/Pulumi.aws-usw2.yaml")
+    p.add_argument(
+        "--policy-config-out",
+        type=Path,
+        help="also write the stack's limits as a --policy-pack-config file for the CrossGuard pack in policy/",
+    )
+    p.set_defaults(func=run)
+
+
+def resources_of(recorded: list[Any]) -> list[policy.Resource]:
+    """The recording monitor's resources in the shape the rules take (and CrossGuard gives)."""
+    return [{"type": r.type, "name": r.name, "inputs": r.inputs, "options": r.options} for r in recorded]
+
+
+def load_spec(stack_file: Path) -> PlatformSpec:
+    """The stack's spec, read as the program reads it (project defaults, then the stack file)."""
+    from torchfleet.preview.runner import stack_config
+
+    name, config, _ = stack_config(stack_file)
+    return parse({key: _decode(value) for key, value in config.items()}, stack=name)
+
+
+def _decode(value: str) -> Any:
+    # The engine hands structured values over as JSON text (see components/config.py).
+    if value[:1] in "[{":
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    from torchfleet.preview.runner import synth_file
+
+    if not args.stack_file.is_file():
+        print(f"--stack-file: {args.stack_file} does not exist", file=sys.stderr)
+        return 2
+    try:
+        spec = load_spec(args.stack_file)
+        result = synth_file(args.stack_file)
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return 2
+    limits = policy.Limits(spec.guardrails.max_gpus, spec.guardrails.allow_on_demand_gpus)
+    if args.policy_config_out:
+        args.policy_config_out.write_text(json.dumps(policy.pack_config(limits), indent=2) + "\n")
+    violations = policy.check(resources_of(result.resources), limits.max_gpus, limits.allow_on_demand_gpus)
+    for v in violations:
+        print(v.line())
+    print(
+        f"{result.stack}: {len(violations)} violation(s) of {len(policy.RULES)} rules over "
+        f"{len(result.resources)} resources (maxGpus={limits.max_gpus}, "
+        f"allowOnDemandGpus={str(limits.allow_on_demand_gpus).lower()})",
+        file=sys.stderr,
+    )
+    return 1 if violations else 0
