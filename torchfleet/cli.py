@@ -7,7 +7,7 @@ import importlib
 import sys
 
 # Each module exposes register(subparsers), which adds its command(s) and sets `func`.
-COMMAND_MODULES = ["torchfleet.synth"]
+COMMAND_MODULES = ["torchfleet.synth", "torchfleet.check"]
 
 
 def build_parser() -> argparse.ArgumentParser:
