@@ -9,7 +9,6 @@ and a kubelogin exec kubeconfig (base64) from listManagedClusterUserCredentials.
 from __future__ import annotations
 
 import base64
-import hashlib
 import uuid
 from typing import Any
 
@@ -23,7 +22,7 @@ AKS_AAD_SERVER_ID = "6dae42f8-4368-4678-94ff-3960e28e3630"
 
 
 def _guid(seed: str) -> str:
-    return str(uuid.UUID(hashlib.md5(seed.encode()).hexdigest()))
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, seed))
 
 
 def _named(key: str):
@@ -106,7 +105,9 @@ def user_kubeconfig(cluster: str) -> str:
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": cluster, "cluster": {"certificate-authority-data": "LS0tLS1CRUdJTg==", "server": server}}],
+        "clusters": [
+            {"name": cluster, "cluster": {"certificate-authority-data": "LS0tLS1CRUdJTg==", "server": server}}
+        ],
         "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": f"clusterUser_{cluster}"}}],
         "current-context": cluster,
         "users": [
