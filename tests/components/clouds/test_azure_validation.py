@@ -39,7 +39,8 @@ CASES = [
      "torchfleet:storage.sizeGb", ["Premium_ZRS", "at least 100 GiB", "got 99"]),
     ("standard tier cannot do NFS", {"storage": {"tier": "Standard_LRS", "sizeGb": 100}},
      "torchfleet:storage.tier", ["Premium_LRS", "Premium_ZRS", "'Standard_LRS'"]),
-    ("machine of another GPU", {"gpuPools": [{"gpu": "t4", "maxNodes": 1, "machineTypes": ["Standard_NC24ads_A100_v4"]}]},
+    ("machine of another GPU",
+     {"gpuPools": [{"gpu": "t4", "maxNodes": 1, "machineTypes": ["Standard_NC24ads_A100_v4"]}]},
      "torchfleet:gpuPools[0].machineTypes", ["Standard_NC24ads_A100_v4 has no t4 on azure", "Standard_NC4as_T4_v3"]),
 ]
 
