@@ -228,8 +228,11 @@ class _Run:
             len(task.dataset), cfg.global_batch_size, self.rank, self.world, cfg.seed,
             start_step=step, total_steps=cfg.total_steps,
         )
+        # Its own generator: a DataLoader iterator otherwise draws its base seed from the global
+        # RNG, and a resumed run would then continue from a different dropout stream.
         loader = DataLoader(task.dataset, batch_sampler=sampler, num_workers=cfg.num_workers,
-                            pin_memory=self.device.type == "cuda")
+                            pin_memory=self.device.type == "cuda",
+                            generator=torch.Generator().manual_seed(cfg.seed + step))
         # DDP averages gradients over ranks; scaling by world / global batch turns that into the
         # mean over the global batch however it is split (see the module docstring).
         scale = self.world / cfg.global_batch_size

@@ -13,10 +13,9 @@ import argparse
 import sys
 
 import torch
+from elastic_trainer.trainer import TrainConfig, train
 from torch import nn
 from torch.utils.data import TensorDataset
-
-from elastic_trainer.trainer import TrainConfig, train
 
 
 class SyntheticRegression:

@@ -1,0 +1,53 @@
+"""Real-run fixtures: one etcd for the whole session, a fresh rendezvous id per job.
+
+etcd is Debian's ``etcd-server`` (3.4, with ``--enable-v2=true``), which ``.ci/run`` installs.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from elastic_trainer.localrun import Etcd, LocalJob
+
+
+@pytest.fixture(scope="session")
+def etcd() -> Iterator[Etcd]:
+    if shutil.which("etcd") is None and not shutil.which("/usr/bin/etcd"):
+        pytest.fail("etcd is not installed (apt-get install etcd-server)")
+    with Etcd() as server:
+        yield server
+
+
+@pytest.fixture
+def make_job(etcd: Etcd, tmp_path, request) -> Iterator[Callable[..., LocalJob]]:
+    jobs: list[LocalJob] = []
+
+    def factory(*script_args: str, nnodes: str = "1:2", workdir=None, **kwargs) -> LocalJob:
+        job = LocalJob(
+            etcd_endpoint=etcd.endpoint,
+            run_id=f"{request.node.name[:40]}-{uuid.uuid4().hex[:8]}",
+            workdir=workdir or tmp_path / f"job{len(jobs)}",
+            script_args=list(script_args),
+            nnodes=nnodes,
+            **kwargs,
+        )
+        jobs.append(job)
+        return job
+
+    yield factory
+    for job in jobs:
+        job.stop()
+    if request.node.rep_call.failed if hasattr(request.node, "rep_call") else False:
+        for job in jobs:
+            for node in job.nodes:
+                print(f"----- {node.name} ({job.run_id}) -----\n{node.log_text()[-6000:]}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report

@@ -1,0 +1,145 @@
+"""The launcher's argument handling (pure) and its signal contract (a real torchrun)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from elastic_trainer import launcher
+from elastic_trainer.launcher import LaunchError, build_plan, check_rdzv_conf, parse_rdzv_conf
+from elastic_trainer.localrun import IMAGE_DIR
+
+# What the ElasticJob controller prepends to the container args (DESIGN.md).
+CONTROLLER = ["--rdzv_backend=etcd", "--rdzv_endpoint=etcd:2379", "--rdzv_id=job", "--nnodes=1:4"]
+SCRIPT = ["/workspace/examples/imagenet.py", "--arch", "resnet18", "--rdzv_backend=ignored-script-arg"]
+
+
+def opt(plan, name: str) -> list[str]:
+    """Values of ``--name=...`` among the torchrun options (before the script)."""
+    options = plan.torchrun_args[: plan.torchrun_args.index(SCRIPT[0])]
+    return [a.split("=", 1)[1] for a in options if a.startswith(f"--{name}=")]
+
+
+def test_defaults_wrap_the_controller_args():
+    plan = build_plan([*CONTROLLER, "--nproc_per_node=8", *SCRIPT], {})
+    assert opt(plan, "rdzv_backend") == ["etcd-v2"]  # legacy etcd loses its keys after 2 h
+    assert opt(plan, "rdzv_conf") == ["last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=3"]
+    assert opt(plan, "max_restarts") == ["100"]
+    assert plan.torchrun_args[-len(SCRIPT) :] == SCRIPT  # script args untouched
+    assert plan.env == {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "TORCHFLEET_PG_TIMEOUT_S": "300"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "environ", "backend"),
+    [
+        (["--rdzv_backend=c10d"], {}, "c10d"),  # a later backend in the args wins
+        (["--rdzv-backend", "etcd-v2"], {}, "etcd-v2"),
+        ([], {"TORCHFLEET_ALLOW_LEGACY_ETCD": "1"}, "etcd"),
+    ],
+)
+def test_backend_overrides(extra, environ, backend):
+    plan = build_plan([*CONTROLLER, *extra, *SCRIPT], environ)
+    assert opt(plan, "rdzv_backend") == [backend]
+
+
+def test_user_values_win_over_defaults():
+    plan = build_plan(
+        [*CONTROLLER, "--max_restarts=7", "--rdzv_conf=join_timeout=900,last_call_timeout=5",
+         "--rdzv-conf", "keep_alive_interval=2,keep_alive_max_attempt=2", *SCRIPT],
+        {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0", "TORCHFLEET_PG_TIMEOUT_S": "120"},
+    )
+    # torchrun's argparse keeps the last occurrence: the user's comes after the default
+    options = plan.torchrun_args[: plan.torchrun_args.index(SCRIPT[0])]
+    assert [a for a in options if a.startswith("--max_restarts")][-1] == "--max_restarts=7"
+    assert plan.rdzv_conf == {
+        "last_call_timeout": "5", "keep_alive_interval": "2", "keep_alive_max_attempt": "2", "join_timeout": "900",
+    }
+    assert plan.env == {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0", "TORCHFLEET_PG_TIMEOUT_S": "120"}
+    from torch.distributed.run import parse_args
+
+    parsed = parse_args(plan.torchrun_args)
+    assert parsed.max_restarts == 7
+    assert parsed.rdzv_backend == "etcd-v2"
+    assert parsed.training_script_args == SCRIPT[1:]
+
+
+@pytest.mark.parametrize(
+    ("conf", "ok"),
+    [
+        ({"keep_alive_interval": "1", "keep_alive_max_attempt": "3"}, True),  # 3 s >= 1 + 1 + 1
+        ({"keep_alive_interval": "2", "keep_alive_max_attempt": "2"}, True),  # 4 s >= 2 + 1 + 1
+        ({}, True),  # torch's 5 x 3
+        ({"keep_alive_interval": "1", "keep_alive_max_attempt": "2"}, False),  # split one job in two
+        ({"keep_alive_interval": "1", "keep_alive_max_attempt": "1"}, False),  # never forms a group
+        ({"keep_alive_interval": "3", "keep_alive_max_attempt": "1"}, False),
+    ],
+)
+def test_heartbeat_budget_is_checked(conf, ok):
+    if ok:
+        check_rdzv_conf(conf)
+    else:
+        with pytest.raises(LaunchError, match=r"keep_alive_interval=\d+ x keep_alive_max_attempt=\d+"):
+            check_rdzv_conf(conf)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--rdzv_conf=keep_alive_max_attempt=2"], "keep_alive_max_attempt"),  # with the tuned interval of 1 s
+        (["--rdzv_conf=last_call_timeout=0.5"], "last_call_timeout"),
+        (["--rdzv_conf=last_call_timeout"], "key=value"),
+    ],
+)
+def test_bad_settings_are_refused_naming_the_option(argv, message, capsys):
+    with pytest.raises(LaunchError, match=message):
+        build_plan([*CONTROLLER, *argv, *SCRIPT], {})
+    assert launcher.main([*CONTROLLER, *argv, *SCRIPT]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_pg_timeout_is_refused():
+    with pytest.raises(LaunchError, match="TORCHFLEET_PG_TIMEOUT_S"):
+        build_plan([*CONTROLLER, *SCRIPT], {"TORCHFLEET_PG_TIMEOUT_S": "soon"})
+
+
+def test_parse_rdzv_conf():
+    assert parse_rdzv_conf(" a=1, b = 2 ,") == {"a": "1", "b": "2"}
+
+
+def test_dry_run_prints_the_plan(monkeypatch, capsys):
+    monkeypatch.setenv("TORCHFLEET_DRY_RUN", "1")
+    assert launcher.main([*CONTROLLER, *SCRIPT]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert "--rdzv_backend=etcd-v2" in printed["torchrun"]
+    assert printed["env"]["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+
+
+SLEEPER = "import time, sys\nprint('ready', flush=True)\ntime.sleep(120)\n"
+
+
+def _start_and_sigterm(cmd: list[str], tmp_path) -> int:
+    script = tmp_path / "sleeper.py"
+    script.write_text(SLEEPER)
+    env = {"PYTHONPATH": str(IMAGE_DIR), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen([*cmd, "--standalone", "--nproc_per_node=1", str(script)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while proc.stdout.readline().strip() != "ready":
+            assert time.monotonic() < deadline and proc.poll() is None, "worker never started"
+        proc.send_signal(signal.SIGTERM)
+        return proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.mark.slow
+def test_sigterm_ends_in_143_where_torchrun_alone_exits_1(tmp_path):
+    # Pins DESIGN.md's fact: torchrun exits 1 on SIGTERM (fatal for both controllers).
+    assert _start_and_sigterm([sys.executable, "-m", "torch.distributed.run"], tmp_path) == 1
+    assert _start_and_sigterm([sys.executable, "-m", "elastic_trainer.launcher"], tmp_path) == 143

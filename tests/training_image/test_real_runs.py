@@ -1,0 +1,136 @@
+"""Real elastic runs on this machine: etcd, torchrun agents as nodes, gloo on CPU.
+
+Each test is one of the issue's five proofs. Nodes are local process trees (localrun.Node);
+"killing a node" SIGKILLs its whole tree at once, "a spot notice" SIGTERMs its launcher,
+as the kubelet does to a container's PID 1.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+import torch
+from elastic_trainer.checkpoint import CheckpointStore
+from elastic_trainer.trainer import FAULT_STALL_COMMIT
+
+pytestmark = pytest.mark.slow
+
+TIMEOUT = 90  # per wait; a healthy step of these runs takes milliseconds
+
+
+def final_state(job) -> dict:
+    state, meta, _ = CheckpointStore(job.checkpoint_dir).load_latest()
+    assert meta["reason"] == "final"
+    return state
+
+
+def other(job, name):
+    return next(node for node in job.nodes if node.name != name and node.running())
+
+
+def steps_before(job, t: float) -> int:
+    return max(e["step"] for e in job.steps() if e.t <= t)
+
+
+def test_1_interrupted_run_ends_with_the_same_weights_as_an_uninterrupted_one(make_job):
+    # Bitwise, not approximately: same world size, same data order and shards, every rank's
+    # RNG (dropout) restored, and gloo's two-rank all-reduce sums in a fixed order.
+    args = ["--total-steps=120", "--global-batch-size=16", "--checkpoint-every=25", "--step-delay-s=0.02", "--seed=7"]
+    baseline = make_job(*args, nnodes="2:2")
+    baseline.start_node(), baseline.start_node()
+    baseline.wait_for("done", TIMEOUT)
+    assert [node.wait(TIMEOUT) for node in baseline.nodes] == [0, 0]
+
+    job = make_job(*args, nnodes="2:2")
+    job.start_node(), job.start_node()
+    job.wait_for("step", TIMEOUT, step=60)
+    killed_at = job.nodes[1].kill()
+    job.start_node("replacement")
+    resumed = job.wait_for("resumed", TIMEOUT, since=killed_at)
+    assert (resumed["step"], resumed["world"]) == (50, 2)  # steps 51..60+ are recomputed
+    job.wait_for("done", TIMEOUT)
+
+    expected, got = final_state(baseline), final_state(job)
+    assert expected["model"].keys() == got["model"].keys()
+    for name, tensor in expected["model"].items():
+        assert torch.equal(tensor, got["model"][name]), name
+    for index, buffers in expected["optimizer"]["state"].items():
+        assert torch.equal(buffers["momentum_buffer"], got["optimizer"]["state"][index]["momentum_buffer"])
+    assert expected["scheduler"] == got["scheduler"]
+
+
+def test_2_sigkill_survivor_resumes_and_a_replacement_joins(make_job):
+    every, total = 20, 160
+    job = make_job(f"--total-steps={total}", "--global-batch-size=16", f"--checkpoint-every={every}",
+                   "--step-delay-s=0.03", nnodes="1:2")
+    first, victim = job.start_node(), job.start_node()
+    job.wait_for("step", TIMEOUT, step=50, world=2)
+    killed_at = victim.kill()
+    last_step = steps_before(job, killed_at)
+
+    resumed = job.wait_for("resumed", TIMEOUT, since=killed_at, world=1)
+    assert 0 <= last_step - resumed["step"] <= every, "lost more than one checkpoint interval"
+    job.events.wait_for(lambda e: e.kind == "step" and e["world"] == 1 and e.t > resumed.t, TIMEOUT)
+
+    replacement = job.start_node("replacement")
+    job.events.wait_for(lambda e: e.kind == "step" and e["world"] == 2 and e.t > replacement.started_at, TIMEOUT)
+    done = job.wait_for("done", TIMEOUT)
+    assert done["step"] == total
+    assert {e["step"] for e in job.steps()} == set(range(1, total + 1)), "a step was never run"
+    assert first.wait(TIMEOUT) == 0 and replacement.wait(TIMEOUT) == 0
+    assert victim.wait(TIMEOUT) == -signal.SIGKILL
+
+
+def test_3_sigterm_checkpoints_exits_143_and_loses_no_step(make_job):
+    job = make_job("--total-steps=150", "--global-batch-size=16", "--checkpoint-every=1000",
+                   "--step-delay-s=0.03", nnodes="1:2")
+    survivor, noticed = job.start_node(), job.start_node()
+    job.wait_for("step", TIMEOUT, step=40, world=2)
+    sent_at = noticed.sigterm()
+    assert noticed.wait(TIMEOUT) == 143
+
+    stop = job.wait_for("ckpt", TIMEOUT, since=sent_at, reason="stop")
+    assert stop.t - sent_at < 15, "must fit GKE's 15 s notice window"
+    ran = max(e["step"] for e in job.steps() if e["gen"] == stop["gen"])
+    assert stop["step"] == ran  # the checkpoint holds the last step that ran
+    resumed = job.wait_for("resumed", TIMEOUT, since=sent_at, world=1)
+    assert resumed["step"] == stop["step"], "a step was lost"
+    assert job.wait_for("done", TIMEOUT)["step"] == 150
+    assert survivor.wait(TIMEOUT) == 0
+
+
+def test_4_a_checkpoint_being_written_when_its_node_dies_is_never_loaded(make_job):
+    job = make_job("--total-steps=200", "--global-batch-size=16", "--checkpoint-every=20",
+                   "--step-delay-s=0.02", nnodes="1:2", extra_env={FAULT_STALL_COMMIT: "40:60"})
+    job.start_node(), job.start_node()
+    writing = job.wait_for("ckpt_writing", TIMEOUT, step=40)  # written, fsynced, not yet renamed
+    writer = next(node for node in job.nodes if node.name == writing.node)
+    killed_at = writer.kill()
+
+    resumed = job.wait_for("resumed", TIMEOUT, since=killed_at, world=1)
+    assert resumed["step"] == 20
+    partial = list(job.checkpoint_dir.glob(".tmp-g*-s0000000040-*"))
+    assert partial and (partial[0] / "state.pt").stat().st_size > 0  # it was there to be picked
+    assert [c.step for c in CheckpointStore(job.checkpoint_dir).committed()] == [20]
+
+
+def test_5_a_truncated_checkpoint_is_skipped_and_the_previous_one_used(make_job):
+    args = ["--global-batch-size=16", "--checkpoint-every=10"]
+    first = make_job("--total-steps=40", *args, nnodes="1:1")
+    first.start_node()
+    assert first.wait_for("done", TIMEOUT)["step"] == 40
+    assert first.nodes[0].wait(TIMEOUT) == 0
+    newest = CheckpointStore(first.checkpoint_dir).committed()[0]
+    assert newest.step == 40
+    state_file = newest.path / "state.pt"
+    state_file.write_bytes(state_file.read_bytes()[:1000])
+
+    again = make_job("--total-steps=60", *args, nnodes="1:1", workdir=first.workdir)
+    node = again.start_node("again")
+    skipped = again.wait_for("ckpt_skipped", TIMEOUT)
+    assert skipped["name"] == newest.path.name and "truncated" in skipped["reason"]
+    assert again.wait_for("resumed", TIMEOUT)["step"] == 30
+    assert again.wait_for("done", TIMEOUT)["step"] == 60
+    assert node.wait(TIMEOUT) == 0
+    assert "WARNING skipping checkpoint: ckpt-g000001-s0000000040" in node.log_text()
