@@ -1,0 +1,95 @@
+"""`torchfleet synth`: the offline preview reviewers, forks and the tests rely on."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.harness import REPO
+from torchfleet.cli import main
+from torchfleet.synth import manifest_filename
+
+
+def test_prints_resources_and_outputs_as_json(capsys):
+    assert main(["synth", "--stack-file", str(REPO / "stacks/Pulumi.aws-usw2.yaml")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["stack"] == "aws-usw2"
+    groups = [r for r in doc["resources"] if r["type"] == "aws:eks/nodeGroup:NodeGroup"]
+    assert {g["inputs"]["nodeGroupName"] for g in groups} >= {"manager", "gpu-t4-us-west-2a"}
+    first = doc["resources"][0]
+    assert set(first) == {"type", "name", "parent", "inputs"}
+    assert first["parent"] is None
+    node_group = groups[0]
+    assert node_group["parent"] == "torchfleet:clouds:EksNodeGroups::torchfleet-aws-nodes"
+    # Engine names (camelCase), as the mocks receive them.
+    assert "nodeRoleArn" in node_group["inputs"] and "node_role_arn" not in node_group["inputs"]
+    assert doc["outputs"]["kubeconfig"] == "[secret]"
+    assert doc["outputs"]["clusterName"] == "torchfleet-aws-usw2"
+
+
+def test_secret_inputs_print_as_placeholder(capsys):
+    assert main(["synth", "--stack-file", str(REPO / "stacks/Pulumi.aws-usw2.yaml")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    [provider] = [r for r in doc["resources"] if r["type"] == "pulumi:providers:kubernetes"]
+    assert provider["inputs"]["kubeconfig"] == "[secret]"
+    assert "get-token" not in json.dumps(provider)
+
+
+def test_config_error_exits_2_with_problems_on_stderr_and_nothing_on_stdout(tmp_path, capsys):
+    bad = tmp_path / "Pulumi.bad.yaml"
+    bad.write_text(
+        yaml.safe_dump(
+            {
+                "config": {
+                    "aws:region": "us-west-2",
+                    "torchfleet:cloud": "aws",
+                    "torchfleet:zones": ["us-west-2a"],
+                    "torchfleet:gpuPools": [{"gpu": "k80", "maxNode": 2}],
+                }
+            }
+        )
+    )
+    assert main(["synth", "--stack-file", str(bad)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "torchfleet:gpuPools[0].maxNode: unknown key; did you mean 'maxNodes'?" in captured.err
+    assert "k80 on aws was retired" in captured.err
+
+
+def test_missing_stack_file_exits_2(tmp_path, capsys):
+    assert main(["synth", "--stack-file", str(tmp_path / "nope.yaml")]) == 2
+    assert "--stack-file" in capsys.readouterr().err
+
+
+def test_out_writes_every_kubernetes_object_one_file_each(tmp_path, capsys):
+    out = tmp_path / "manifests"
+    assert main(["synth", "--stack-file", str(REPO / "stacks/Pulumi.local.yaml"), "--out", str(out)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    k8s_resources = [r for r in doc["resources"] if r["type"].startswith("kubernetes:") and "apiVersion" in r["inputs"]]
+    files = sorted(out.glob("*.yaml"))
+    assert len(files) == len(k8s_resources) > 0
+    for f in files:
+        obj = yaml.safe_load(f.read_text())
+        assert obj["apiVersion"] and obj["kind"] and obj["metadata"]["name"]
+        assert f.name == manifest_filename(obj)
+
+
+def test_runs_as_a_command_without_pulumi_cli(tmp_path):
+    """The entry point works from a plain shell: no Pulumi CLI, credentials or network."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchfleet", "synth", "--stack-file", "stacks/Pulumi.local.yaml"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["stack"] == "local"
+
+
+@pytest.mark.parametrize("name", ["deployment-elastic-job-etcd.yaml"])
+def test_manifest_filename_is_kind_namespace_name(name):
+    assert manifest_filename({"kind": "Deployment", "metadata": {"namespace": "elastic-job", "name": "etcd"}}) == name
