@@ -1,13 +1,23 @@
-"""The training layer (under construction: the training-layer issue fills it in)."""
+"""TrainingLayer: the cloud-agnostic Kubernetes layer every cloud (and `local`) gets.
+
+Applies the static k8s/ objects (parametrized by transforms.py), the shared store's
+PersistentVolume and NFS policy (manifests.py), and Kubeflow's training-operator when the
+stack asks for it (kubeflow.py). The cloud hands over a provider, its store and the manager
+pool's nodeSelector (clouds/base.py ClusterHandle).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.clouds.base import ClusterHandle
+from components.clouds.base import ClusterHandle, SharedStore
+from components.kube import kubeflow, manifests, static, transforms
 from components.spec import PlatformSpec
 
 
@@ -17,18 +27,119 @@ class TrainingLayerArgs:
     cluster: ClusterHandle
 
 
+def layer_settings(spec: PlatformSpec, cluster: ClusterHandle) -> transforms.LayerSettings:
+    training = spec.training
+    return transforms.LayerSettings(
+        namespace=training.namespace,
+        claim_name=training.claim_name,
+        store_capacity=cluster.store.capacity,
+        etcd_replicas=training.etcd_replicas,
+        manager_selector=dict(cluster.manager_selector),
+        # Clouds whose zones are real have zone labels on nodes; `local` has none.
+        zoned=spec.traits.zone_pattern is not None,
+    )
+
+
+def static_transformations(
+    settings: transforms.LayerSettings, depends_on: Sequence[pulumi.Resource]
+) -> list[Callable[[dict[str, Any], pulumi.ResourceOptions], None]]:
+    """ConfigFile transformations: parametrize each object, and make it wait for `depends_on`.
+
+    ConfigFile hands its children only `parent` (pulumi_kubernetes yaml._get_child_options),
+    so a depends_on given to the ConfigFile would not hold them back; this sets it per child.
+    """
+
+    def parametrize(obj: dict[str, Any], opts: pulumi.ResourceOptions) -> None:
+        transforms.apply(obj, settings)
+        if depends_on:
+            opts.depends_on = list(depends_on)
+
+    return [parametrize]
+
+
+def child_options(parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource]) -> pulumi.ResourceOptions:
+    return pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on))
+
+
+def config_file_name(relative: str) -> str:
+    """k8s/etcd/statefulset.yaml -> etcd-statefulset."""
+    return "-".join(PurePosixPath(relative).with_suffix("").parts)
+
+
 class TrainingLayer(pulumi.ComponentResource):
     def __init__(self, name: str, args: TrainingLayerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("torchfleet:kube:TrainingLayer", name, None, opts)
-        training = args.spec.training
-        ns = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata={"name": training.namespace},
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.outputs = {
-            "namespace": ns.metadata.name,
+        self._name = name
+        spec, cluster = args.spec, args.cluster
+        training = spec.training
+        settings = layer_settings(spec, cluster)
+        # Children do not inherit the layer's depends_on (the cluster's node groups, CSI
+        # add-ons); each waits for them itself.
+        ready = list(cluster.ready)
+
+        first = [self._create_static(f, settings, ready) for f in static.FIRST]
+        volume = self._create_shared_volume(settings, cluster.store, ready)
+        rest = [f for f in static.files_for(training.operator) if f not in static.FIRST]
+        for relative in rest:
+            self._create_static(relative, settings, [*ready, *first, volume])
+        if cluster.store.nfs_cidrs:
+            self._create_nfs_policy(settings, cluster.store, [*ready, *first])
+        if training.operator == "kubeflow":
+            self._create_kubeflow(ready)
+
+        self.outputs: dict[str, pulumi.Input] = {
+            "namespace": training.namespace,
             "sharedClaim": training.claim_name,
+            "etcdEndpoint": manifests.etcd_endpoint(training.namespace),
             "operator": training.operator,
         }
         self.register_outputs(self.outputs)
+
+    def _create_static(
+        self, relative: str, settings: transforms.LayerSettings, depends_on: Sequence[pulumi.Resource]
+    ) -> k8s.yaml.ConfigFile:
+        return k8s.yaml.ConfigFile(
+            config_file_name(relative),
+            file=str(static.path(relative)),
+            transformations=static_transformations(settings, depends_on),
+            resource_prefix=self._name,
+            opts=child_options(self, depends_on),
+        )
+
+    def _create_shared_volume(
+        self, settings: transforms.LayerSettings, store: SharedStore, depends_on: Sequence[pulumi.Resource]
+    ) -> k8s.core.v1.PersistentVolume:
+        def build(source: dict[str, Any]) -> dict[str, Any]:
+            return manifests.persistent_volume(
+                settings.namespace, settings.claim_name, source, store.capacity, store.mount_options
+            )
+
+        if isinstance(store.volume_source, dict):
+            build(store.volume_source)  # a wrong store fails here, before any resource exists
+        pv = pulumi.Output.from_input(store.volume_source).apply(build)
+        return k8s.core.v1.PersistentVolume(
+            f"{self._name}-shared-volume",
+            metadata=pv.apply(lambda m: m["metadata"]),
+            spec=pv.apply(lambda m: m["spec"]),
+            opts=child_options(self, depends_on),
+        )
+
+    def _create_nfs_policy(
+        self, settings: transforms.LayerSettings, store: SharedStore, depends_on: Sequence[pulumi.Resource]
+    ) -> k8s.networking.v1.NetworkPolicy:
+        policy = pulumi.Output.all(*store.nfs_cidrs).apply(
+            lambda cidrs: manifests.nfs_egress_policy(settings.namespace, list(cidrs))
+        )
+        return k8s.networking.v1.NetworkPolicy(
+            f"{self._name}-training-to-store",
+            metadata=policy.apply(lambda m: m["metadata"]),
+            spec=policy.apply(lambda m: m["spec"]),
+            opts=child_options(self, depends_on),
+        )
+
+    def _create_kubeflow(self, depends_on: Sequence[pulumi.Resource]) -> k8s.kustomize.v2.Directory:
+        return k8s.kustomize.v2.Directory(
+            f"{self._name}-kubeflow-training-operator",
+            directory=kubeflow.TRAINING_OPERATOR_MANIFESTS,
+            opts=child_options(self, depends_on),
+        )

@@ -1,0 +1,48 @@
+"""The static manifests in k8s/: which files the program applies, read from k8s/kustomization.yaml.
+
+One list for both ways in: `kubectl apply -k k8s/` and the Pulumi program read the same
+kustomization, so a file added there is applied by both. Pure Python (no pulumi import).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.kube import K8S_DIR
+
+KUSTOMIZATION = K8S_DIR / "kustomization.yaml"
+
+# Files only the TorchElastic operator needs; `training.operator: kubeflow` installs
+# Kubeflow's training-operator instead (kubeflow.py) and uses the same etcd.
+TORCHELASTIC_ONLY = ("crds/", "controller/")
+# Applied before everything else, which waits for them (namespaced objects need the namespace).
+FIRST = ("namespace.yaml",)
+
+
+def kustomization_files() -> list[str]:
+    """The `resources:` of k8s/kustomization.yaml, relative to k8s/, in order."""
+    doc = yaml.safe_load(KUSTOMIZATION.read_text())
+    return list(doc["resources"])
+
+
+def files_for(operator: str) -> list[str]:
+    """The k8s/ files the program applies for this operator, in kustomization order."""
+    files = kustomization_files()
+    if operator == "torchelastic":
+        return files
+    return [f for f in files if not f.startswith(TORCHELASTIC_ONLY)]
+
+
+def load(relative: str) -> dict[str, Any]:
+    """The one object a k8s/ file holds (one object per file is the rule of k8s/)."""
+    docs = [d for d in yaml.safe_load_all((K8S_DIR / relative).read_text()) if d]
+    if len(docs) != 1:
+        raise ValueError(f"k8s/{relative}: expected exactly one object, found {len(docs)}")
+    return docs[0]
+
+
+def path(relative: str) -> Path:
+    return K8S_DIR / relative

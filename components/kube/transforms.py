@@ -1,0 +1,126 @@
+"""How the program parametrizes the static k8s/ objects: small pure functions on manifest dicts.
+
+Each takes a manifest as YAML gives it (camelCase keys) and changes it in place; `apply`
+runs them all and is what the Pulumi ConfigFile transformations call. Tested without mocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.kube import manifests
+
+# Kinds with no namespace among the static files and those the layer makes.
+CLUSTER_SCOPED = frozenset(
+    {
+        "Namespace",
+        "CustomResourceDefinition",
+        "PriorityClass",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "PersistentVolume",
+    }
+)
+LABEL_ZONE = "topology.kubernetes.io/zone"
+
+
+@dataclass(frozen=True)
+class LayerSettings:
+    """What the stack decides about the static objects."""
+
+    namespace: str
+    claim_name: str
+    store_capacity: str
+    etcd_replicas: int
+    # nodeSelector of the manager pool, for control pods; empty: any node (local clusters).
+    manager_selector: dict[str, str] = field(default_factory=dict)
+    # Whether nodes carry topology.kubernetes.io/zone. A spread constraint on a missing label
+    # leaves pods Pending, because nodes without the key are not candidates:
+    # https://kubernetes.io/docs/concepts/scheduling-eviction/topology-spread-constraints/#interaction-with-node-affinity-and-node-selectors
+    zoned: bool = True
+
+    @property
+    def pv_name(self) -> str:
+        return manifests.shared_volume_name(self.namespace, self.claim_name)
+
+
+def set_namespace(obj: dict[str, Any], namespace: str) -> None:
+    """Move a namespaced object (and ServiceAccount subjects of bindings) to `namespace`."""
+    meta = obj.setdefault("metadata", {})
+    kind = obj["kind"]
+    if kind == "Namespace":
+        meta["name"] = namespace
+    elif kind not in CLUSTER_SCOPED:
+        meta["namespace"] = namespace
+    for subject in obj.get("subjects") or []:
+        if subject.get("kind") == "ServiceAccount":
+            subject["namespace"] = namespace
+
+
+def _pod_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
+    if obj["kind"] in ("Deployment", "StatefulSet"):
+        return obj["spec"]["template"]["spec"]
+    return None
+
+
+def set_manager_selector(obj: dict[str, Any], selector: dict[str, str]) -> None:
+    """Put control pods (every Deployment/StatefulSet in k8s/) on the manager pool."""
+    pod = _pod_spec(obj)
+    if pod is None:
+        return
+    if selector:
+        pod["nodeSelector"] = dict(selector)
+    else:
+        pod.pop("nodeSelector", None)
+
+
+def drop_zone_spread(obj: dict[str, Any]) -> None:
+    """Remove zone spread constraints (for clusters whose nodes have no zone label)."""
+    pod = _pod_spec(obj)
+    if pod is None or "topologySpreadConstraints" not in pod:
+        return
+    kept = [c for c in pod["topologySpreadConstraints"] if c.get("topologyKey") != LABEL_ZONE]
+    if kept:
+        pod["topologySpreadConstraints"] = kept
+    else:
+        del pod["topologySpreadConstraints"]
+
+
+def _is_etcd(obj: dict[str, Any]) -> bool:
+    return obj["kind"] == "StatefulSet" and obj["metadata"]["name"] == manifests.ETCD_NAME
+
+
+def set_etcd_members(obj: dict[str, Any], replicas: int) -> None:
+    """Size the etcd StatefulSet, and list exactly its members in --initial-cluster."""
+    if not _is_etcd(obj):
+        return
+    obj["spec"]["replicas"] = replicas
+    container = obj["spec"]["template"]["spec"]["containers"][0]
+    flag = "--initial-cluster="
+    args = [a for a in container["args"] if not a.startswith(flag)]
+    if len(args) != len(container["args"]) - 1:
+        raise ValueError(f"k8s/etcd/statefulset.yaml: expected one {flag} argument")
+    index = next(i for i, a in enumerate(container["args"]) if a.startswith(flag))
+    args.insert(index, flag + manifests.etcd_initial_cluster(replicas))
+    container["args"] = args
+
+
+def bind_claim(obj: dict[str, Any], claim_name: str, pv_name: str, capacity: str) -> None:
+    """Name the shared claim and bind it to the layer's PersistentVolume."""
+    if obj["kind"] != "PersistentVolumeClaim" or obj["metadata"]["name"] != manifests.STATIC_CLAIM_NAME:
+        return
+    obj["metadata"]["name"] = claim_name
+    obj["spec"]["volumeName"] = pv_name
+    obj["spec"]["resources"] = {"requests": {"storage": capacity}}
+
+
+def apply(obj: dict[str, Any], settings: LayerSettings) -> dict[str, Any]:
+    """Every transformation, in place; returns obj for convenience."""
+    set_namespace(obj, settings.namespace)
+    set_manager_selector(obj, settings.manager_selector)
+    if not settings.zoned:
+        drop_zone_spread(obj)
+    set_etcd_members(obj, settings.etcd_replicas)
+    bind_claim(obj, settings.claim_name, settings.pv_name, settings.store_capacity)
+    return obj
