@@ -63,10 +63,10 @@ def pool_args(pool: GpuPoolSpec, machine_index: int, spec: PlatformSpec) -> dict
     return args
 
 
-def pool_options(parent: pulumi.Resource, cluster: pulumi.Resource) -> pulumi.ResourceOptions:
+def pool_options(parent: pulumi.Resource, depends_on: list[pulumi.Resource]) -> pulumi.ResourceOptions:
     return pulumi.ResourceOptions(
         parent=parent,
-        depends_on=[cluster],
+        depends_on=depends_on,
         # The autoscaler owns the node count.
         ignore_changes=["count"],
         # The pool name is fixed (agent_pool_name), so a replacement must delete the old pool
@@ -117,7 +117,7 @@ class AksGpuPools(pulumi.ComponentResource):
                     resource_name_=cluster.name,
                     vnet_subnet_id=subnet_id,
                     **pool_args(pool, i, spec),
-                    opts=pool_options(self, cluster),
+                    opts=pool_options(self, depends_on=[cluster]),
                 )
             )
         # AKS's managed autoscaler reads the priority ConfigMap from kube-system.

@@ -1,0 +1,172 @@
+"""Azure's pure parts: pool and account names, address ranges, the kubeconfig rewrite, the
+priority expander config and the resource-option helpers (options are invisible to mocks)."""
+
+import base64
+import ipaddress
+import re
+
+import pytest
+import yaml
+
+from components import catalog
+from components.clouds.azure import cluster, files, naming, network, pools
+from components.spec import GpuPoolSpec, parse
+from torchfleet.preview import mock_azure
+
+
+def _pool(gpu: str, zone: str, spot: bool = True, machines: int = 1) -> GpuPoolSpec:
+    offer = catalog.offering(gpu, "azure")
+    return GpuPoolSpec(gpu, zone, offer.machines[:machines], 0, 4, spot)
+
+
+AZURE_GPUS = catalog.offered_on("azure")
+
+
+@pytest.mark.parametrize("gpu", AZURE_GPUS)
+def test_every_azure_gpu_gets_valid_distinct_pool_names(gpu):
+    offer = catalog.offering(gpu, "azure")
+    names = set()
+    for zone in ("1", "2", "3"):
+        pool = _pool(gpu, zone, machines=len(offer.machines))
+        for i in range(len(offer.machines)):
+            name = naming.agent_pool_name(pool, i)
+            # AKS: lowercase alphanumeric, starts with a letter, <= 12 characters for Linux pools.
+            assert re.fullmatch(r"[a-z][a-z0-9]{0,11}", name), name
+            names.add(name)
+    assert len(names) == 3 * len(offer.machines)
+
+
+@pytest.mark.parametrize(
+    "gpu,zone,index,expected",
+    [("t4", "1", 0, "t4z1"), ("t4", "3", 1, "t4z3m1"), ("a100-80gb", "2", 0, "a10080gbz2"),
+     ("a100-40gb", "1", 0, "a10040gbz1"), ("h100", "3", 2, "h100z3m2")],
+)
+def test_pool_name_mapping_is_documented_and_stable(gpu, zone, index, expected):
+    assert naming.agent_pool_name(_pool(gpu, zone, machines=index + 1), index) == expected
+    # The mapping is documented where the names are made.
+    assert "gpu-t4-1        -> agent pool t4z1" in naming.__doc__
+
+
+def test_the_manager_pool_name_is_valid_too():
+    assert re.fullmatch(r"[a-z][a-z0-9]{0,11}", naming.MANAGER_AGENT_POOL)
+
+
+@pytest.mark.parametrize("stack", ["azure-eus", "A_Very-Long.Stack.Name-with-many-parts-0123456789", "x"])
+def test_storage_account_names_follow_azure_rules(stack):
+    name = naming.storage_account_name("sub-1", stack, "torchfleet-azure-files")
+    assert re.fullmatch(r"[a-z0-9]{3,24}", name), name
+    assert name == naming.storage_account_name("sub-1", stack, "torchfleet-azure-files")  # deterministic
+    assert name != naming.storage_account_name("sub-2", stack, "torchfleet-azure-files")  # salted
+
+
+@pytest.mark.parametrize("stack", ["azure-eus", "Prod_West.2", "-weird-"])
+def test_dns_prefix_rules(stack):
+    prefix = naming.dns_prefix(stack)
+    assert re.fullmatch(r"[a-z][a-z0-9-]{0,52}[a-z0-9]", prefix), prefix
+
+
+@pytest.mark.parametrize("cidr", ["10.0.0.0/16", "10.0.0.0/20", "172.16.0.0/12", "192.168.0.0/16", "10.240.0.0/12"])
+def test_address_ranges_never_overlap(cidr):
+    vnet = ipaddress.ip_network(cidr)
+    nodes = ipaddress.ip_network(naming.node_subnet_cidr(cidr))
+    endpoints = ipaddress.ip_network(naming.endpoint_subnet_cidr(cidr))
+    assert nodes.subnet_of(vnet) and endpoints.subnet_of(vnet)
+    assert not nodes.overlaps(endpoints)
+    assert nodes.prefixlen == vnet.prefixlen + 1
+    ranges = naming.cluster_ranges(cidr)
+    service, pods = ipaddress.ip_network(ranges["service_cidr"]), ipaddress.ip_network(ranges["pod_cidr"])
+    for a, b in [(service, vnet), (pods, vnet), (service, pods)]:
+        assert not a.overlaps(b), (a, b)
+    assert ipaddress.ip_address(ranges["dns_service_ip"]) in service
+
+
+def test_default_network_avoids_aks_default_service_range():
+    # Regression: AKS's default service CIDR 10.0.0.0/16 equals our default vnet; AKS rejects that.
+    assert naming.cluster_ranges("10.0.0.0/16")["service_cidr"] != "10.0.0.0/16"
+
+
+def test_kubeconfig_is_rewritten_to_non_interactive_azurecli_login():
+    encoded = base64.b64encode(mock_azure.user_kubeconfig("aks1").encode()).decode()
+    config = yaml.safe_load(cluster.azurecli_kubeconfig(encoded))
+    exec_ = config["users"][0]["user"]["exec"]
+    assert exec_["command"] == "kubelogin"
+    assert exec_["args"] == ["get-token", "--login", "azurecli", "--server-id", cluster.AKS_AAD_SERVER_ID]
+    assert "devicecode" not in yaml.safe_dump(config)
+    assert config["clusters"][0]["cluster"]["server"].startswith("https://aks1-")
+
+
+def _spec(**extra):
+    raw = {
+        "azure-native:location": "eastus",
+        "torchfleet:cloud": "azure",
+        "torchfleet:zones": ["1", "2"],
+        "torchfleet:gpuPools": [
+            {"gpu": "t4", "maxNodes": 4, "machineTypes": ["Standard_NC4as_T4_v3", "Standard_NC8as_T4_v3"]},
+            {"gpu": "h100", "maxNodes": 1, "spot": False, "zones": ["2"]},
+        ],
+        "torchfleet:storage": {"sizeGb": 200},
+        **extra,
+    }
+    return parse(raw, stack="azure-test")
+
+
+def test_priority_expander_prefers_spot_pools():
+    priorities = yaml.safe_load(pools.expander_priorities(_spec()))
+    assert list(priorities) == [50, 10, 1]
+    assert priorities[50] == ["^aks-t4z1-.*", "^aks-t4z1m1-.*", "^aks-t4z2-.*", "^aks-t4z2m1-.*"]
+    assert priorities[10] == ["^aks-h100z2-.*"]
+    assert priorities[1] == [".*"]
+    # The scale set names AKS gives: aks-<pool>-<digits>-vmss. t4z1's regex must not take t4z1m1.
+    assert re.match(priorities[50][0], "aks-t4z1-12345678-vmss")
+    assert not re.match(priorities[50][0], "aks-t4z1m1-12345678-vmss")
+
+
+def test_spot_and_on_demand_pool_args():
+    spec = _spec()
+    spot, on_demand = spec.gpu_pools[0], spec.gpu_pools[-1]
+    a = pools.pool_args(spot, 1, spec)
+    assert (a["agent_pool_name"], a["vm_size"], a["availability_zones"]) == ("t4z1m1", "Standard_NC8as_T4_v3", ["1"])
+    assert (a["scale_set_priority"], a["scale_set_eviction_policy"], a["spot_max_price"]) == ("Spot", "Delete", -1)
+    assert a["node_taints"] == [
+        "nvidia.com/gpu=present:NoSchedule",
+        "kubernetes.azure.com/scalesetpriority=spot:NoSchedule",
+    ]
+    b = pools.pool_args(on_demand, 0, spec)
+    assert "scale_set_priority" not in b and "spot_max_price" not in b
+    assert b["node_taints"] == ["nvidia.com/gpu=present:NoSchedule"]
+    assert b["node_labels"]["torchfleet.io/capacity"] == "on-demand"
+
+
+@pytest.mark.parametrize("protect", [True, False])
+def test_store_options_protect_only_when_asked(protect):
+    assert files.store_options(protect, parent=None).protect is protect
+
+
+def test_pool_options_let_the_autoscaler_own_the_count_and_replace_safely():
+    opts = pools.pool_options(parent=None, depends_on=[])
+    assert opts.ignore_changes == ["count"]
+    assert opts.delete_before_replace is True  # fixed agent pool names
+    assert opts.custom_timeouts.create == "30m"
+
+
+def test_cluster_and_vnet_options():
+    opts = cluster.cluster_options(parent=None, depends_on=[])
+    assert opts.ignore_changes == ["agentPoolProfiles[0].count"]
+    assert opts.custom_timeouts.create == "60m"
+    assert network.vnet_options(parent=None).ignore_changes == ["subnets"]
+
+
+def test_api_server_allow_list():
+    assert cluster.authorized_ranges(_spec()) is None  # default 0.0.0.0/0: open, as on AWS
+    narrowed = _spec(**{"torchfleet:network": {"publicAccessCidrs": ["203.0.113.0/24"]}})
+    assert cluster.authorized_ranges(narrowed) == ["203.0.113.0/24"]
+    args = cluster.cluster_args(narrowed, "subnet", "identity", "tenant")
+    assert args["api_server_access_profile"] == {"authorized_ip_ranges": ["203.0.113.0/24"]}
+
+
+def test_storage_account_is_nfs_capable_and_private():
+    a = files.account_args(_spec())
+    assert (a["kind"], a["sku"], a["enable_https_traffic_only"]) == ("FileStorage", {"name": "Premium_LRS"}, False)
+    assert a["public_network_access"] == "Disabled"
+    assert a["network_rule_set"]["default_action"] == "Deny"
+    assert files.share_args(_spec())["share_quota"] == 200
