@@ -213,3 +213,27 @@ def min_max(job: dict[str, Any]) -> tuple[int | None, int | None]:
 def worker_spec(job: dict[str, Any]) -> dict[str, Any]:
     spec = job.get("spec") or {}
     return ((spec.get("replicaSpecs") or spec.get("pytorchReplicaSpecs") or {}).get("Worker")) or {}
+
+
+def network_policy(req: JobRequest, target: Target) -> dict[str, Any]:
+    """Lets the job's pods reach each other on any port (the rendezvous store and NCCL/Gloo pick
+    ports at run time). The namespace denies everything by default (k8s/policies/default-deny.yaml)
+    and admits only etcd and DNS for training pods; this policy is the per-job hole, as in
+    k8s/examples/imagenet-networkpolicy.yaml. Submit makes the job its owner, so delete removes it.
+    """
+    peers = [{"podSelector": {"matchLabels": {platform.LABEL_JOB: req.name}}}]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": f"job-{req.name}",
+            "namespace": target.namespace,
+            "labels": {**labels(req), "app.kubernetes.io/part-of": "torchfleet"},
+        },
+        "spec": {
+            "podSelector": {"matchLabels": {platform.LABEL_JOB: req.name}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": peers}],
+            "egress": [{"to": peers}],
+        },
+    }

@@ -257,7 +257,10 @@ def resolve_machine(target: Target, gpu: str, zone: str | None, max_nodes: int) 
     offer = catalog.offering(gpu, target.cloud)
     if gpu not in catalog.load():
         raise UsageError(f"--gpu: unknown GPU {gpu!r}; the catalog has: {', '.join(catalog.gpu_keys())}")
-    if offer is None or not offer.available:
+    if offer is not None and not offer.available:
+        raise UsageError(f"--gpu: {gpu} on {target.cloud} was retired on {offer.retired} ({offer.reason}); "
+                         f"use {offer.replacement} instead")
+    if offer is None:
         raise UsageError(f"--gpu: {gpu} is not offered on {target.cloud}; {target.cloud} offers: "
                          f"{', '.join(catalog.offered_on(target.cloud))} (or pick another --cloud)")
     notes.append(

@@ -23,8 +23,10 @@ ETCD_PORT = 2379
 
 
 def default_etcd_endpoint(namespace: str) -> str:
-    # The training layer's etcd client Service in the job namespace (components/kube).
-    return f"etcd.{namespace}.svc.cluster.local:{ETCD_PORT}"
+    # The training layer's etcd client Service in the job namespace (k8s/etcd/service.yaml; the
+    # stack's etcdEndpoint output says the same). ".svc" without the cluster domain: not every
+    # cluster is "cluster.local", and the pod's DNS search path completes it.
+    return f"etcd.{namespace}.svc:{ETCD_PORT}"
 
 
 @dataclass(frozen=True)

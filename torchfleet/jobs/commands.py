@@ -1,0 +1,355 @@
+"""`torchfleet submit | sweep | list | status | logs | delete`: argparse wiring and the run functions.
+
+Exit codes: 0 ok; 2 usage or validation error (bad flags, unknown GPU for the stack, a taken job
+name, a job that does not exist: nothing was changed); 1 cluster error (unreachable, refused).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components import spec as platform
+from components.clouds.traits import CLOUD_TRAITS
+from torchfleet.jobs import manifests, progress, schema, table
+from torchfleet.jobs import spec as jobspec
+from torchfleet.jobs import target as targets
+from torchfleet.jobs.errors import EXIT_OK, JobError, NameTakenError, UsageError
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+EXIT_DOC = "Exit codes: 0 ok; 2 usage or validation error (nothing submitted); 1 cluster error."
+
+
+# ---------------------------------------------------------------- argparse
+
+
+def _cluster_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("cluster (one of --stack or --kubeconfig/--context; default: the current context)")
+    g.add_argument("--stack", help="a stack in stacks/ (Pulumi.<stack>.yaml): its pools, operator, namespace; "
+                                   "its kubeconfig output is read through Pulumi")
+    g.add_argument("--stacks-dir", type=Path, default=targets.STACKS_DIR, help=argparse.SUPPRESS)
+    g.add_argument("--kubeconfig", type=Path, help="a kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    g.add_argument("--context", help="a context in the kubeconfig")
+    g.add_argument("-n", "--namespace", help=f"default: the stack's, else {platform.DEFAULT_NAMESPACE}")
+    g.add_argument("--operator", choices=platform.OPERATORS,
+                   help="default: the stack's, else torchelastic (ElasticJob); kubeflow makes a PyTorchJob")
+
+
+def _job_options(p: argparse.ArgumentParser, defaults: bool) -> None:
+    """Submit/sweep options. Added twice: on the subcommand (help, options before NAME) and on a
+    parser with no defaults that reads the options written after NAME (see _split_after_name)."""
+
+    def d(value: Any) -> Any:
+        return value if defaults else argparse.SUPPRESS
+
+    p.add_argument("--gpu", default=d(None), help="GPU type, e.g. t4 (with --stack: one of the stack's pools)")
+    p.add_argument("--nodes", default=d("1"), help="MIN:MAX nodes (e.g. 2:8) or one count (default 1)")
+    p.add_argument("--gpus-per-node", type=int, default=d(1), help="GPUs (training processes) per node (default 1)")
+    p.add_argument("--image", default=d(None), help="training image as REPO:TAG (a fixed version, not latest)")
+    p.add_argument("--zone", default=d(None), help="run every pod in this zone (default: wherever the first lands)")
+    p.add_argument("--env", action="append", default=d([]), metavar="K=V", help="environment variable (repeatable)")
+    p.add_argument("--mount", default=d(jobspec.DEFAULT_MOUNT), help="where the shared claim is mounted")
+    p.add_argument("--cloud", choices=sorted(CLOUD_TRAITS), default=d(None),
+                   help=f"without --stack: the cloud whose machines size the job (default {targets.DEFAULT_CLOUD})")
+    p.add_argument("--dry-run", action="store_true", default=d(False),
+                   help="print the YAML that would be submitted; touches no cluster and never calls Pulumi")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    command = "the training command after --, e.g. -- python train.py --lr 0.1"
+    p = sub.add_parser("submit", help="submit an elastic training job", description=f"Submit a job. {EXIT_DOC}")
+    p.add_argument("name", metavar="NAME", help="job name: lowercase letters, digits, '-'")
+    _job_options(p, defaults=True)
+    _cluster_options(p)
+    p.add_argument("rest", nargs=argparse.REMAINDER, metavar="-- COMMAND", help=command)
+    p.set_defaults(func=run_submit, _options=_options_parser("submit"))
+
+    p = sub.add_parser("sweep", help="submit one job per combination of --param values",
+                       description=f"Submit NAME-0, NAME-1, ... with Hydra-style overrides appended. {EXIT_DOC}")
+    p.add_argument("name", metavar="NAME", help="prefix of the job names")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=V1,V2",
+                   help="values to sweep (repeatable); every combination becomes one job")
+    _job_options(p, defaults=True)
+    _cluster_options(p)
+    p.add_argument("rest", nargs=argparse.REMAINDER, metavar="-- COMMAND", help=command)
+    p.set_defaults(func=run_sweep, _options=_options_parser("sweep", sweep=True))
+
+    p = sub.add_parser("list", help="the jobs in the namespace", description=f"List jobs. {EXIT_DOC}")
+    _cluster_options(p)
+    p.set_defaults(func=run_list)
+
+    p = sub.add_parser("status", help="pods, nodes, events and last checkpoint of a job",
+                       description=f"Show a job. {EXIT_DOC}")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--shared-dir", type=Path,
+                   help="where the shared store is mounted on this machine: read checkpoints from it directly")
+    _cluster_options(p)
+    p.set_defaults(func=run_status)
+
+    p = sub.add_parser("logs", help="a job's logs", description=f"Print a job's logs. {EXIT_DOC}")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing as the pod writes")
+    p.add_argument("--rank", type=int, default=0,
+                   help="node index N: the pod <job>-worker-N (default 0; rank 0 writes the progress lines)")
+    p.add_argument("--tail", type=int, default=None, help="only the last N lines")
+    _cluster_options(p)
+    p.set_defaults(func=run_logs)
+
+    p = sub.add_parser("delete", help="delete a job (its checkpoints stay on the shared store)",
+                       description=f"Delete a job. {EXIT_DOC}")
+    p.add_argument("name", metavar="NAME")
+    _cluster_options(p)
+    p.set_defaults(func=run_delete)
+
+
+def _options_parser(command: str, sweep: bool = False) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"torchfleet {command}", add_help=False, argument_default=argparse.SUPPRESS)
+    if sweep:
+        p.add_argument("--param", action="append")
+    _job_options(p, defaults=False)
+    _cluster_options(p)
+    return p
+
+
+def _split_after_name(args: argparse.Namespace) -> list[str]:
+    """Read options written after NAME and return the training command (what follows ``--``).
+
+    argparse (3.11) cannot put subcommand options and a ``--`` command side by side, so the
+    subcommand collects everything after NAME and it is split here.
+    """
+    rest = list(args.rest)
+    if rest and not rest[0].startswith("-"):
+        # argparse drops a "--" that directly follows NAME: the rest is the command as given.
+        before, command = [], rest
+    elif "--" in rest:
+        cut = rest.index("--")
+        before, command = rest[:cut], rest[cut + 1:]
+    else:
+        before, command = rest, []
+    if before:
+        extra = args._options.parse_args(before)
+        for key, value in vars(extra).items():
+            if key in ("env", "param"):
+                value = [*getattr(args, key), *value]
+            setattr(args, key, value)
+    if not command:
+        raise UsageError("the training command is missing: put it after --, e.g. -- python train.py --lr 0.1")
+    return command
+
+
+# ---------------------------------------------------------------- shared helpers
+
+
+def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except JobError as error:
+            print(f"torchfleet {args.command}: {error}", file=sys.stderr)
+            return error.exit_code
+
+    run.__name__ = fn.__name__
+    run.__doc__ = fn.__doc__
+    return run
+
+
+@dataclass
+class Session:
+    target: targets.Target
+    kubeconfig_data: Any = None
+
+
+def resolve_target(args: argparse.Namespace, *, need_cluster: bool) -> Session:
+    """The target from --stack (file, then Pulumi outputs when a cluster is needed) or the defaults."""
+    data = None
+    if args.stack:
+        t = targets.from_stack(args.stack, args.stacks_dir)
+        if need_cluster and not (args.kubeconfig or args.context):
+            outputs = targets.read_stack_outputs(args.stack)
+            t = targets.with_outputs(t, outputs)
+            data = outputs.get("kubeconfig")
+            if not data:
+                raise UsageError(f"--stack {args.stack}: the stack has no kubeconfig output; has it been deployed "
+                                 "(pulumi up)? Or pass --kubeconfig/--context")
+    else:
+        t = targets.defaults(getattr(args, "cloud", None) or targets.DEFAULT_CLOUD)
+    if args.namespace:
+        if not _DNS_LABEL.match(args.namespace):
+            raise UsageError(f"--namespace: must be a DNS label (lowercase letters, digits, '-'), "
+                             f"got {args.namespace!r}")
+        t = replace(t, namespace=args.namespace, etcd_endpoint=targets.default_etcd_endpoint(args.namespace))
+    if args.operator:
+        t = replace(t, operator=args.operator)
+    return Session(t, data)
+
+
+def job_client(args: argparse.Namespace, session: Session):
+    from torchfleet.jobs.cluster import JobClient, connect
+
+    api = connect(args.kubeconfig, args.context, session.kubeconfig_data)
+    return JobClient(api, session.target.namespace, session.target.operator)
+
+
+def _request(args: argparse.Namespace, t: targets.Target, name: str, command: Sequence[str],
+             overrides: Sequence[str] = (), sweep: str | None = None) -> jobspec.JobRequest:
+    if not args.gpu:
+        raise UsageError("--gpu: required, e.g. --gpu t4" + (f" (stack {t.stack} has: "
+                         f"{', '.join(sorted({p.gpu for p in t.pools}))})" if t.pools else ""))
+    if not args.image:
+        raise UsageError("--image: required, e.g. --image registry.example.com/team/train:1.4.2")
+    return jobspec.build_request(
+        t, name=name, gpu=args.gpu, nodes=args.nodes, gpus_per_node=args.gpus_per_node, image=args.image,
+        command=command, zone=args.zone, env=args.env, mount=args.mount, overrides=overrides, sweep=sweep,
+    )
+
+
+def _documents(req: jobspec.JobRequest, t: targets.Target) -> tuple[dict[str, Any], dict[str, Any]]:
+    job = manifests.build(req, t)
+    schema.validate(job)  # before anything is sent, and before a dry run prints it
+    return job, manifests.network_policy(req, t)
+
+
+def _print_yaml(documents: Sequence[dict[str, Any]]) -> None:
+    sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False, explicit_start=True))
+
+
+def _submit_all(args: argparse.Namespace, session: Session,
+                planned: Sequence[tuple[jobspec.JobRequest, dict, dict]]) -> int:
+    t = session.target
+    for req, _, _ in planned[:1]:
+        for note in req.notes:
+            print(f"note: {note}", file=sys.stderr)
+    if args.dry_run:
+        _print_yaml([doc for _, job, policy in planned for doc in (job, policy)])
+        return EXIT_OK
+    jobs = job_client(args, session)
+    taken = [req.name for req, _, _ in planned if jobs.exists(req.name)]
+    if taken:
+        raise NameTakenError(
+            f"NAME: job(s) {', '.join(taken)} already exist in namespace {t.namespace}; choose another name "
+            "or delete them first (nothing was submitted)"
+        )
+    for req, job, policy in planned:
+        created = jobs.create(job)
+        try:
+            jobs.create_network_policy(policy, created)
+        except JobError:
+            # Without its policy the job's pods cannot reach each other: do not leave it half-made.
+            jobs.delete(req.name)
+            raise
+        print(f"submitted {job['kind']} {req.name} to namespace {t.namespace}: {req.min_nodes}-{req.max_nodes} "
+              f"x {req.gpus_per_node} {req.gpu} ({req.sizing.machine}); checkpoints in {req.checkpoint_dir}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- commands
+
+
+@_guard
+def run_submit(args: argparse.Namespace) -> int:
+    command = _split_after_name(args)
+    session = resolve_target(args, need_cluster=not args.dry_run)
+    req = _request(args, session.target, args.name, command)
+    job, policy = _documents(req, session.target)
+    return _submit_all(args, session, [(req, job, policy)])
+
+
+@_guard
+def run_sweep(args: argparse.Namespace) -> int:
+    command = _split_after_name(args)
+    params = jobspec.parse_params(args.param)
+    session = resolve_target(args, need_cluster=not args.dry_run)
+    combos = jobspec.combinations(params)
+    planned = []
+    for i, overrides in enumerate(combos):
+        req = _request(args, session.target, f"{args.name}-{i}", command, overrides=overrides, sweep=args.name)
+        planned.append((req, *_documents(req, session.target)))
+    for req, _, _ in planned:
+        print(f"{req.name}: {' '.join(req.overrides)}", file=sys.stderr)
+    return _submit_all(args, session, planned)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@_guard
+def run_list(args: argparse.Namespace) -> int:
+    session = resolve_target(args, need_cluster=True)
+    jobs = job_client(args, session)
+    found = jobs.list()
+    pods = jobs.pods(f"{platform.LABEL_ROLE}={platform.ROLE_TRAINING}")
+    by_job: dict[str, list] = {}
+    for pod in pods:
+        by_job.setdefault((pod.metadata.labels or {}).get(platform.LABEL_JOB, ""), []).append(pod)
+    now = _now()
+    rows = [table.job_row(j, by_job.get(j["metadata"]["name"], []), jobs.node_labels, now)
+            for j in sorted(found, key=lambda j: j["metadata"]["name"])]
+    if not rows:
+        print(f"no {jobs.resource['kind']}s in namespace {session.target.namespace}")
+        return EXIT_OK
+    print(table.render_list(rows))
+    return EXIT_OK
+
+
+def _job_pods(jobs, name: str) -> list:
+    return jobs.pods(f"{platform.LABEL_JOB}={name}")
+
+
+def _container(jobs) -> str:
+    return manifests.CONTAINER_NAME["kubeflow" if jobs.resource is manifests.PYTORCHJOB else "torchelastic"]
+
+
+@_guard
+def run_status(args: argparse.Namespace) -> int:
+    session = resolve_target(args, need_cluster=True)
+    jobs = job_client(args, session)
+    job = jobs.get(args.name)
+    pods = _job_pods(jobs, args.name)
+    events = jobs.events([args.name, *(p.metadata.name for p in pods)])
+    checkpoint = None
+    if args.shared_dir:
+        ckpt_dir = Path(args.shared_dir) / args.name / "checkpoints"
+        checkpoint = progress.from_store(ckpt_dir)
+    if checkpoint is None:
+        found = []
+        for pod in pods:
+            if pod.status and pod.status.phase in ("Running", "Succeeded", "Failed"):
+                lines = jobs.log_lines(pod.metadata.name, _container(jobs), tail=2000)
+                found.append(progress.from_log_lines(lines, f"{pod.metadata.name} log"))
+        checkpoint = progress.newest(found)
+    print(table.render_status(job, pods, events, jobs.node_labels, checkpoint, _now()))
+    return EXIT_OK
+
+
+@_guard
+def run_logs(args: argparse.Namespace) -> int:
+    session = resolve_target(args, need_cluster=True)
+    jobs = job_client(args, session)
+    jobs.get(args.name)  # a clear "no such job" before looking for its pods
+    pods = {p.metadata.name: p for p in _job_pods(jobs, args.name)}
+    pod = f"{args.name}-worker-{args.rank}"  # both operators name pods <job>-worker-<index>
+    if pod not in pods:
+        have = ", ".join(sorted(pods)) or "none yet (see `torchfleet status`)"
+        raise UsageError(f"--rank: job {args.name} has no pod {pod}; its pods: {have}")
+    for line in jobs.log_lines(pod, _container(jobs), follow=args.follow, tail=args.tail):
+        print(line, flush=args.follow)
+    return EXIT_OK
+
+
+@_guard
+def run_delete(args: argparse.Namespace) -> int:
+    session = resolve_target(args, need_cluster=True)
+    jobs = job_client(args, session)
+    jobs.delete(args.name)
+    print(f"deleted {jobs.resource['kind']} {args.name} from namespace {session.target.namespace}; "
+          "its checkpoints and outputs stay on the shared store")
+    return EXIT_OK

@@ -1,0 +1,184 @@
+"""Rendering for `list` and `status`: plain functions from API objects to rows and text."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+
+from components import spec as platform
+from torchfleet.jobs import manifests
+from torchfleet.jobs.progress import CheckpointInfo
+
+LIST_COLUMNS = ("NAME", "STATE", "NODES", "GPU", "ZONE", "AGE", "RESTARTS")
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, str) and value:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return None
+
+
+def age(created: Any, now: datetime) -> str:
+    """kubectl's style: 45s, 12m, 5h, 3d."""
+    start = _parse_time(created)
+    if start is None:
+        return "-"
+    seconds = max(0, int((now - start).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def state(job: dict[str, Any]) -> str:
+    """The newest condition that holds (Created, Running, Restarting, Succeeded, Failed)."""
+    conditions = [c for c in ((job.get("status") or {}).get("conditions") or []) if c.get("status") == "True"]
+    if not conditions:
+        return "Pending"
+    newest = max(
+        enumerate(conditions),
+        key=lambda ic: (_parse_time(ic[1].get("lastTransitionTime")) or datetime.min.replace(tzinfo=UTC), ic[0]),
+    )
+    return newest[1].get("type") or "Unknown"
+
+
+def restarts(job: dict[str, Any], pods: Sequence[client.V1Pod]) -> int:
+    """Container restarts in the current pods plus pods the controller replaced after a failure."""
+    in_pods = sum(
+        cs.restart_count or 0 for p in pods for cs in ((p.status and p.status.container_statuses) or [])
+    )
+    replaced = ((((job.get("status") or {}).get("replicaStatuses") or {}).get("Worker")) or {}).get("failed") or 0
+    return in_pods + int(replaced)
+
+
+def running(pods: Sequence[client.V1Pod]) -> int:
+    return sum(1 for p in pods if p.status and p.status.phase == "Running")
+
+
+def zone_of(job: dict[str, Any], pods: Sequence[client.V1Pod], node_labels) -> str:
+    """The zone asked for, else the zone of a node the job runs on (``node_labels`` may return None)."""
+    asked = ((job.get("metadata") or {}).get("annotations") or {}).get(manifests.ANNOTATION_ZONE)
+    if asked:
+        return asked
+    for pod in pods:
+        if pod.spec and pod.spec.node_name:
+            labels = node_labels(pod.spec.node_name)
+            if labels and labels.get(platform.LABEL_ZONE):
+                return labels[platform.LABEL_ZONE]
+    return "-"
+
+
+@dataclass(frozen=True)
+class JobRow:
+    name: str
+    state: str
+    nodes: str
+    gpu: str
+    zone: str
+    age: str
+    restarts: int
+
+    def cells(self) -> tuple[str, ...]:
+        return (self.name, self.state, self.nodes, self.gpu, self.zone, self.age, str(self.restarts))
+
+
+def job_row(job: dict[str, Any], pods: Sequence[client.V1Pod], node_labels, now: datetime) -> JobRow:
+    meta = job.get("metadata") or {}
+    lo, hi = manifests.min_max(job)
+    gpu = (meta.get("labels") or {}).get(platform.LABEL_GPU) or "-"
+    return JobRow(
+        name=meta.get("name", "?"),
+        state=state(job),
+        nodes=f"{running(pods)}/{lo if lo is not None else '?'}/{hi if hi is not None else '?'}",
+        gpu=gpu,
+        zone=zone_of(job, pods, node_labels),
+        age=age(meta.get("creationTimestamp"), now),
+        restarts=restarts(job, pods),
+    )
+
+
+def render(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(columns, *rows, strict=True)]
+    lines = ["   ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+             for row in (columns, *rows)]
+    return "\n".join(lines)
+
+
+def render_list(rows: Sequence[JobRow]) -> str:
+    return render(LIST_COLUMNS, [r.cells() for r in rows])
+
+
+def _pod_restarts(pod: client.V1Pod) -> int:
+    return sum(cs.restart_count or 0 for cs in ((pod.status and pod.status.container_statuses) or []))
+
+
+def render_status(
+    job: dict[str, Any],
+    pods: Sequence[client.V1Pod],
+    events: Sequence[client.CoreV1Event],
+    node_labels,
+    checkpoint: CheckpointInfo | None,
+    now: datetime,
+) -> str:
+    meta = job.get("metadata") or {}
+    ann = meta.get("annotations") or {}
+    row = job_row(job, pods, node_labels, now)
+    worker = manifests.worker_spec(job)
+    container = ((((worker.get("template") or {}).get("spec") or {}).get("containers")) or [{}])[0]
+    gpus = ((container.get("resources") or {}).get("limits") or {}).get(platform.GPU_RESOURCE, "?")
+    lo, hi = manifests.min_max(job)
+    if checkpoint is not None:
+        ckpt = f"step {checkpoint.step} (read from {checkpoint.source})"
+    else:
+        # No store mounted and no checkpoint event in the logs: the job's own status is all we have.
+        status = job.get("status") or {}
+        since = status.get("startTime") or "not started"
+        ckpt = f"none seen yet (job {row.state}, started {since}; the controller's status has no step)"
+    lines = [
+        f"Job:          {row.name} ({job.get('kind')}, namespace {meta.get('namespace', '?')})",
+        f"State:        {row.state}",
+        f"Nodes:        {running(pods)} running (min {lo}, max {hi})",
+        f"GPU:          {row.gpu} x{gpus} per node, sized for {ann.get(manifests.ANNOTATION_MACHINE, '?')}",
+        f"Zone:         {row.zone}",
+        f"Image:        {container.get('image', '?')}",
+        f"Checkpoints:  {ann.get(manifests.ANNOTATION_CHECKPOINTS, '?')}",
+        f"Last checkpoint: {ckpt}",
+        f"Age:          {row.age}   Restarts: {row.restarts}",
+    ]
+    if ann.get(manifests.ANNOTATION_OVERRIDES):
+        lines.append(f"Overrides:    {ann[manifests.ANNOTATION_OVERRIDES]}")
+    pod_rows = []
+    nodes: dict[str, dict[str, str] | None] = {}
+    for pod in sorted(pods, key=lambda p: p.metadata.name):
+        node = (pod.spec and pod.spec.node_name) or ""
+        if node and node not in nodes:
+            nodes[node] = node_labels(node)
+        pod_rows.append((pod.metadata.name, (pod.status and pod.status.phase) or "?", node or "-",
+                         str(_pod_restarts(pod)), age(pod.metadata.creation_timestamp, now)))
+    lines += ["", "PODS", render(("NAME", "PHASE", "NODE", "RESTARTS", "AGE"), pod_rows) if pod_rows else "  (none)"]
+    node_rows = []
+    for node, labels in nodes.items():
+        if labels is None:
+            node_rows.append((node, "?", "?", "?"))  # nodes are not readable with these credentials
+        else:
+            node_rows.append((node, labels.get(platform.LABEL_ZONE, "-"),
+                              labels.get("node.kubernetes.io/instance-type", "-"),
+                              labels.get(platform.LABEL_CAPACITY, "-")))
+    lines += ["", "NODES",
+              render(("NAME", "ZONE", "INSTANCE", "CAPACITY"), node_rows) if node_rows else "  (none)"]
+    event_rows = []
+    for ev in sorted(events, key=lambda e: _parse_time(e.last_timestamp or e.event_time or
+                                                      (e.metadata and e.metadata.creation_timestamp))
+                     or datetime.min.replace(tzinfo=UTC)):
+        when = ev.last_timestamp or ev.event_time or (ev.metadata and ev.metadata.creation_timestamp)
+        obj = ev.involved_object.name if ev.involved_object else "-"
+        event_rows.append((age(when, now), ev.type or "-", ev.reason or "-", obj, (ev.message or "").strip()))
+    lines += ["", "EVENTS",
+              render(("AGE", "TYPE", "REASON", "OBJECT", "MESSAGE"), event_rows[-20:]) if event_rows else "  (none)"]
+    return "\n".join(lines)
