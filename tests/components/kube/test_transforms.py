@@ -1,0 +1,114 @@
+"""transforms.py on the real k8s/ objects: how a stack parametrizes the static files."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.kube import static, transforms
+
+MANAGER = {"torchfleet.io/pool": "manager"}
+
+
+def settings(**overrides) -> transforms.LayerSettings:
+    values = {
+        "namespace": "jobs",
+        "claim_name": "team-data",
+        "store_capacity": "1Ti",
+        "etcd_replicas": 3,
+        "manager_selector": MANAGER,
+        "zoned": True,
+    }
+    return transforms.LayerSettings(**{**values, **overrides})
+
+
+def rendered(relative: str, **overrides) -> dict:
+    return transforms.apply(static.load(relative), settings(**overrides))
+
+
+def etcd_args(sts: dict) -> list[str]:
+    return sts["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+@pytest.mark.parametrize("relative", static.kustomization_files())
+def test_every_object_lands_in_the_stack_namespace(relative):
+    obj = rendered(relative)
+    if obj["kind"] == "Namespace":
+        assert obj["metadata"]["name"] == "jobs"
+    elif obj["kind"] in transforms.CLUSTER_SCOPED:
+        assert "namespace" not in obj["metadata"]
+    else:
+        assert obj["metadata"]["namespace"] == "jobs"
+    for subject in obj.get("subjects") or []:
+        assert subject["namespace"] == "jobs"
+
+
+@pytest.mark.parametrize("relative", ["etcd/statefulset.yaml", "controller/deployment.yaml"])
+def test_control_pods_go_to_the_manager_pool(relative):
+    assert rendered(relative)["spec"]["template"]["spec"]["nodeSelector"] == MANAGER
+
+
+def test_no_manager_selector_means_any_node():
+    pod = rendered("etcd/statefulset.yaml", manager_selector={})["spec"]["template"]["spec"]
+    assert "nodeSelector" not in pod
+
+
+@pytest.mark.parametrize("replicas", [1, 3, 5])
+def test_etcd_members_match_replicas(replicas):
+    sts = rendered("etcd/statefulset.yaml", etcd_replicas=replicas)
+    assert sts["spec"]["replicas"] == replicas
+    (initial,) = [a for a in etcd_args(sts) if a.startswith("--initial-cluster=")]
+    members = initial.removeprefix("--initial-cluster=").split(",")
+    assert [m.split("=")[0] for m in members] == [f"etcd-{i}" for i in range(replicas)]
+
+
+def test_etcd_keeps_its_other_flags_in_place():
+    before = etcd_args(static.load("etcd/statefulset.yaml"))
+    after = etcd_args(rendered("etcd/statefulset.yaml", etcd_replicas=1))
+    assert len(after) == len(before)
+    assert [a for a in after if not a.startswith("--initial-cluster=")] == [
+        a for a in before if not a.startswith("--initial-cluster=")
+    ]
+    assert "--enable-v2=true" in after
+
+
+def test_zone_spread_kept_on_zoned_clusters_and_dropped_elsewhere():
+    def keys(**kw):
+        pod = rendered("etcd/statefulset.yaml", **kw)["spec"]["template"]["spec"]
+        return [c["topologyKey"] for c in pod.get("topologySpreadConstraints", [])]
+
+    assert "topology.kubernetes.io/zone" in keys(zoned=True)
+    assert keys(zoned=False) == ["kubernetes.io/hostname"]
+
+
+def test_drop_zone_spread_removes_an_emptied_list():
+    obj = {"kind": "Deployment", "spec": {"template": {"spec": {"topologySpreadConstraints": [
+        {"topologyKey": "topology.kubernetes.io/zone"}]}}}}
+    transforms.drop_zone_spread(obj)
+    assert "topologySpreadConstraints" not in obj["spec"]["template"]["spec"]
+
+
+def test_claim_is_renamed_and_bound_to_the_layer_volume():
+    claim = rendered("storage/claim.yaml", store_capacity="20Gi")
+    assert claim["metadata"]["name"] == "team-data"
+    assert claim["spec"]["volumeName"] == "jobs-team-data"
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert claim["spec"]["storageClassName"] == ""
+    assert claim["spec"]["resources"] == {"requests": {"storage": "20Gi"}}
+
+
+def test_etcd_transform_refuses_a_statefulset_without_initial_cluster():
+    sts = static.load("etcd/statefulset.yaml")
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    container["args"] = [a for a in container["args"] if not a.startswith("--initial-cluster=")]
+    with pytest.raises(ValueError, match="expected one --initial-cluster="):
+        transforms.set_etcd_members(sts, 3)
+
+
+@pytest.mark.parametrize("relative", ["etcd/service.yaml", "policies/default-deny.yaml", "namespace.yaml"])
+def test_objects_without_pods_are_left_alone_by_pod_transforms(relative):
+    obj = static.load(relative)
+    before = repr(obj)
+    transforms.set_manager_selector(obj, MANAGER)
+    transforms.drop_zone_spread(obj)
+    transforms.set_etcd_members(obj, 5)
+    assert repr(obj) == before
