@@ -229,7 +229,9 @@ def size(machine: catalog.Machine, gpus_per_node: int) -> Sizing:
 # ---------------------------------------------------------------- the request
 
 
-def resolve_machine(target: Target, gpu: str, zone: str | None, max_nodes: int) -> tuple[catalog.Machine, list[str]]:
+def resolve_machine(
+    target: Target, gpu: str, zone: str | None, max_nodes: int, gpus_per_node: int = 1
+) -> tuple[catalog.Machine, list[str]]:
     """The machine a job's pods land on, and notes for the user. Raises UsageError."""
     notes: list[str] = []
     gpu = gpu.lower()
@@ -263,11 +265,20 @@ def resolve_machine(target: Target, gpu: str, zone: str | None, max_nodes: int) 
     if offer is None:
         raise UsageError(f"--gpu: {gpu} is not offered on {target.cloud}; {target.cloud} offers: "
                          f"{', '.join(catalog.offered_on(target.cloud))} (or pick another --cloud)")
+    machine = offer.default_machine
+    if gpus_per_node > machine.gpus:
+        # The default is a one-GPU machine; a multi-GPU node is the smallest with enough GPUs.
+        bigger = sorted((m for m in offer.machines if m.gpus >= gpus_per_node), key=lambda m: (m.gpus, m.vcpus))
+        if not bigger:
+            most = max(m.gpus for m in offer.machines)
+            raise UsageError(f"--gpus-per-node: no {gpu} machine on {target.cloud} has {gpus_per_node} GPUs; "
+                             f"at most {most}")
+        machine = bigger[0]
     notes.append(
-        f"no --stack: accepting any catalog GPU and sizing for {offer.default_machine.type} ({target.cloud}'s "
-        f"default {gpu} machine); give --stack to check the GPU against the stack's pools"
+        f"no --stack: accepting any catalog GPU and sizing for {machine.type} (a {target.cloud} {gpu} machine "
+        f"with {machine.gpus} GPU(s)); give --stack to check the GPU against the stack's pools"
     )
-    return offer.default_machine, notes
+    return machine, notes
 
 
 def build_request(
@@ -294,7 +305,7 @@ def build_request(
         raise UsageError(f"--mount: expected an absolute path such as {DEFAULT_MOUNT}, got {mount!r}")
     if gpus_per_node < 1:
         raise UsageError(f"--gpus-per-node: must be at least 1, got {gpus_per_node}")
-    machine, notes = resolve_machine(target, gpu, zone, hi)
+    machine, notes = resolve_machine(target, gpu, zone, hi, gpus_per_node)
     if gpus_per_node > machine.gpus:
         raise UsageError(
             f"--gpus-per-node: {machine.type} has {machine.gpus} {gpu} GPU(s), asked for {gpus_per_node}; "

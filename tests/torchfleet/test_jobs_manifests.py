@@ -1,0 +1,172 @@
+"""The job manifests for both operators over a table of flag combinations, validated against the
+CRD schemas (ours for ElasticJob, the v1.9 PyTorchJob schema) and, for the core objects inside
+them (pod template, network policy), with kubernetes-validate against 1.30 and the newest schema."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+
+from components import spec as platform
+from torchfleet.jobs import manifests, schema
+from torchfleet.jobs import target as targets
+from torchfleet.jobs.spec import build_request
+
+K8S_VERSIONS = ["1.30.0", "1.37.0"]
+TEST_STACKS = Path(__file__).parent / "data" / "stacks"
+
+# (id, target factory, flags)
+CASES = [
+    ("aws-stack-t4-auto-zone", lambda: targets.from_stack("aws-usw2"),
+     dict(gpu="t4", nodes="2:8", gpus_per_node=1)),
+    ("aws-stack-a10g-zone", lambda: targets.from_stack("aws-usw2"),
+     dict(gpu="a10g", nodes="1:2", gpus_per_node=1, zone="us-west-2a", env=["NCCL_DEBUG=INFO", "SEED=3"])),
+    ("gcp-stack-l4", lambda: targets.from_stack("gcp-usc1"),
+     dict(gpu="l4", nodes="4", gpus_per_node=1, zone="us-central1-a")),
+    ("azure-stack-t4", lambda: targets.from_stack("azure-eus"),
+     dict(gpu="t4", nodes="1:8", gpus_per_node=1, mount="/data/shared")),
+    ("defaults-aws-4gpu-machine", lambda: targets.defaults("aws"),
+     dict(gpu="t4", nodes="2:4", gpus_per_node=4)),
+    ("stack-4gpu-pool-half-node", lambda: targets.from_stack("kubeflow-4gpu", TEST_STACKS),
+     dict(gpu="t4", nodes="1:3", gpus_per_node=2)),
+    ("defaults-gcp-module", lambda: targets.defaults("gcp"),
+     dict(gpu="a100-40gb", nodes="1:3", gpus_per_node=1, command=["python", "-m", "team.train", "--epochs=3"])),
+    ("defaults-shell-command", lambda: targets.defaults("azure"),
+     dict(gpu="t4", nodes="1:1", gpus_per_node=1, command=["bash", "run.sh"])),
+    ("sweep-member", lambda: targets.defaults("aws"),
+     dict(gpu="t4", nodes="1:2", gpus_per_node=1, overrides=("lr=0.1", "batch=64"), sweep="s", name="s-0")),
+]
+
+
+def _build(case, operator):
+    _, make_target, flags = case
+    t = replace(make_target(), operator=operator)
+    flags = dict(flags)
+    req = build_request(
+        t, name=flags.pop("name", "resnet"), image="registry.example.com/team/train:1.4.2",
+        command=flags.pop("command", ["python", "train.py", "--lr", "0.1"]), **flags,
+    )
+    return req, t, manifests.build(req, t)
+
+
+def _pod(job):
+    template = manifests.worker_spec(job)["template"]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", **template["metadata"]},
+            "spec": template["spec"]}
+
+
+@pytest.mark.parametrize("operator", platform.OPERATORS)
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_job_passes_its_crd_schema_and_core_schemas(case, operator):
+    req, t, job = _build(case, operator)
+    assert schema.problems(job) == []
+    pod = _pod(job)
+    policy = manifests.network_policy(req, t)
+    for version in K8S_VERSIONS:
+        kubernetes_validate.validate(pod, version, strict=True)
+        kubernetes_validate.validate(policy, version, strict=True)
+
+
+@pytest.mark.parametrize("operator", platform.OPERATORS)
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_job_carries_the_platform_contract(case, operator):
+    req, t, job = _build(case, operator)
+    pod = manifests.worker_spec(job)["template"]
+    spec = pod["spec"]
+    (container,) = spec["containers"]
+    # Every pod carries role and job: the namespace's network policies admit traffic by them.
+    assert pod["metadata"]["labels"][platform.LABEL_ROLE] == "training"
+    assert pod["metadata"]["labels"][platform.LABEL_JOB] == req.name
+    assert spec["nodeSelector"][platform.LABEL_GPU] == req.gpu
+    tolerated = {(x["key"], x["value"], x["effect"]) for x in spec["tolerations"]}
+    for taint in (platform.GPU_TAINT, platform.AKS_SPOT_TAINT):
+        assert (taint["key"], taint["value"], taint["effect"]) in tolerated
+    if req.zone:
+        assert spec["nodeSelector"][platform.LABEL_ZONE] == req.zone
+        assert "affinity" not in spec
+    else:
+        term = spec["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+        assert term == {"labelSelector": {"matchLabels": {platform.LABEL_JOB: req.name}},
+                        "topologyKey": platform.LABEL_ZONE}
+    assert container["name"] == ("elasticjob-worker" if operator == "torchelastic" else "pytorch")
+    assert container["command"] == ["python", "-m", "elastic_trainer.launcher"]
+    assert container["args"][0] == f"--nproc_per_node={req.gpus_per_node}"
+    assert container["resources"]["requests"][platform.GPU_RESOURCE] == str(req.gpus_per_node)
+    assert container["resources"]["limits"][platform.GPU_RESOURCE] == str(req.gpus_per_node)
+    assert spec["terminationGracePeriodSeconds"] == t.grace_s
+    assert spec["serviceAccountName"] == "training-job" and spec["automountServiceAccountToken"] is False
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes[mounts[req.mount]]["persistentVolumeClaim"]["claimName"] == t.claim
+    assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["TORCHFLEET_CHECKPOINT_DIR"] == f"{req.mount}/{req.name}/checkpoints"
+    assert env["TORCHFLEET_OUTPUT_DIR"] == f"{req.mount}/{req.name}/output"
+    assert int(env["TORCHFLEET_DATALOADER_WORKERS"]) >= 1
+    if req.overrides:
+        assert container["args"][-len(req.overrides):] == list(req.overrides)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_elastic_job_fields(case):
+    req, t, job = _build(case, "torchelastic")
+    assert job["apiVersion"] == "elastic.pytorch.org/v1alpha1" and job["kind"] == "ElasticJob"
+    assert job["spec"]["rdzvEndpoint"] == t.etcd_endpoint
+    assert (job["spec"]["minReplicas"], job["spec"]["maxReplicas"]) == (req.min_nodes, req.max_nodes)
+    worker = job["spec"]["replicaSpecs"]["Worker"]
+    assert worker["replicas"] == req.max_nodes and worker["restartPolicy"] == "ExitCode"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_pytorch_job_fields(case):
+    req, t, job = _build(case, "kubeflow")
+    assert job["apiVersion"] == "kubeflow.org/v1" and job["kind"] == "PyTorchJob"
+    policy = job["spec"]["elasticPolicy"]
+    assert policy == {"rdzvBackend": "etcd-v2", "rdzvHost": t.etcd_host, "rdzvPort": 2379,
+                      "minReplicas": req.min_nodes, "maxReplicas": req.max_nodes}
+    assert job["spec"]["nprocPerNode"] == str(req.gpus_per_node)
+    assert set(job["spec"]["pytorchReplicaSpecs"]) == {"Worker"}  # elastic: workers only, no Master
+
+
+def test_default_etcd_endpoint_matches_the_training_layer_service():
+    # k8s/etcd/service.yaml: Service "etcd", port 2379, in the job namespace.
+    import yaml
+
+    from components.kube import K8S_DIR
+
+    service = yaml.safe_load((K8S_DIR / "etcd" / "service.yaml").read_text())
+    port = service["spec"]["ports"][0]["port"]
+    assert targets.defaults().etcd_endpoint == f"{service['metadata']['name']}.elastic-job.svc:{port}"
+
+
+def test_service_account_exists_in_the_training_layer():
+    import yaml
+
+    from components.kube import K8S_DIR
+
+    accounts = [yaml.safe_load(p.read_text()) for p in K8S_DIR.rglob("*.yaml")
+                if "kind: ServiceAccount" in p.read_text()]
+    assert manifests.SERVICE_ACCOUNT in {a["metadata"]["name"] for a in accounts}
+
+
+def test_sizing_follows_the_machine_and_the_share_of_its_gpus():
+    t = targets.from_stack("kubeflow-4gpu", TEST_STACKS)
+    whole = build_request(t, name="a", gpu="t4", nodes="1", gpus_per_node=4, image="r/t:1", command=["t.py"])
+    half = build_request(t, name="a", gpu="t4", nodes="1", gpus_per_node=2, image="r/t:1", command=["t.py"])
+    assert whole.sizing.machine == half.sizing.machine == "g4dn.12xlarge"
+    # 48 vCPU / 192 GiB: most of the machine, never all of it (kubelet, daemonsets).
+    assert 40_000 <= whole.sizing.cpu_millis < 48_000
+    assert 160 * 1024 <= whole.sizing.memory_mib < 192 * 1024
+    assert half.sizing.cpu_millis == pytest.approx(whole.sizing.cpu_millis / 2, abs=100)
+    # About one core per GPU for its training process, the rest for its data loaders.
+    assert whole.sizing.loader_workers == whole.sizing.cpu_millis // 1000 // 4 - 1
+    assert whole.sizing.shm_mib <= whole.sizing.memory_mib // 4
+
+
+def test_small_machine_still_gets_one_loader_and_fits_its_requests():
+    t = targets.defaults("aws")
+    req = build_request(t, name="a", gpu="t4", nodes="1", gpus_per_node=1, image="r/t:1", command=["t.py"])
+    assert req.sizing.machine == "g4dn.xlarge"  # 4 vCPU, 16 GiB
+    assert req.sizing.loader_workers >= 1
+    assert req.sizing.cpu_millis <= 4000 - 400 and req.sizing.memory_mib <= 16 * 1024 - 2048
