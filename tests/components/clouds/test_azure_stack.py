@@ -1,0 +1,341 @@
+"""Mock tests of the Azure cloud: what the program registers for real stack configs.
+
+Each fixture synths once (preview=False, all outputs resolved); the tests assert on recorded
+inputs and the options the engine received.
+"""
+
+import re
+
+import pytest
+import yaml
+
+from components.clouds.azure import cluster as aks_cluster
+from components.clouds.azure import device_plugin, naming
+from tests.harness import synth_config, synth_stack
+from torchfleet.preview import mock_azure
+
+RG = "azure-native:resources:ResourceGroup"
+VNET = "azure-native:network:VirtualNetwork"
+SUBNET = "azure-native:network:Subnet"
+CLUSTER = "azure-native:containerservice:ManagedCluster"
+POOL = "azure-native:containerservice:AgentPool"
+ROLE = "azure-native:authorization:RoleAssignment"
+IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
+ACCOUNT = "azure-native:storage:StorageAccount"
+SHARE = "azure-native:storage:FileShare"
+ENDPOINT = "azure-native:network:PrivateEndpoint"
+ZONE = "azure-native:privatedns:PrivateZone"
+ZONE_LINK = "azure-native:privatedns:VirtualNetworkLink"
+ZONE_GROUP = "azure-native:network:PrivateDnsZoneGroup"
+CONFIGMAP = "kubernetes:core/v1:ConfigMap"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+K8S_PROVIDER = "pulumi:providers:kubernetes"
+
+# Three zones and two GPU types: T4 spot on two machine types, A100 80GB on demand.
+THREE_ZONES = {
+    "azure-native:location": "westeurope",
+    "torchfleet:cloud": "azure",
+    "torchfleet:zones": ["1", "2", "3"],
+    "torchfleet:managerPool": {"machineType": "Standard_D8s_v5", "minNodes": 2, "maxNodes": 4},
+    "torchfleet:gpuPools": [
+        {"gpu": "t4", "maxNodes": 6, "machineTypes": ["Standard_NC4as_T4_v3", "Standard_NC8as_T4_v3"]},
+        {"gpu": "a100-80gb", "minNodes": 1, "maxNodes": 2, "spot": False},
+    ],
+    "torchfleet:storage": {"protect": False, "tier": "Premium_ZRS", "sizeGb": 512},
+    "torchfleet:network": {"cidr": "10.20.0.0/16", "publicAccessCidrs": ["203.0.113.0/24"]},
+    "torchfleet:autoscaler": {"scaleDownUnneededTime": "3m", "scaleDownDelayAfterAdd": "7m"},
+    "torchfleet:guardrails": {"maxGpus": 64, "allowOnDemandGpus": True},
+}
+
+
+@pytest.fixture(scope="module")
+def example():
+    return synth_stack("azure-eus")
+
+
+@pytest.fixture(scope="module")
+def three():
+    return synth_config("azure-three", THREE_ZONES)
+
+
+def _by_key(result):
+    return {r.key: r for r in result.resources}
+
+
+def _urn_name(urn: str) -> str:
+    return urn.rsplit("::", 1)[-1]
+
+
+# ------------------------------------------------------------------ network
+
+
+def test_network_is_private_and_sized_from_config(three):
+    result = three
+    vnet = result.one(VNET)
+    assert vnet.inputs["addressSpace"] == {"addressPrefixes": ["10.20.0.0/16"]}
+    assert vnet.inputs["location"] == "westeurope"
+    subnets = {s.name: s.inputs for s in result.of_type(SUBNET)}
+    assert subnets["torchfleet-azure-net-nodes"]["addressPrefix"] == "10.20.0.0/17"
+    assert subnets["torchfleet-azure-net-endpoints"]["addressPrefix"] == "10.20.128.0/24"
+    for s in subnets.values():
+        assert s["defaultOutboundAccess"] is False
+        assert s["virtualNetworkName"] == "torchfleet-azure-net-vnet"
+    assert result.one(VNET).options["ignoreChanges"] == ["subnets"]
+
+
+# ------------------------------------------------------------------ cluster
+
+
+def test_cluster_security_settings(example):
+    c = example.one(CLUSTER).inputs
+    assert c["disableLocalAccounts"] is True
+    assert c["enableRBAC"] is True
+    assert c["aadProfile"] == {"managed": True, "enableAzureRBAC": True, "tenantID": mock_azure.TENANT_ID}
+    assert c["oidcIssuerProfile"] == {"enabled": True}
+    assert c["securityProfile"] == {"workloadIdentity": {"enabled": True}}
+    assert c["storageProfile"]["fileCSIDriver"] == {"enabled": True}
+    net = c["networkProfile"]
+    assert (net["networkPlugin"], net["networkPluginMode"], net["networkPolicy"], net["networkDataplane"]) == (
+        "azure", "overlay", "cilium", "cilium")
+    assert net["serviceCidr"] == "172.16.0.0/16" and net["dnsServiceIP"] == "172.16.0.10"
+    assert c["kubernetesVersion"] == "1.33"
+    assert c["location"] == "eastus"
+    # publicAccessCidrs is 0.0.0.0/0 in the example: no allow-list is sent.
+    assert "apiServerAccessProfile" not in c
+
+
+def test_cluster_identity_is_user_assigned_with_network_rights_first(example):
+    keyed = _by_key(example)
+    c = example.one(CLUSTER)
+    identity = example.one(IDENTITY)
+    assert c.inputs["identity"] == {"type": "UserAssigned", "userAssignedIdentities": [f"{identity.name}-id"]}
+    subnet_role = example.one(ROLE, "torchfleet-azure-cluster-subnet-role")
+    assert subnet_role.inputs["scope"] == "torchfleet-azure-net-nodes-id"
+    assert subnet_role.inputs["principalType"] == "ServicePrincipal"
+    assert subnet_role.inputs["principalId"] == mock_azure._identity(_Args(identity)).get("principalId")
+    assert subnet_role.inputs["roleDefinitionId"].endswith(aks_cluster.NETWORK_CONTRIBUTOR)
+    assert subnet_role.inputs["roleDefinitionId"].startswith(f"/subscriptions/{mock_azure.SUBSCRIPTION_ID}/")
+    # The cluster waits for the role assignment (ARM cannot infer it).
+    deps = {_urn_name(u) for u in c.options["dependencies"]}
+    assert "torchfleet-azure-cluster-subnet-role" in deps
+    parent = keyed[f"{ROLE}::torchfleet-azure-cluster-subnet-role"].parent
+    assert parent == "torchfleet:clouds:AksCluster::torchfleet-azure-cluster"
+
+
+class _Args:
+    """A MockResourceArgs look-alike, to compute what the mock answered for a recorded resource."""
+
+    def __init__(self, recorded):
+        self.name, self.inputs, self.typ = recorded.name, recorded.inputs, recorded.type
+
+
+def test_manager_is_the_only_inline_pool(three):
+    result = three
+    profiles = result.one(CLUSTER).inputs["agentPoolProfiles"]
+    assert len(profiles) == 1, "GPU pools must be separate AgentPool resources, never inline"
+    m = profiles[0]
+    assert (m["name"], m["mode"], m["vmSize"]) == ("manager", "System", "Standard_D8s_v5")
+    assert (m["enableAutoScaling"], m["minCount"], m["maxCount"], m["count"]) == (True, 2, 4, 2)
+    assert m["availabilityZones"] == ["1", "2", "3"]
+    assert m["nodeLabels"] == {"torchfleet.io/pool": "manager"}
+    assert m["enableNodePublicIP"] is False
+    assert m["vnetSubnetID"] == "torchfleet-azure-net-nodes-id"
+    assert "scaleSetPriority" not in m  # on-demand
+
+
+def test_builtin_autoscaler_profile(three):
+    result = three
+    profile = result.one(CLUSTER).inputs["autoScalerProfile"]
+    assert profile["expander"] == "priority"
+    # Pulumi's names; the provider sends ARM's kebab-case ("balance-similar-node-groups").
+    assert profile["balanceSimilarNodeGroups"] == "true"
+    assert profile["scaleDownUnneededTime"] == "3m"
+    assert profile["scaleDownDelayAfterAdd"] == "7m"
+
+
+def test_api_server_allow_list_from_config(three):
+    result = three
+    assert result.one(CLUSTER).inputs["apiServerAccessProfile"] == {"authorizedIPRanges": ["203.0.113.0/24"]}
+
+
+def test_cluster_options_reach_the_engine(example):
+    opts = example.one(CLUSTER).options
+    assert opts["ignoreChanges"] == ["agentPoolProfiles[0].count"]
+    assert opts["customTimeouts"]["create"] == "60m"
+
+
+def test_deployer_gets_aks_rbac_cluster_admin_before_the_provider(example):
+    role = example.one(ROLE, "torchfleet-azure-cluster-deployer-admin")
+    assert role.inputs["principalId"] == mock_azure.OBJECT_ID
+    assert role.inputs["scope"] == "torchfleet-azure-cluster-aks-id"
+    assert role.inputs["roleDefinitionId"].endswith(aks_cluster.AKS_RBAC_CLUSTER_ADMIN)
+    provider = example.one(K8S_PROVIDER)
+    assert "torchfleet-azure-cluster-deployer-admin" in {_urn_name(u) for u in provider.options["dependencies"]}
+
+
+def test_kubeconfig_is_a_secret_with_kubelogin_azurecli(example):
+    provider = example.one(K8S_PROVIDER)
+    assert provider.printable["kubeconfig"] == "[secret]"
+    config = yaml.safe_load(provider.inputs["kubeconfig"])
+    exec_ = config["users"][0]["user"]["exec"]
+    assert exec_["args"][:3] == ["get-token", "--login", "azurecli"]
+    # listManagedClusterUserCredentials was asked about this very cluster.
+    assert config["clusters"][0]["name"] == "torchfleet-azure-cluster-aks"
+    assert example.outputs["kubeconfig"] == "[secret]"
+
+
+# ------------------------------------------------------------------ GPU pools
+
+
+def test_one_agent_pool_per_gpu_zone_and_machine(three):
+    result = three
+    pools = {p.inputs["agentPoolName"]: p for p in result.of_type(POOL)}
+    assert sorted(pools) == sorted(
+        ["t4z1", "t4z1m1", "t4z2", "t4z2m1", "t4z3", "t4z3m1", "a10080gbz1", "a10080gbz2", "a10080gbz3"]
+    )
+    for name, p in pools.items():
+        i = p.inputs
+        zone = re.search(r"z(\d)", name).group(1)
+        assert i["availabilityZones"] == [zone]
+        assert i["mode"] == "User"
+        assert i["resourceName"] == "torchfleet-azure-cluster-aks"
+        assert i["resourceGroupName"] == "torchfleet-azure-net-rg"
+        assert i["vnetSubnetID"] == "torchfleet-azure-net-nodes-id"
+        assert i["enableAutoScaling"] is True and i["enableNodePublicIP"] is False
+        assert i["gpuProfile"] == {"driver": "Install"}
+        assert i["nodeLabels"]["torchfleet.io/pool"] == "gpu"
+        assert i["nodeLabels"]["nvidia.com/gpu.present"] == "true"
+        assert "nvidia.com/gpu=present:NoSchedule" in i["nodeTaints"]
+        assert i["orchestratorVersion"] == "1.33"
+    assert pools["t4z2m1"].inputs["vmSize"] == "Standard_NC8as_T4_v3"
+    assert pools["t4z2"].inputs["nodeLabels"]["torchfleet.io/pool-name"] == "gpu-t4-2"
+    assert pools["t4z2m1"].inputs["tags"]["torchfleet.io/pool-name"] == "gpu-t4-2"
+
+
+def test_spot_pools_scale_from_zero_with_aks_spot_settings(three):
+    result = three
+    for p in result.of_type(POOL):
+        i = p.inputs
+        if not i["agentPoolName"].startswith("t4"):
+            continue
+        assert (i["scaleSetPriority"], i["scaleSetEvictionPolicy"], i["spotMaxPrice"]) == ("Spot", "Delete", -1)
+        assert (i["minCount"], i["maxCount"], i["count"]) == (0, 6, 0)
+        assert i["nodeTaints"] == [
+            "nvidia.com/gpu=present:NoSchedule", "kubernetes.azure.com/scalesetpriority=spot:NoSchedule"]
+        assert i["nodeLabels"]["torchfleet.io/capacity"] == "spot"
+        assert i["nodeLabels"]["torchfleet.io/gpu"] == "t4"
+
+
+def test_on_demand_pools_have_no_spot_settings(three):
+    result = three
+    a100 = [p.inputs for p in result.of_type(POOL) if p.inputs["agentPoolName"].startswith("a100")]
+    assert len(a100) == 3
+    for i in a100:
+        assert not {"scaleSetPriority", "scaleSetEvictionPolicy", "spotMaxPrice"} & set(i)
+        assert i["nodeTaints"] == ["nvidia.com/gpu=present:NoSchedule"]
+        assert i["nodeLabels"]["torchfleet.io/capacity"] == "on-demand"
+        assert (i["minCount"], i["maxCount"], i["vmSize"]) == (1, 2, "Standard_NC24ads_A100_v4")
+
+
+def test_pool_options_reach_the_engine(example):
+    for p in example.of_type(POOL):
+        assert p.options["ignoreChanges"] == ["count"]
+        assert p.options["deleteBeforeReplace"] is True
+        assert "torchfleet-azure-cluster-aks" in {_urn_name(u) for u in p.options["dependencies"]}
+
+
+def test_priority_expander_configmap_prefers_spot(three):
+    result = three
+    cm = result.one(CONFIGMAP, "torchfleet-azure-gpu-priority-expander").inputs
+    assert cm["metadata"] == {"name": "cluster-autoscaler-priority-expander", "namespace": "kube-system"}
+    priorities = yaml.safe_load(cm["data"]["priorities"])
+    spot = priorities[50]
+    assert len(spot) == 6 and all(r.startswith("^aks-t4z") for r in spot)
+    assert priorities[10] == ["^aks-a10080gbz1-.*", "^aks-a10080gbz2-.*", "^aks-a10080gbz3-.*"]
+
+
+def test_device_plugin_chart_pinned_and_tolerating_our_taints(example):
+    release = example.one(RELEASE).inputs
+    assert release["chart"] == "nvidia-device-plugin"
+    assert re.fullmatch(r"0\.17\.\d+", release["version"])
+    assert release["repositoryOpts"] == {"repo": "https://nvidia.github.io/k8s-device-plugin"}
+    tolerations = release["values"]["tolerations"]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations
+    assert {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot",
+            "effect": "NoSchedule"} in tolerations
+    assert release["values"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    # Installed through the AKS cluster's provider, not the ambient kubeconfig.
+    assert "::torchfleet-azure-cluster-k8s::" in example.one(RELEASE).options["provider"]
+    assert release["namespace"] == device_plugin.NAMESPACE
+
+
+# ------------------------------------------------------------------ Azure Files
+
+
+def test_store_is_premium_nfs_behind_a_private_endpoint(example):
+    account = example.one(ACCOUNT).inputs
+    assert (account["kind"], account["sku"]) == ("FileStorage", {"name": "Premium_LRS"})
+    assert account["enableHttpsTrafficOnly"] is False
+    assert account["publicNetworkAccess"] == "Disabled"
+    assert account["networkRuleSet"]["defaultAction"] == "Deny"
+    assert account["encryption"]["requireInfrastructureEncryption"] is True
+    assert account["allowBlobPublicAccess"] is False
+    assert re.fullmatch(r"[a-z0-9]{3,24}", account["accountName"])
+    assert account["accountName"] == naming.storage_account_name(
+        mock_azure.SUBSCRIPTION_ID, "azure-eus", "torchfleet-azure-files")
+    share = example.one(SHARE).inputs
+    assert (share["enabledProtocols"], share["shareQuota"], share["rootSquash"]) == ("NFS", 1024, "NoRootSquash")
+    assert share["accountName"] == account["accountName"]
+    endpoint = example.one(ENDPOINT).inputs
+    assert endpoint["subnet"] == {"id": "torchfleet-azure-net-endpoints-id"}
+    (conn,) = endpoint["privateLinkServiceConnections"]
+    assert conn["groupIds"] == ["file"] and conn["privateLinkServiceId"] == "torchfleet-azure-files-account-id"
+    assert example.one(ZONE).inputs["privateZoneName"] == "privatelink.file.core.windows.net"
+    assert example.one(ZONE_LINK).inputs["virtualNetwork"] == {"id": "torchfleet-azure-net-vnet-id"}
+    group = example.one(ZONE_GROUP).inputs
+    assert group["privateDnsZoneConfigs"] == [{"name": "file", "privateDnsZoneId": "torchfleet-azure-files-dns-id"}]
+
+
+def test_store_size_and_tier_from_config(three):
+    result = three
+    assert result.one(ACCOUNT).inputs["sku"] == {"name": "Premium_ZRS"}
+    assert result.one(SHARE).inputs["shareQuota"] == 512
+
+
+@pytest.mark.parametrize("fixture,protected", [("example", True), ("three", False)])
+def test_store_protected_only_when_asked(request, fixture, protected):
+    result = request.getfixturevalue(fixture)
+    store = [result.one(ACCOUNT), result.one(SHARE), result.one(RG, "torchfleet-azure-files-rg")]
+    assert [r.options["protect"] for r in store] == [protected] * 3
+    # The cluster side is never protected: `pulumi destroy` removes it.
+    assert result.one(RG, "torchfleet-azure-net-rg").options["protect"] is False
+    assert result.one(CLUSTER).options["protect"] is False
+
+
+# ------------------------------------------------------------------ outputs
+
+
+def test_outputs_match_aws_and_name_the_store(example):
+    out = example.outputs
+    assert out["cloud"] == "azure" and out["region"] == "eastus"
+    assert out["clusterName"] == "torchfleet-azure-cluster-aks"
+    assert out["zones"] == ["1", "2", "3"]
+    assert out["gpuPools"] == ["gpu-t4-1", "gpu-t4-2", "gpu-t4-3", "gpu-a100-80gb-1"]
+    assert out["storageAccount"] == example.one(ACCOUNT).inputs["accountName"]
+    assert out["shareName"] == "shared"
+    assert out["topologyZones"] == ["eastus-1", "eastus-2", "eastus-3"]
+    assert out["agentPools"]["gpu-a100-80gb-1"] == ["a10080gbz1"]
+    assert out["oidcIssuerUrl"].startswith("https://eastus.oic.prod-aks.azure.com/")
+
+
+def test_component_tree(example):
+    keyed = _by_key(example)
+    top = "torchfleet:clouds:AzureCluster::torchfleet-azure"
+    assert keyed[top].parent == "torchfleet:platform:TrainingPlatform::torchfleet"
+    for sub in ("AzureNetwork::torchfleet-azure-net", "AksCluster::torchfleet-azure-cluster",
+                "AksGpuPools::torchfleet-azure-gpu", "AzureFilesStore::torchfleet-azure-files"):
+        assert keyed[f"torchfleet:clouds:{sub}"].parent == top
+    for r in example.resources:
+        if r.type.startswith("azure-native:"):
+            assert r.parent.startswith("torchfleet:clouds:"), r.key
+            assert r.name.startswith("torchfleet-azure-"), r.key
