@@ -201,13 +201,12 @@ def test_zero_max_nodes():
     assert message == "must be >= 1, got 0"
 
 
+# AWS only: an EKS node group takes several instance types; GKE and AKS pools take one (traits).
 @pytest.mark.parametrize(
     "cloud, gpu, machines, detail",
     [
         ("aws", "t4", ["g4dn.xlarge", "g4dn.12xlarge"], "g4dn.xlarge=1, g4dn.12xlarge=4"),
-        ("gcp", "t4", ["n1-standard-8", "n1-standard-16"], "n1-standard-8=1, n1-standard-16=2"),
-        ("azure", "t4", ["Standard_NC4as_T4_v3", "Standard_NC64as_T4_v3"],
-         "Standard_NC4as_T4_v3=1, Standard_NC64as_T4_v3=4"),
+        ("aws", "a10g", ["g5.2xlarge", "g5.12xlarge", "g5.48xlarge"], "g5.2xlarge=1, g5.12xlarge=4, g5.48xlarge=8"),
     ],
 )
 def test_machine_types_in_one_pool_with_different_gpu_counts(cloud, gpu, machines, detail):

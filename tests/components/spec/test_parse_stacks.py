@@ -36,10 +36,12 @@ EXPECTED = {
         ],
     ),
     "azure-eus": (
-        "azure", "eastus", ("1", "2"),
+        "azure", "eastus", ("1", "2", "3"),
         [
             ("gpu-t4-1", "t4", "1", ["Standard_NC8as_T4_v3"], True, 0, 8),
             ("gpu-t4-2", "t4", "2", ["Standard_NC8as_T4_v3"], True, 0, 8),
+            ("gpu-t4-3", "t4", "3", ["Standard_NC8as_T4_v3"], True, 0, 8),
+            ("gpu-a100-80gb-1", "a100-80gb", "1", ["Standard_NC24ads_A100_v4"], False, 0, 1),
         ],
     ),
     "local": ("local", None, ("local",), []),
