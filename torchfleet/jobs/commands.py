@@ -221,15 +221,21 @@ def _print_yaml(documents: Sequence[dict[str, Any]]) -> None:
     sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False, explicit_start=True))
 
 
-def _submit_all(args: argparse.Namespace, session: Session,
-                planned: Sequence[tuple[jobspec.JobRequest, dict, dict]]) -> int:
-    t = session.target
-    for req, _, _ in planned[:1]:
-        for note in req.notes:
-            print(f"note: {note}", file=sys.stderr)
+Planned = list[tuple[jobspec.JobRequest, dict[str, Any], dict[str, Any]]]
+
+
+def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Planned]) -> int:
+    """Validate everything against the stack file first (no Pulumi, no cluster), then connect."""
+    session = resolve_target(args, need_cluster=False)
+    planned = plan(session.target)
+    for note in planned[0][0].notes:
+        print(f"note: {note}", file=sys.stderr)
     if args.dry_run:
         _print_yaml([doc for _, job, policy in planned for doc in (job, policy)])
         return EXIT_OK
+    session = resolve_target(args, need_cluster=True)
+    planned = plan(session.target)  # the deployed stack's outputs may name another namespace or claim
+    t = session.target
     jobs = job_client(args, session)
     taken = [req.name for req, _, _ in planned if jobs.exists(req.name)]
     if taken:
@@ -256,25 +262,30 @@ def _submit_all(args: argparse.Namespace, session: Session,
 @_guard
 def run_submit(args: argparse.Namespace) -> int:
     command = _split_after_name(args)
-    session = resolve_target(args, need_cluster=not args.dry_run)
-    req = _request(args, session.target, args.name, command)
-    job, policy = _documents(req, session.target)
-    return _submit_all(args, session, [(req, job, policy)])
+
+    def plan(t: targets.Target) -> Planned:
+        req = _request(args, t, args.name, command)
+        return [(req, *_documents(req, t))]
+
+    return _submit_all(args, plan)
 
 
 @_guard
 def run_sweep(args: argparse.Namespace) -> int:
     command = _split_after_name(args)
-    params = jobspec.parse_params(args.param)
-    session = resolve_target(args, need_cluster=not args.dry_run)
-    combos = jobspec.combinations(params)
-    planned = []
-    for i, overrides in enumerate(combos):
-        req = _request(args, session.target, f"{args.name}-{i}", command, overrides=overrides, sweep=args.name)
-        planned.append((req, *_documents(req, session.target)))
-    for req, _, _ in planned:
+    combos = jobspec.combinations(jobspec.parse_params(args.param))
+
+    def plan(t: targets.Target) -> Planned:
+        planned = []
+        for i, overrides in enumerate(combos):
+            req = _request(args, t, f"{args.name}-{i}", command, overrides=overrides, sweep=args.name)
+            planned.append((req, *_documents(req, t)))
+        return planned
+
+    shown = plan(resolve_target(args, need_cluster=False).target)
+    for req, _, _ in shown:
         print(f"{req.name}: {' '.join(req.overrides)}", file=sys.stderr)
-    return _submit_all(args, session, planned)
+    return _submit_all(args, plan)
 
 
 def _now() -> datetime:

@@ -1,0 +1,165 @@
+"""`torchfleet submit/sweep` from the command line: every usage error exits 2 naming its flag,
+before any cluster or Pulumi call; --dry-run prints the exact documents and touches nothing."""
+
+from pathlib import Path
+from unittest import mock
+
+import pytest
+import yaml
+
+from torchfleet.cli import main
+from torchfleet.jobs import schema
+
+TEST_STACKS = str(Path(__file__).parent / "data" / "stacks")
+BASE = ["--gpu", "t4", "--nodes", "2:8", "--image", "registry.example.com/team/train:1.4.2"]
+CMD = ["--", "python", "train.py", "--lr", "0.1"]
+
+
+@pytest.fixture(autouse=True)
+def no_cluster_no_pulumi():
+    """Nothing in this file may reach a cluster or Pulumi: any attempt fails the test."""
+    with mock.patch("torchfleet.jobs.cluster.connect", side_effect=AssertionError("connected")) as connect, \
+         mock.patch("torchfleet.jobs.target.read_stack_outputs", side_effect=AssertionError("pulumi")):
+        yield connect
+
+
+def run(argv, capsys):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# (id, argv, flag/words the message must contain)
+USAGE_ERRORS = [
+    ("gpu-not-in-stack", ["submit", "j", "--stack", "aws-usw2", "--gpu", "l4", "--image", "r/t:1", *CMD],
+     "--gpu: stack aws-usw2 has no 'l4' pool; its GPU pools have: a10g, t4"),
+    ("gpu-unknown", ["submit", "j", "--gpu", "z99", "--image", "r/t:1", *CMD], "--gpu: unknown GPU 'z99'"),
+    ("gpu-retired", ["submit", "j", "--gpu", "k80", "--image", "r/t:1", *CMD], "use t4 instead"),
+    ("gpu-not-on-cloud", ["submit", "j", "--gpu", "a10g", "--cloud", "gcp", "--image", "r/t:1", *CMD],
+     "--gpu: a10g is not offered on gcp"),
+    ("gpu-missing", ["submit", "j", "--image", "r/t:1", *CMD], "--gpu: required"),
+    ("cpu-only-stack", ["submit", "j", "--stack", "local", "--gpu", "t4", "--image", "r/t:1", *CMD],
+     "no GPU pools"),
+    ("nodes-malformed", ["submit", "j", *BASE, "--nodes", "2-8", *CMD], "--nodes: expected MIN:MAX"),
+    ("nodes-letters", ["submit", "j", *BASE, "--nodes", "a:b", *CMD], "--nodes: expected MIN:MAX"),
+    ("nodes-min-over-max", ["submit", "j", *BASE, "--nodes", "8:2", *CMD], "--nodes: the minimum (8)"),
+    ("nodes-zero", ["submit", "j", *BASE, "--nodes", "0:2", *CMD], "--nodes: the minimum must be at least 1"),
+    ("nodes-over-pool", ["submit", "j", "--stack", "aws-usw2", *BASE, "--nodes", "1:9", *CMD],
+     "--nodes: at most 8 t4 nodes"),
+    ("zone-not-in-stack", ["submit", "j", "--stack", "aws-usw2", *BASE, "--zone", "us-west-2c", *CMD],
+     "--zone: stack aws-usw2 has no t4 pool in 'us-west-2c'"),
+    ("gpus-per-node-too-many", ["submit", "j", "--stack", "aws-usw2", *BASE, "--gpus-per-node", "2", *CMD],
+     "--gpus-per-node: g4dn.xlarge has 1"),
+    ("gpus-per-node-zero", ["submit", "j", *BASE, "--gpus-per-node", "0", *CMD], "--gpus-per-node: must be"),
+    ("guardrail", ["submit", "j", "--stack", "kubeflow-4gpu", "--stacks-dir", TEST_STACKS, "--gpu", "t4",
+                   "--nodes", "1:4", "--gpus-per-node", "4", "--image", "r/t:1", *CMD], "guardrail of 12 GPUs"),
+    ("image-no-tag", ["submit", "j", "--gpu", "t4", "--image", "team/train", *CMD], "--image: 'team/train'"),
+    ("image-latest", ["submit", "j", "--gpu", "t4", "--image", "team/train:latest", *CMD], "not latest"),
+    ("image-missing", ["submit", "j", "--gpu", "t4", *CMD], "--image: required"),
+    ("name-uppercase", ["submit", "ResNet", *BASE, *CMD], "NAME: 'ResNet' is not a valid job name"),
+    ("name-digit-first", ["submit", "1job", *BASE, *CMD], "NAME: '1job'"),
+    ("name-too-long", ["submit", "a" * 60, *BASE, *CMD], "is too long"),
+    ("env-malformed", ["submit", "j", *BASE, "--env", "NOVALUE", *CMD], "--env: expected NAME=VALUE"),
+    ("env-reserved", ["submit", "j", *BASE, "--env", "TORCHFLEET_JOB=x", *CMD], "--env TORCHFLEET_JOB: set by"),
+    ("command-missing", ["submit", "j", *BASE], "the training command is missing"),
+    ("command-python-option", ["submit", "j", *BASE, "--", "python", "-u", "train.py"], "interpreter options"),
+    ("stack-unknown", ["submit", "j", "--stack", "nope", *BASE, *CMD], "--stack: no stack 'nope'"),
+    ("namespace-bad", ["submit", "j", *BASE, "--namespace", "Bad_NS", *CMD], "--namespace: must be a DNS label"),
+    ("sweep-no-param", ["sweep", "s", *BASE, *CMD], "--param: a sweep needs at least one"),
+    ("sweep-bad-param", ["sweep", "s", *BASE, "--param", "lr", *CMD], "--param: expected KEY=V1,V2"),
+    ("sweep-empty-value", ["sweep", "s", *BASE, "--param", "lr=0.1,", *CMD], "--param: expected KEY=V1,V2"),
+    ("sweep-dup-key", ["sweep", "s", *BASE, "--param", "lr=1", "--param", "lr=2", *CMD], "--param lr: given twice"),
+]
+
+
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "submit"])
+@pytest.mark.parametrize(("argv", "expected"), [c[1:] for c in USAGE_ERRORS], ids=[c[0] for c in USAGE_ERRORS])
+def test_usage_error_exits_2_before_touching_anything(argv, expected, dry_run, capsys, no_cluster_no_pulumi):
+    argv = list(argv)
+    if dry_run:
+        argv.insert(2, "--dry-run")
+    code, out, err = run(argv, capsys)
+    assert code == 2, err
+    assert expected in err
+    assert out == ""
+    no_cluster_no_pulumi.assert_not_called()
+
+
+def test_argparse_type_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["submit", "j", *BASE, "--gpus-per-node", "two", *CMD])
+    assert exit_.value.code == 2
+    assert "--gpus-per-node" in capsys.readouterr().err
+
+
+def _docs(out):
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def test_dry_run_without_stack_uses_platform_defaults(capsys):
+    code, out, err = run(["submit", "resnet", *BASE, "--dry-run", *CMD], capsys)
+    assert code == 0, err
+    job, policy = _docs(out)
+    assert job["kind"] == "ElasticJob" and job["metadata"]["namespace"] == "elastic-job"
+    assert policy["kind"] == "NetworkPolicy" and policy["metadata"]["name"] == "job-resnet"
+    pod = job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]
+    assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "shared-data"
+    assert pod["containers"][0]["args"] == ["--nproc_per_node=1", "train.py", "--lr", "0.1"]
+    assert "no --stack: accepting any catalog GPU" in err
+    assert schema.problems(job) == []
+
+
+def test_dry_run_with_stack_reads_the_stack_file_only(capsys):
+    code, out, err = run(["submit", "resnet", "--stack", "kubeflow-4gpu", "--stacks-dir", TEST_STACKS,
+                          "--gpu", "t4", "--nodes", "1:3", "--gpus-per-node", "4", "--image", "r/t:1",
+                          "--dry-run", *CMD], capsys)
+    assert code == 0, err
+    job, _ = _docs(out)
+    assert job["kind"] == "PyTorchJob" and job["metadata"]["namespace"] == "research"
+    assert job["spec"]["elasticPolicy"]["rdzvHost"] == "etcd.research.svc"
+    assert job["metadata"]["annotations"]["torchfleet.io/machine"] == "g4dn.12xlarge"
+    assert "note:" not in err  # the stack names the pool: nothing assumed
+
+
+def test_options_after_name_and_before_it_combine(capsys):
+    code, out, err = run(["submit", "--env", "A=1", "resnet", "--gpu", "t4", "--image", "r/t:1", "--env", "B=2",
+                          "--operator", "kubeflow", "--zone", "us-west-2b", "--dry-run", *CMD], capsys)
+    assert code == 0, err
+    job, _ = _docs(out)
+    container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["A"] == "1" and env["B"] == "2"
+    assert job["metadata"]["annotations"]["torchfleet.io/zone"] == "us-west-2b"
+
+
+def test_sweep_dry_run_one_job_per_combination(capsys):
+    code, out, err = run(["sweep", "grid", *BASE, "--param", "lr=0.1,0.01", "--param", "batch=64,128",
+                          "--dry-run", "--", "python", "train.py"], capsys)
+    assert code == 0, err
+    jobs = [d for d in _docs(out) if d["kind"] == "ElasticJob"]
+    assert [j["metadata"]["name"] for j in jobs] == ["grid-0", "grid-1", "grid-2", "grid-3"]
+    args = [j["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"] for j in jobs]
+    assert [a[-2:] for a in args] == [["lr=0.1", "batch=64"], ["lr=0.1", "batch=128"],
+                                      ["lr=0.01", "batch=64"], ["lr=0.01", "batch=128"]]
+    outputs = set()
+    for j in jobs:
+        env = {e["name"]: e["value"] for e in
+               j["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]}
+        outputs.add(env["TORCHFLEET_OUTPUT_DIR"])
+        assert j["metadata"]["labels"]["torchfleet.io/sweep"] == "grid"
+        assert schema.problems(j) == []
+    assert outputs == {f"/mnt/shared/grid-{i}/output" for i in range(4)}
+    assert "grid-3: lr=0.01 batch=128" in err
+
+
+@pytest.mark.parametrize(("command", "args"), [
+    (["python", "train.py", "--lr", "0.1"], ["train.py", "--lr", "0.1"]),
+    (["python3", "-m", "team.train", "--x"], ["--module", "team.train", "--x"]),
+    (["train.py"], ["train.py"]),
+    (["bash", "run.sh"], ["--no-python", "bash", "run.sh"]),
+])
+def test_command_becomes_torchrun_script_args(command, args, capsys):
+    code, out, _ = run(["submit", "j", *BASE, "--dry-run", "--", *command], capsys)
+    assert code == 0
+    job, _ = _docs(out)
+    assert job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"][1:] == args
