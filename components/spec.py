@@ -359,6 +359,9 @@ def _parse_manager(p: _Problems, value: Any, cloud: str) -> NodePoolSpec:
 
 def _resolve_offering(p: _Problems, key: str, gpu: Any, cloud: str) -> catalog.Offering | None:
     known = catalog.load()
+    if gpu is None:  # not "unknown GPU None": the key is missing (or misspelt, reported apart)
+        p.add(f"{key}.gpu", f"required; {cloud} offers: {', '.join(catalog.offered_on(cloud))}")
+        return None
     if not isinstance(gpu, str) or gpu.lower() not in known:
         p.add(f"{key}.gpu", f"unknown GPU {gpu!r}; the catalog has: {', '.join(catalog.gpu_keys())}")
         return None

@@ -99,6 +99,15 @@ def test_unknown_gpu(gpu):
     )
 
 
+def test_pool_without_a_gpu():
+    # Regression: a pool with no `gpu` (or a misspelt one) was told "unknown GPU None".
+    found = problems(pools("gcp", {"gpus": "t4", "maxNodes": 4}))
+    assert found == {
+        f"{GPU_POOLS}[0].gpus": ["unknown key; did you mean 'gpu'?"],
+        f"{GPU_POOLS}[0].gpu": ["required; gcp offers: a100-40gb, a100-80gb, h100, l4, t4, v100"],
+    }
+
+
 @pytest.mark.parametrize(
     "cloud, gpu, date, replacement",
     [
