@@ -37,10 +37,20 @@ def cluster_options(parent: pulumi.Resource, depends_on: list[pulumi.Resource]) 
     )
 
 
-def authorized_ranges(spec: PlatformSpec) -> list[str] | None:
-    """API server allow-list; None (open) when config leaves the AWS-style default 0.0.0.0/0."""
-    ranges = [c for c in spec.network.public_access_cidrs if c != "0.0.0.0/0"]
-    return ranges or None
+def api_server_access(spec: PlatformSpec) -> dict | None:
+    """Who reaches the API server, from `network.publicAccessCidrs` (same meaning as on AWS):
+
+    [0.0.0.0/0] (the default): public, no allow-list; a narrower list: the authorized IP ranges;
+    []: a private cluster, reachable only from inside the virtual network.
+    https://learn.microsoft.com/azure/aks/api-server-authorized-ip-ranges
+    """
+    cidrs = spec.network.public_access_cidrs
+    if not cidrs:
+        return {"enable_private_cluster": True}
+    ranges = [c for c in cidrs if c != "0.0.0.0/0"]
+    if len(ranges) < len(cidrs):
+        return None  # 0.0.0.0/0 anywhere in the list means open
+    return {"authorized_ip_ranges": ranges}
 
 
 def manager_profile(spec: PlatformSpec, subnet_id: pulumi.Input[str]) -> dict:
@@ -109,7 +119,6 @@ def network_profile(spec: PlatformSpec) -> dict:
 def cluster_args(spec: PlatformSpec, subnet_id: pulumi.Input[str], identity_id: pulumi.Input[str],
                  tenant_id: pulumi.Input[str]) -> dict:
     """Every setting of the ManagedCluster, as plain data."""
-    api_access = {"authorized_ip_ranges": authorized_ranges(spec)} if authorized_ranges(spec) else None
     return {
         "location": spec.region,
         "dns_prefix": naming.dns_prefix(spec.stack),
@@ -128,7 +137,7 @@ def cluster_args(spec: PlatformSpec, subnet_id: pulumi.Input[str], identity_id: 
         "security_profile": {"workload_identity": {"enabled": True}},
         "storage_profile": {"file_csi_driver": {"enabled": True}, "disk_csi_driver": {"enabled": True}},
         "network_profile": network_profile(spec),
-        "api_server_access_profile": api_access,
+        "api_server_access_profile": api_server_access(spec),
         "auto_scaler_profile": autoscaler_profile(spec),
         "auto_upgrade_profile": {"upgrade_channel": "patch", "node_os_upgrade_channel": "NodeImage"},
         "agent_pool_profiles": [manager_profile(spec, subnet_id)],

@@ -156,12 +156,18 @@ def test_cluster_and_vnet_options():
     assert network.vnet_options(parent=None).ignore_changes == ["subnets"]
 
 
-def test_api_server_allow_list():
-    assert cluster.authorized_ranges(_spec()) is None  # default 0.0.0.0/0: open, as on AWS
-    narrowed = _spec(**{"torchfleet:network": {"publicAccessCidrs": ["203.0.113.0/24"]}})
-    assert cluster.authorized_ranges(narrowed) == ["203.0.113.0/24"]
-    args = cluster.cluster_args(narrowed, "subnet", "identity", "tenant")
-    assert args["api_server_access_profile"] == {"authorized_ip_ranges": ["203.0.113.0/24"]}
+@pytest.mark.parametrize(
+    "cidrs,expected",
+    [
+        (["0.0.0.0/0"], None),  # the default: public, no allow-list (as on AWS)
+        (["203.0.113.0/24", "198.51.100.7/32"], {"authorized_ip_ranges": ["203.0.113.0/24", "198.51.100.7/32"]}),
+        ([], {"enable_private_cluster": True}),  # no public endpoint at all
+    ],
+)
+def test_api_server_access_follows_public_access_cidrs(cidrs, expected):
+    spec = _spec(**{"torchfleet:network": {"publicAccessCidrs": cidrs}})
+    assert cluster.api_server_access(spec) == expected
+    assert cluster.cluster_args(spec, "subnet", "identity", "tenant")["api_server_access_profile"] == expected
 
 
 def test_storage_account_is_nfs_capable_and_private():
