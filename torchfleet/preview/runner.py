@@ -41,7 +41,8 @@ class SynthResult:
         objects = []
         for r in self.resources:
             if r.custom and r.type.startswith("kubernetes:") and "apiVersion" in r.inputs:
-                objects.append({k: v for k, v in r.inputs.items() if k in _K8S_FIELDS or k not in _NOT_K8S})
+                obj = {k: v for k, v in r.inputs.items() if k in _K8S_FIELDS or k not in _NOT_K8S}
+                objects.append(_integral(obj))
         return objects
 
     def to_json(self) -> dict[str, Any]:
@@ -52,6 +53,18 @@ class SynthResult:
             ],
             "outputs": self.outputs,
         }
+
+
+def _integral(value: Any) -> Any:
+    """Numbers cross the Pulumi wire as doubles (replicas: 3.0); the provider sends 3, and so
+    must the manifests we write, or checks comparing integers (checkov's runAsUser) misread them."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value
 
 
 _K8S_FIELDS = {"apiVersion", "kind", "metadata", "spec", "data", "stringData", "rules", "roleRef", "subjects"}
