@@ -1,0 +1,15 @@
+"""The CrossGuard policy pack: `pulumi preview --policy-pack policy [--policy-pack-config FILE]`.
+
+The per-stack limits (maxGpus, allowOnDemandGpus) come as policy config, written from the stack's
+torchfleet:guardrails by `torchfleet check --stack-file ... --policy-config-out FILE`.
+"""
+
+from guardrails import build_policies
+from pulumi_policy import EnforcementLevel, PolicyPack
+
+PolicyPack(
+    name="torchfleet-guardrails",
+    policies=build_policies(),
+    # Mandatory: a violation fails `pulumi preview`/`up`, as it fails `torchfleet check`.
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
