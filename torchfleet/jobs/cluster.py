@@ -68,17 +68,20 @@ class JobClient:
 
     # ------------------------------------------------------------ error translation
 
-    def _call(self, fn: Callable[..., T], *args: Any, job: str | None = None, **kwargs: Any) -> T:
+    def _call(
+        self, fn: Callable[..., T], *args: Any, job: str | None = None, creating: bool = False, **kwargs: Any
+    ) -> T:
         try:
             return fn(*args, _request_timeout=TIMEOUT, **kwargs)
         except ApiException as error:
-            raise self._translate(error, job) from None
+            raise self._translate(error, job, creating) from None
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise ClusterError(f"no cluster reachable at {_host(self.api)}: {error}") from None
 
-    def _translate(self, error: ApiException, job: str | None) -> Exception:
+    def _translate(self, error: ApiException, job: str | None, creating: bool = False) -> Exception:
         kind = self.resource["kind"]
-        if error.status == 404 and job is not None:
+        # A 404 on a create means the resource type itself is missing, not the job.
+        if error.status == 404 and job is not None and not creating:
             return JobNotFoundError(
                 f"NAME: no {kind} {job!r} in namespace {self.namespace}; `torchfleet list` shows the jobs there"
             )
@@ -109,7 +112,7 @@ class JobClient:
         # Strict: the server refuses fields it would otherwise prune, instead of dropping them.
         return self._call(
             self.custom.create_namespaced_custom_object, *self._args(), body=job,
-            field_manager=FIELD_MANAGER, field_validation="Strict", job=name,
+            field_manager=FIELD_MANAGER, field_validation="Strict", job=name, creating=True,
         )
 
     def exists(self, name: str) -> bool:
@@ -189,7 +192,7 @@ class JobClient:
                 _preload_content=False, _request_timeout=(TIMEOUT[0], None),
             )
         except ApiException as error:
-            raise self._translate(error, None) from None
+            raise self._translate(error, pod) from None
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise ClusterError(f"no cluster reachable at {_host(self.api)}: {error}") from None
         buffer = b""

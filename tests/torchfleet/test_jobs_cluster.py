@@ -1,0 +1,386 @@
+"""submit/list/status/logs/delete against a fake API: a real kubernetes ApiClient built from a real
+kubeconfig, with the CustomObjectsApi/CoreV1Api/NetworkingV1Api methods mocked and their calls
+asserted exactly. No API server is needed (the kubeconfig points at a closed local port)."""
+
+import json
+from datetime import UTC, datetime, timedelta
+from unittest import mock
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from torchfleet.cli import main
+from torchfleet.jobs import manifests
+
+NOW = datetime.now(UTC)
+EJ = ("elastic.pytorch.org", "v1alpha1", "elastic-job", "elasticjobs")
+PJ = ("kubeflow.org", "v1", "elastic-job", "pytorchjobs")
+TIMEOUT = (10, 60)
+SUBMIT = ["submit", "resnet", "--gpu", "t4", "--nodes", "2:4", "--image", "r/t:1", "--", "python", "train.py"]
+
+
+@pytest.fixture(autouse=True)
+def frozen_now():
+    with mock.patch("torchfleet.jobs.commands._now", return_value=NOW):
+        yield
+
+
+@pytest.fixture
+def kubeconfig(tmp_path):
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "test",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],  # port 9: nothing listens
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "test", "context": {"cluster": "c", "user": "u"}}],
+    }))
+    return path
+
+
+@pytest.fixture
+def api():
+    """Every API method the commands use, mocked (autospec: a wrong argument name fails)."""
+    names = {
+        client.CustomObjectsApi: ["create_namespaced_custom_object", "get_namespaced_custom_object",
+                                  "list_namespaced_custom_object", "delete_namespaced_custom_object"],
+        client.CoreV1Api: ["list_namespaced_pod", "list_namespaced_event", "read_node", "read_namespaced_pod_log"],
+        client.NetworkingV1Api: ["create_namespaced_network_policy"],
+    }
+    patches = {n: mock.patch.object(cls, n, autospec=True) for cls, ns in names.items() for n in ns}
+    mocks = {n: p.start() for n, p in patches.items()}
+    yield mock.Mock(**mocks)
+    for p in patches.values():
+        p.stop()
+
+
+def cli(argv, kubeconfig, capsys):
+    code = main([argv[0], "--kubeconfig", str(kubeconfig), *argv[1:]])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def not_found():
+    return ApiException(status=404, reason="Not Found")
+
+
+def pod(name, job="resnet", phase="Running", node="node-a", restarts=0, age_s=300):
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name, labels={"torchfleet.io/job": job, "torchfleet.io/role": "training"},
+                                     creation_timestamp=NOW - timedelta(seconds=age_s)),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="elasticjob-worker")], node_name=node),
+        status=client.V1PodStatus(phase=phase, container_statuses=[client.V1ContainerStatus(
+            name="elasticjob-worker", image="r/t:1", image_id="", ready=True, restart_count=restarts)]),
+    )
+
+
+def job_object(name="resnet", kind="ElasticJob", conditions=(), failed=0, age_s=3600, zone=""):
+    spec = {"minReplicas": 2, "maxReplicas": 4, "replicaSpecs": {"Worker": {"template": {"spec": {"containers": [
+        {"name": "elasticjob-worker", "image": "r/t:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}}
+    return {
+        "apiVersion": "elastic.pytorch.org/v1alpha1", "kind": kind,
+        "metadata": {"name": name, "namespace": "elastic-job", "uid": f"uid-{name}",
+                     "creationTimestamp": (NOW - timedelta(seconds=age_s)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                     "labels": {"torchfleet.io/gpu": "t4"},
+                     "annotations": {manifests.ANNOTATION_ZONE: zone, manifests.ANNOTATION_MACHINE: "g4dn.xlarge",
+                                     manifests.ANNOTATION_CHECKPOINTS: f"/mnt/shared/{name}/checkpoints"}},
+        "spec": spec,
+        "status": {"conditions": list(conditions), "replicaStatuses": {"Worker": {"failed": failed}}},
+    }
+
+
+def cond(type_, minutes_ago):
+    when = (NOW - timedelta(minutes=minutes_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"type": type_, "status": "True", "lastTransitionTime": when}
+
+
+def node(name, zone):
+    return client.V1Node(metadata=client.V1ObjectMeta(name=name, labels={
+        "topology.kubernetes.io/zone": zone, "node.kubernetes.io/instance-type": "g4dn.xlarge",
+        "torchfleet.io/capacity": "spot"}))
+
+
+# ---------------------------------------------------------------- submit
+
+
+def test_submit_creates_the_validated_job_then_its_network_policy(api, kubeconfig, capsys):
+    api.get_namespaced_custom_object.side_effect = not_found()
+    api.create_namespaced_custom_object.side_effect = lambda self, *a, body, **k: {**body, "metadata": {
+        **body["metadata"], "uid": "1234"}}
+    code, out, err = cli(SUBMIT, kubeconfig, capsys)
+    assert code == 0, err
+    (create,) = api.create_namespaced_custom_object.call_args_list
+    _, *positional = create.args
+    assert positional == list(EJ)
+    body = create.kwargs["body"]
+    assert body["kind"] == "ElasticJob" and body["metadata"]["name"] == "resnet"
+    assert create.kwargs["field_validation"] == "Strict" and create.kwargs["field_manager"] == "torchfleet"
+    assert create.kwargs["_request_timeout"] == TIMEOUT
+    (policy_call,) = api.create_namespaced_network_policy.call_args_list
+    _, namespace, policy = policy_call.args
+    assert namespace == "elastic-job" and policy["metadata"]["name"] == "job-resnet"
+    assert policy["metadata"]["ownerReferences"] == [{"apiVersion": "elastic.pytorch.org/v1alpha1",
+                                                      "kind": "ElasticJob", "name": "resnet", "uid": "1234",
+                                                      "blockOwnerDeletion": False}]
+    assert "submitted ElasticJob resnet to namespace elastic-job" in out
+
+
+def test_submit_kubeflow_goes_to_pytorchjobs(api, kubeconfig, capsys):
+    api.get_namespaced_custom_object.side_effect = not_found()
+    api.create_namespaced_custom_object.side_effect = lambda self, *a, body, **k: {**body, "metadata": {
+        **body["metadata"], "uid": "1"}}
+    code, _, err = cli([*SUBMIT[:2], "--operator", "kubeflow", *SUBMIT[2:]], kubeconfig, capsys)
+    assert code == 0, err
+    _, *positional = api.create_namespaced_custom_object.call_args.args
+    assert positional == list(PJ)
+
+
+def test_submit_taken_name_exits_2_and_creates_nothing(api, kubeconfig, capsys):
+    api.get_namespaced_custom_object.return_value = job_object()
+    code, out, err = cli(SUBMIT, kubeconfig, capsys)
+    assert out == ""
+    assert code == 2
+    assert "NAME: job(s) resnet already exist in namespace elastic-job" in err
+    api.create_namespaced_custom_object.assert_not_called()
+    api.get_namespaced_custom_object.assert_called_once_with(mock.ANY, *EJ, "resnet", _request_timeout=TIMEOUT)
+
+
+def test_submit_name_taken_in_a_race_exits_2(api, kubeconfig, capsys):
+    api.get_namespaced_custom_object.side_effect = not_found()
+    api.create_namespaced_custom_object.side_effect = ApiException(status=409, reason="Conflict")
+    code, _, err = cli(SUBMIT, kubeconfig, capsys)
+    assert code == 2 and "a job named 'resnet' already exists" in err
+    api.create_namespaced_network_policy.assert_not_called()
+
+
+def test_sweep_refuses_all_when_one_name_is_taken(api, kubeconfig, capsys):
+    api.get_namespaced_custom_object.side_effect = lambda self, *a, **k: (
+        job_object("s-1") if a[-1] == "s-1" else (_ for _ in ()).throw(not_found()))
+    code, _, err = cli(["sweep", "s", "--gpu", "t4", "--image", "r/t:1", "--param", "lr=1,2,3",
+                        "--", "python", "t.py"], kubeconfig, capsys)
+    assert code == 2 and "s-1 already exist" in err
+    api.create_namespaced_custom_object.assert_not_called()
+
+
+def test_submit_policy_failure_removes_the_job_and_exits_1(api, kubeconfig, capsys):
+    api.get_namespaced_custom_object.side_effect = not_found()
+    api.create_namespaced_custom_object.side_effect = lambda self, *a, body, **k: {**body, "metadata": {
+        **body["metadata"], "uid": "1"}}
+    api.create_namespaced_network_policy.side_effect = ApiException(status=403, reason="Forbidden")
+    code, _, err = cli(SUBMIT, kubeconfig, capsys)
+    assert code == 1 and "403" in err
+    api.delete_namespaced_custom_object.assert_called_once_with(
+        mock.ANY, *EJ, "resnet", propagation_policy="Background", _request_timeout=TIMEOUT)
+
+
+def test_missing_crd_is_a_cluster_error(api, kubeconfig, capsys):
+    api.get_namespaced_custom_object.side_effect = not_found()
+    api.create_namespaced_custom_object.side_effect = not_found()  # no such resource type
+    code, _, err = cli(SUBMIT, kubeconfig, capsys)
+    assert code == 1
+    assert "has no ElasticJob resource (elastic.pytorch.org): is the training layer deployed" in err
+
+
+def test_no_cluster_reachable_exits_1(kubeconfig, capsys):
+    # No mocks: the client really connects to 127.0.0.1:9, where nothing listens.
+    code, out, err = cli(["list"], kubeconfig, capsys)
+    assert code == 1 and "no cluster reachable at https://127.0.0.1:9" in err
+    assert out == ""
+
+
+def test_unknown_context_exits_2(kubeconfig, capsys):
+    code, _, err = cli(["list", "--context", "prod"], kubeconfig, capsys)
+    assert code == 2 and "--context" in err and "prod" in err
+
+
+def test_stack_without_pulumi_cli_exits_1(capsys, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")  # the Pulumi CLI is not installed on test machines anyway
+    code = main(["list", "--stack", "aws-usw2"])
+    err = capsys.readouterr().err
+    assert code == 1 and "needs the Pulumi CLI" in err and "--kubeconfig" in err
+
+
+def test_stack_outputs_give_kubeconfig_and_namespace(api, kubeconfig, capsys):
+    outputs = {"kubeconfig": kubeconfig.read_text(), "namespace": "team-a", "etcdEndpoint": "etcd.team-a.svc:2379"}
+    api.list_namespaced_custom_object.return_value = {"items": []}
+    api.list_namespaced_pod.return_value = client.V1PodList(items=[])
+    with mock.patch("torchfleet.jobs.target.read_stack_outputs", return_value=outputs) as read:
+        code = main(["list", "--stack", "aws-usw2"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    read.assert_called_once_with("aws-usw2")
+    api.list_namespaced_custom_object.assert_called_once_with(
+        mock.ANY, "elastic.pytorch.org", "v1alpha1", "team-a", "elasticjobs", _request_timeout=TIMEOUT)
+    assert "no ElasticJobs in namespace team-a" in out
+
+
+# ---------------------------------------------------------------- list
+
+
+def test_list_table(api, kubeconfig, capsys):
+    api.list_namespaced_custom_object.return_value = {"items": [
+        job_object("resnet", conditions=[cond("Created", 60), cond("Running", 50)], failed=1),
+        job_object("bert", conditions=[], age_s=30, zone="us-west-2b"),
+    ]}
+    api.list_namespaced_pod.return_value = client.V1PodList(items=[
+        pod("resnet-worker-0", restarts=2), pod("resnet-worker-1", phase="Pending", node=None),
+        pod("bert-worker-0", job="bert", phase="Pending", node=None),
+    ])
+    api.read_node.return_value = node("node-a", "us-west-2a")
+    code, out, err = cli(["list"], kubeconfig, capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split() == ["NAME", "STATE", "NODES", "GPU", "ZONE", "AGE", "RESTARTS"]
+    assert lines[1].split() == ["bert", "Pending", "0/2/4", "t4", "us-west-2b", "30s", "0"]
+    assert lines[2].split() == ["resnet", "Running", "1/2/4", "t4", "us-west-2a", "1h", "3"]
+    api.list_namespaced_pod.assert_called_once_with(
+        mock.ANY, "elastic-job", label_selector="torchfleet.io/role=training", _request_timeout=TIMEOUT)
+    api.read_node.assert_called_once_with(mock.ANY, "node-a", _request_timeout=TIMEOUT)
+
+
+def test_list_when_nodes_are_not_readable(api, kubeconfig, capsys):
+    api.list_namespaced_custom_object.return_value = {"items": [job_object("resnet")]}
+    api.list_namespaced_pod.return_value = client.V1PodList(items=[pod("resnet-worker-0")])
+    api.read_node.side_effect = ApiException(status=403, reason="Forbidden")
+    code, out, _ = cli(["list"], kubeconfig, capsys)
+    assert code == 0
+    assert out.splitlines()[1].split()[4] == "-"
+
+
+# ---------------------------------------------------------------- status
+
+
+def _ckpt_log(*steps):
+    lines = ["[torchfleet] torchrun --nnodes=2:4 ...", "2026 [rank0] INFO step 10"]
+    lines += ["@@tf " + json.dumps({"ev": "ckpt", "step": s, "gen": 2, "reason": "every"}) for s in steps]
+    return "\n".join(lines)
+
+
+def test_status_reads_last_checkpoint_from_the_logs(api, kubeconfig, capsys):
+    api.get_namespaced_custom_object.return_value = job_object(conditions=[cond("Running", 5)])
+    api.list_namespaced_pod.return_value = client.V1PodList(items=[pod("resnet-worker-0"),
+                                                                   pod("resnet-worker-1", node="node-b")])
+    api.list_namespaced_event.return_value = client.CoreV1EventList(items=[client.CoreV1Event(
+        metadata=client.V1ObjectMeta(name="e1"), involved_object=client.V1ObjectReference(name="resnet-worker-1"),
+        reason="Preempted", type="Warning", message="spot node reclaimed", last_timestamp=NOW - timedelta(minutes=3))])
+    api.read_node.side_effect = lambda self, name, **k: node(name, "us-west-2a")
+    api.read_namespaced_pod_log.side_effect = lambda self, name, ns, **k: (
+        _ckpt_log(100, 200) if name.endswith("-0") else "no events here")
+    code, out, err = cli(["status", "resnet"], kubeconfig, capsys)
+    assert code == 0, err
+    assert "State:        Running" in out
+    assert "Last checkpoint: step 200 (read from resnet-worker-0 log)" in out
+    assert "Preempted" in out and "spot node reclaimed" in out
+    assert "g4dn.xlarge" in out and "spot" in out
+    api.read_namespaced_pod_log.assert_any_call(mock.ANY, "resnet-worker-0", "elastic-job",
+                                                container="elasticjob-worker", tail_lines=2000,
+                                                _request_timeout=TIMEOUT)
+    selectors = [c.kwargs["field_selector"] for c in api.list_namespaced_event.call_args_list]
+    assert selectors == ["involvedObject.name=resnet", "involvedObject.name=resnet-worker-0",
+                         "involvedObject.name=resnet-worker-1"]
+
+
+def test_status_reads_the_store_when_mounted(api, kubeconfig, capsys, tmp_path):
+    ckpts = tmp_path / "resnet" / "checkpoints"
+    for name, meta in (("ckpt-g000002-s0000001200", True), ("ckpt-g000002-s0000001300", False),
+                       ("ckpt-g000001-s0000005000", True), (".tmp-g000002-s0000001400-ab", True)):
+        (ckpts / name).mkdir(parents=True)
+        if meta:
+            (ckpts / name / "meta.json").write_text("{}")
+    api.get_namespaced_custom_object.return_value = job_object()
+    api.list_namespaced_pod.return_value = client.V1PodList(items=[])
+    api.list_namespaced_event.return_value = client.CoreV1EventList(items=[])
+    code, out, _ = cli(["status", "resnet", "--shared-dir", str(tmp_path)], kubeconfig, capsys)
+    assert code == 0
+    # Newest committed by (generation, step): gen 2 beats gen 1's larger step; no meta.json = not committed.
+    assert f"Last checkpoint: step 1200 (read from {ckpts})" in out
+    api.read_namespaced_pod_log.assert_not_called()
+
+
+def test_status_falls_back_to_the_job_status(api, kubeconfig, capsys):
+    api.get_namespaced_custom_object.return_value = job_object(conditions=[cond("Created", 1)])
+    api.list_namespaced_pod.return_value = client.V1PodList(items=[pod("resnet-worker-0", phase="Pending")])
+    api.list_namespaced_event.return_value = client.CoreV1EventList(items=[])
+    api.read_node.return_value = node("node-a", "us-west-2a")
+    code, out, _ = cli(["status", "resnet"], kubeconfig, capsys)
+    assert code == 0
+    assert "Last checkpoint: none seen yet (job Created" in out
+
+
+def test_status_of_missing_job_exits_2(api, kubeconfig, capsys):
+    api.get_namespaced_custom_object.side_effect = not_found()
+    code, out, err = cli(["status", "ghost"], kubeconfig, capsys)
+    assert code == 2 and "NAME: no ElasticJob 'ghost' in namespace elastic-job" in err and out == ""
+
+
+# ---------------------------------------------------------------- logs
+
+
+def test_logs_of_a_rank(api, kubeconfig, capsys):
+    api.get_namespaced_custom_object.return_value = job_object()
+    api.list_namespaced_pod.return_value = client.V1PodList(items=[pod("resnet-worker-0"), pod("resnet-worker-1")])
+    api.read_namespaced_pod_log.return_value = "line one\nline two\n"
+    code, out, _ = cli(["logs", "resnet", "--rank", "1", "--tail", "50"], kubeconfig, capsys)
+    assert code == 0 and out == "line one\nline two\n"
+    api.read_namespaced_pod_log.assert_called_once_with(
+        mock.ANY, "resnet-worker-1", "elastic-job", container="elasticjob-worker", tail_lines=50,
+        _request_timeout=TIMEOUT)
+
+
+def test_logs_follow_streams(api, kubeconfig, capsys):
+    api.get_namespaced_custom_object.return_value = job_object()
+    api.list_namespaced_pod.return_value = client.V1PodList(items=[pod("resnet-worker-0")])
+    response = mock.Mock()
+    response.stream.return_value = iter([b"step 1\nst", b"ep 2\n", b"last"])
+    api.read_namespaced_pod_log.return_value = response
+    code, out, _ = cli(["logs", "resnet", "-f"], kubeconfig, capsys)
+    assert code == 0 and out == "step 1\nstep 2\nlast\n"
+    api.read_namespaced_pod_log.assert_called_once_with(
+        mock.ANY, "resnet-worker-0", "elastic-job", container="elasticjob-worker", follow=True, tail_lines=None,
+        _preload_content=False, _request_timeout=(10, None))
+
+
+def test_logs_of_a_missing_rank_exits_2(api, kubeconfig, capsys):
+    api.get_namespaced_custom_object.return_value = job_object()
+    api.list_namespaced_pod.return_value = client.V1PodList(items=[pod("resnet-worker-0")])
+    code, _, err = cli(["logs", "resnet", "--rank", "3"], kubeconfig, capsys)
+    assert code == 2 and "--rank: job resnet has no pod resnet-worker-3; its pods: resnet-worker-0" in err
+    api.read_namespaced_pod_log.assert_not_called()
+
+
+def test_logs_of_missing_job_exits_2(api, kubeconfig, capsys):
+    api.get_namespaced_custom_object.side_effect = not_found()
+    code, _, err = cli(["logs", "ghost"], kubeconfig, capsys)
+    assert code == 2 and "no ElasticJob 'ghost'" in err
+
+
+def test_logs_pytorchjob_container_is_pytorch(api, kubeconfig, capsys):
+    api.get_namespaced_custom_object.return_value = job_object(kind="PyTorchJob")
+    api.list_namespaced_pod.return_value = client.V1PodList(items=[pod("resnet-worker-0")])
+    api.read_namespaced_pod_log.return_value = ""
+    code, _, _ = cli(["logs", "resnet", "--operator", "kubeflow"], kubeconfig, capsys)
+    assert code == 0
+    assert api.read_namespaced_pod_log.call_args.kwargs["container"] == "pytorch"
+
+
+# ---------------------------------------------------------------- delete
+
+
+def test_delete(api, kubeconfig, capsys):
+    code, out, _ = cli(["delete", "resnet"], kubeconfig, capsys)
+    assert code == 0 and "deleted ElasticJob resnet" in out and "stay on the shared store" in out
+    api.delete_namespaced_custom_object.assert_called_once_with(
+        mock.ANY, *EJ, "resnet", propagation_policy="Background", _request_timeout=TIMEOUT)
+
+
+def test_delete_missing_job_exits_2(api, kubeconfig, capsys):
+    api.delete_namespaced_custom_object.side_effect = not_found()
+    code, _, err = cli(["delete", "ghost"], kubeconfig, capsys)
+    assert code == 2 and "no ElasticJob 'ghost'" in err
+
+
+def test_delete_forbidden_exits_1(api, kubeconfig, capsys):
+    api.delete_namespaced_custom_object.side_effect = ApiException(status=403, reason="Forbidden")
+    code, _, err = cli(["delete", "resnet"], kubeconfig, capsys)
+    assert code == 1 and "403 Forbidden" in err
