@@ -51,6 +51,17 @@ def authorized_networks(cidrs: tuple[str, ...]) -> dict[str, Any]:
     return {"cidr_blocks": [{"cidr_block": c, "display_name": f"torchfleet-{i}"} for i, c in enumerate(cidrs)]}
 
 
+def private_cluster(public_access_cidrs: tuple[str, ...]) -> dict[str, Any]:
+    """Private nodes always; the public endpoint only while someone may use it.
+
+    Nodes get no public IPs. Since GKE 1.29 the control plane is reached over Private Service
+    Connect, so no master CIDR block is needed:
+    https://cloud.google.com/kubernetes-engine/docs/concepts/private-service-connect
+    `publicAccessCidrs: []` turns the public endpoint off, as on the other clouds.
+    """
+    return {"enable_private_nodes": True, "enable_private_endpoint": not public_access_cidrs}
+
+
 def cluster_options(spec: PlatformSpec, parent: pulumi.Resource) -> pulumi.ResourceOptions:
     """The default pool's settings (nodeConfig, initialNodeCount) only matter at creation.
 
@@ -130,10 +141,7 @@ class GcpCluster(pulumi.ComponentResource):
                 "services_secondary_range_name": SERVICES_RANGE,
             },
             default_max_pods_per_node=MAX_PODS_PER_NODE,
-            # Nodes get no public IPs; since GKE 1.29 the control plane is reached over Private
-            # Service Connect, so no master CIDR block is needed:
-            # https://cloud.google.com/kubernetes-engine/docs/concepts/private-service-connect
-            private_cluster_config={"enable_private_nodes": True, "enable_private_endpoint": False},
+            private_cluster_config=private_cluster(spec.network.public_access_cidrs),
             master_authorized_networks_config=authorized_networks(spec.network.public_access_cidrs),
             master_auth={"client_certificate_config": {"issue_client_certificate": False}},
             # Our pools are separate resources (updated without touching the cluster); GKE needs
