@@ -170,3 +170,17 @@ def test_small_machine_still_gets_one_loader_and_fits_its_requests():
     assert req.sizing.machine == "g4dn.xlarge"  # 4 vCPU, 16 GiB
     assert req.sizing.loader_workers >= 1
     assert req.sizing.cpu_millis <= 4000 - 400 and req.sizing.memory_mib <= 16 * 1024 - 2048
+
+
+def test_priority_class_exists_in_the_training_layer():
+    import yaml
+
+    from components.kube import K8S_DIR
+    from components.kube.static import kustomization_files
+
+    files = [K8S_DIR / f for f in kustomization_files()]
+    classes = [yaml.safe_load(f.read_text()) for f in files if "kind: PriorityClass" in f.read_text()]
+    names = {c["metadata"]["name"]: c for c in classes}
+    assert manifests.PRIORITY_CLASS in names
+    # A queued job must wait for the autoscaler, not evict another job's workers.
+    assert names[manifests.PRIORITY_CLASS]["preemptionPolicy"] == "Never"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from components import spec as platform
+from components.kube import manifests as kube_manifests
 from torchfleet.jobs.spec import JobRequest
 from torchfleet.jobs.target import Target
 
@@ -25,7 +26,8 @@ CONTAINER_NAME = {"torchelastic": "elasticjob-worker", "kubeflow": "pytorch"}
 # *args*, so the launcher must be the command and the user's script the args; the launcher turns
 # the prepended legacy `etcd` backend into `etcd-v2`.
 LAUNCHER = ("python", "-m", "elastic_trainer.launcher")
-SERVICE_ACCOUNT = "training-job"
+SERVICE_ACCOUNT = "training-job"  # k8s/jobs/serviceaccount.yaml
+PRIORITY_CLASS = "torchfleet-training"  # k8s/cluster/priorityclass-training.yaml
 MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_SWEEP = "torchfleet.io/sweep"
 ANNOTATION_ZONE = "torchfleet.io/zone"
@@ -40,12 +42,8 @@ RESTART_POLICY = "ExitCode"
 
 
 def labels(req: JobRequest) -> dict[str, str]:
-    # The namespace's network policies admit pod-to-pod traffic by role and job.
-    out = {
-        platform.LABEL_ROLE: platform.ROLE_TRAINING,
-        platform.LABEL_JOB: req.name,
-        MANAGED_BY: "torchfleet",
-    }
+    # The namespace's network policies admit traffic by role and job (training_pod_labels).
+    out = {**kube_manifests.training_pod_labels(req.name), MANAGED_BY: "torchfleet"}
     if req.sweep:
         out[LABEL_SWEEP] = req.sweep
     return out
@@ -102,6 +100,7 @@ def pod_template(req: JobRequest, target: Target) -> dict[str, Any]:
             "requests": {"cpu": f"{s.cpu_millis}m", "memory": f"{s.memory_mib}Mi", platform.GPU_RESOURCE: gpus},
             "limits": {"memory": f"{s.memory_mib}Mi", platform.GPU_RESOURCE: gpus},
         },
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": [
             {"name": SHARED_VOLUME, "mountPath": req.mount},
             {"name": SHM_VOLUME, "mountPath": "/dev/shm"},  # noqa: S108 (a volume, not a temp file)
@@ -114,6 +113,10 @@ def pod_template(req: JobRequest, target: Target) -> dict[str, Any]:
         "serviceAccountName": SERVICE_ACCOUNT,
         "automountServiceAccountToken": False,  # training code has no business with the API
         "restartPolicy": "Never",  # the controller recreates pods (ExitCode policy above)
+        # Below the control plane's class, and preemptionPolicy Never: a queued job waits for the
+        # autoscaler instead of evicting another job's workers.
+        "priorityClassName": PRIORITY_CLASS,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         # The spot notice window: SIGTERM starts a checkpoint that must finish before the node goes.
         "terminationGracePeriodSeconds": target.grace_s,
         "nodeSelector": selector,
@@ -215,25 +218,14 @@ def worker_spec(job: dict[str, Any]) -> dict[str, Any]:
     return ((spec.get("replicaSpecs") or spec.get("pytorchReplicaSpecs") or {}).get("Worker")) or {}
 
 
+
 def network_policy(req: JobRequest, target: Target) -> dict[str, Any]:
-    """Lets the job's pods reach each other on any port (the rendezvous store and NCCL/Gloo pick
-    ports at run time). The namespace denies everything by default (k8s/policies/default-deny.yaml)
-    and admits only etcd and DNS for training pods; this policy is the per-job hole, as in
-    k8s/examples/imagenet-networkpolicy.yaml. Submit makes the job its owner, so delete removes it.
+    """The job's own network policy. The namespace denies everything by default and admits only
+    etcd and DNS for training pods; this is the per-job hole that lets the job's pods reach each
+    other on any port (the rendezvous store and NCCL/Gloo pick ports at run time). The training
+    layer owns its shape; submit makes the job its owner, so deleting the job removes it.
     """
-    peers = [{"podSelector": {"matchLabels": {platform.LABEL_JOB: req.name}}}]
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {
-            "name": f"job-{req.name}",
-            "namespace": target.namespace,
-            "labels": {**labels(req), "app.kubernetes.io/part-of": "torchfleet"},
-        },
-        "spec": {
-            "podSelector": {"matchLabels": {platform.LABEL_JOB: req.name}},
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{"from": peers}],
-            "egress": [{"to": peers}],
-        },
-    }
+    policy = kube_manifests.job_network_policy(target.namespace, req.name)
+    if req.sweep:
+        policy["metadata"]["labels"][LABEL_SWEEP] = req.sweep
+    return policy

@@ -14,19 +14,19 @@ from typing import Any
 
 from components import spec as platform
 from components.clouds.traits import CLOUD_TRAITS
+from components.kube import manifests as kube_manifests
 from torchfleet.jobs.errors import ClusterError, UsageError
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS_DIR = REPO / "stacks"  # Pulumi.yaml: stackConfigDir: stacks
 DEFAULT_CLOUD = "aws"
-ETCD_PORT = 2379
+ETCD_PORT = kube_manifests.ETCD_CLIENT_PORT
 
 
 def default_etcd_endpoint(namespace: str) -> str:
-    # The training layer's etcd client Service in the job namespace (k8s/etcd/service.yaml; the
-    # stack's etcdEndpoint output says the same). ".svc" without the cluster domain: not every
-    # cluster is "cluster.local", and the pod's DNS search path completes it.
-    return f"etcd.{namespace}.svc:{ETCD_PORT}"
+    # The training layer's etcd client Service in the job namespace: what the stack's
+    # etcdEndpoint output reports, so a dry run without Pulumi prints the same endpoint.
+    return kube_manifests.etcd_endpoint(namespace)
 
 
 @dataclass(frozen=True)
