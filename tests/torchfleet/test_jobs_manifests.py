@@ -123,7 +123,7 @@ def test_pytorch_job_fields(case):
     req, t, job = _build(case, "kubeflow")
     assert job["apiVersion"] == "kubeflow.org/v1" and job["kind"] == "PyTorchJob"
     policy = job["spec"]["elasticPolicy"]
-    assert policy == {"rdzvBackend": "etcd-v2", "rdzvHost": t.etcd_host, "rdzvPort": 2379,
+    assert policy == {"rdzvBackend": "etcd-v2", "rdzvHost": t.etcd_host, "rdzvPort": 2379, "rdzvId": req.name,
                       "minReplicas": req.min_nodes, "maxReplicas": req.max_nodes}
     assert job["spec"]["nprocPerNode"] == str(req.gpus_per_node)
     assert set(job["spec"]["pytorchReplicaSpecs"]) == {"Worker"}  # elastic: workers only, no Master

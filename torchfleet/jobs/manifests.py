@@ -186,6 +186,9 @@ def pytorch_job(req: JobRequest, target: Target) -> dict[str, Any]:
                 "rdzvBackend": "etcd-v2",
                 "rdzvHost": target.etcd_host,
                 "rdzvPort": target.etcd_port,
+                # One rendezvous per job: torchrun's default id ("none") would put every job that
+                # does not set one into the same etcd rendezvous.
+                "rdzvId": req.name,
                 "minReplicas": req.min_nodes,
                 "maxReplicas": req.max_nodes,
             },

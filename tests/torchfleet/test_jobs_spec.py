@@ -1,0 +1,84 @@
+"""Flag parsers, progress parsing and table helpers: small pure functions, table-driven."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from torchfleet.jobs import progress, table
+from torchfleet.jobs.errors import UsageError
+from torchfleet.jobs.spec import check_image, combinations, parse_nodes, parse_params, training_command
+
+
+@pytest.mark.parametrize(("text", "expected"), [("2:8", (2, 8)), ("4", (4, 4)), (" 1 : 3 ", (1, 3)), ("1:1", (1, 1))])
+def test_nodes(text, expected):
+    assert parse_nodes(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "2-8", "2:", ":8", "a", "2:8:9", "-1:2", "0", "3:2", "1.5:2"])
+def test_nodes_refused(text):
+    with pytest.raises(UsageError, match=r"^--nodes: "):
+        parse_nodes(text)
+
+
+@pytest.mark.parametrize("image", ["repo/train:1.0", "registry.example.com:5000/team/train:2024.1",
+                                   "train@sha256:" + "a" * 64, "repo/train:latest@sha256:" + "b" * 64])
+def test_image_with_a_fixed_version(image):
+    check_image(image)
+
+
+@pytest.mark.parametrize("image", ["repo/train", "repo/train:latest", "registry.example.com:5000/train", "", "a b:1"])
+def test_image_refused(image):
+    with pytest.raises(UsageError, match=r"^--image: "):
+        check_image(image)
+
+
+def test_params_to_combinations_in_flag_order():
+    params = parse_params(["lr=0.1,0.01", "model.depth=18,50", "+extra=1"])
+    assert combinations(params)[:3] == [("lr=0.1", "model.depth=18", "+extra=1"),
+                                        ("lr=0.1", "model.depth=50", "+extra=1"),
+                                        ("lr=0.01", "model.depth=18", "+extra=1")]
+    assert len(combinations(params)) == 4
+
+
+def test_python_interpreter_options_refused():
+    with pytest.raises(UsageError, match="interpreter options"):
+        training_command(["python", "-u", "train.py"])
+    with pytest.raises(UsageError, match="missing"):
+        training_command([])
+
+
+def test_log_progress_ignores_noise_and_takes_the_newest_step():
+    lines = [
+        "@@tf not json",
+        '@@tf {"ev": "step", "step": 900}',
+        'prefix @@tf {"ev": "ckpt", "step": 400, "gen": 1}',
+        '@@tf {"ev": "resumed", "step": 400, "from_gen": 1, "gen": 2}',
+        '@@tf {"ev": "ckpt", "step": 500, "gen": 2}',
+        '@@tf {"ev": "ckpt", "step": "600"}',
+        '@@tf ["ckpt"]',
+    ]
+    found = progress.from_log_lines(lines, "pod-0 log")
+    assert (found.step, found.generation, found.source) == (500, 2, "pod-0 log")
+    assert progress.from_log_lines(["plain", "lines"], "x") is None
+    assert progress.newest([None, found, progress.CheckpointInfo(700, "other")]).step == 700
+    assert progress.newest([None]) is None
+
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("delta", "text"), [(timedelta(seconds=5), "5s"), (timedelta(minutes=3, seconds=59), "3m"),
+                                             (timedelta(hours=5), "5h"), (timedelta(days=2, hours=23), "2d")])
+def test_age(delta, text):
+    assert table.age((NOW - delta).strftime("%Y-%m-%dT%H:%M:%SZ"), NOW) == text
+    assert table.age(NOW - delta, NOW) == text
+
+
+def test_state_is_the_newest_true_condition():
+    job = {"status": {"conditions": [
+        {"type": "Created", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        {"type": "Running", "status": "False", "lastTransitionTime": "2026-01-01T00:05:00Z"},
+        {"type": "Restarting", "status": "True", "lastTransitionTime": "2026-01-01T00:03:00Z"},
+    ]}}
+    assert table.state(job) == "Restarting"
+    assert table.state({}) == "Pending"
