@@ -108,18 +108,21 @@ class AksGpuPools(pulumi.ComponentResource):
     ):
         super().__init__("torchfleet:clouds:AksGpuPools", name, None, opts)
         self.pools: list[containerservice.AgentPool] = []
+        previous: pulumi.Resource = cluster
         for pool, i in agent_pools(spec):
             short = naming.agent_pool_name(pool, i)
-            self.pools.append(
-                containerservice.AgentPool(
-                    f"{name}-{short}",
-                    resource_group_name=resource_group_name,
-                    resource_name_=cluster.name,
-                    vnet_subnet_id=subnet_id,
-                    **pool_args(pool, i, spec),
-                    opts=pool_options(self, depends_on=[cluster]),
-                )
+            # One at a time: AKS refuses a pool operation while another runs on the same cluster
+            # ("OperationNotAllowed: Another agentpool operation ... is in progress").
+            # https://learn.microsoft.com/troubleshoot/azure/azure-kubernetes/create-upgrade-delete/error-code-operationnotallowed
+            previous = containerservice.AgentPool(
+                f"{name}-{short}",
+                resource_group_name=resource_group_name,
+                resource_name_=cluster.name,
+                vnet_subnet_id=subnet_id,
+                **pool_args(pool, i, spec),
+                opts=pool_options(self, depends_on=[cluster, previous]),
             )
+            self.pools.append(previous)
         # AKS's managed autoscaler reads the priority ConfigMap from kube-system.
         # https://learn.microsoft.com/azure/aks/cluster-autoscaler#use-the-cluster-autoscaler-profile
         self.priorities = k8s.core.v1.ConfigMap(

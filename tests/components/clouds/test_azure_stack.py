@@ -237,11 +237,17 @@ def test_on_demand_pools_have_no_spot_settings(three):
         assert (i["minCount"], i["maxCount"], i["vmSize"]) == (1, 2, "Standard_NC24ads_A100_v4")
 
 
-def test_pool_options_reach_the_engine(example):
-    for p in example.of_type(POOL):
+def test_pool_options_reach_the_engine(three):
+    pools = three.of_type(POOL)
+    previous = "torchfleet-azure-cluster-aks"
+    for p in pools:
         assert p.options["ignoreChanges"] == ["count"]
         assert p.options["deleteBeforeReplace"] is True
-        assert "torchfleet-azure-cluster-aks" in {_urn_name(u) for u in p.options["dependencies"]}
+        deps = {_urn_name(u) for u in p.options["dependencies"]}
+        assert "torchfleet-azure-cluster-aks" in deps
+        # Pools are created one after another (AKS allows one pool operation at a time).
+        assert previous in deps, (p.name, deps)
+        previous = p.name
 
 
 def test_priority_expander_configmap_prefers_spot(three):
