@@ -384,3 +384,24 @@ def test_delete_forbidden_exits_1(api, kubeconfig, capsys):
     api.delete_namespaced_custom_object.side_effect = ApiException(status=403, reason="Forbidden")
     code, _, err = cli(["delete", "resnet"], kubeconfig, capsys)
     assert code == 1 and "403 Forbidden" in err
+
+
+def test_submit_with_stack_uses_the_deployed_outputs(api, kubeconfig, capsys):
+    outputs = {"kubeconfig": kubeconfig.read_text(), "namespace": "team-a", "sharedClaim": "team-store",
+               "etcdEndpoint": "etcd.team-a.svc:2379", "operator": "kubeflow"}
+    api.get_namespaced_custom_object.side_effect = not_found()
+    api.create_namespaced_custom_object.side_effect = lambda self, *a, body, **k: {**body, "metadata": {
+        **body["metadata"], "uid": "1"}}
+    with mock.patch("torchfleet.jobs.target.read_stack_outputs", return_value=outputs) as read:
+        code = main(["submit", "resnet", "--stack", "aws-usw2", "--gpu", "t4", "--nodes", "2:8", "--image", "r/t:1",
+                     "--", "python", "train.py"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    read.assert_called_once_with("aws-usw2")
+    _, *positional = api.create_namespaced_custom_object.call_args.args
+    assert positional == ["kubeflow.org", "v1", "team-a", "pytorchjobs"]
+    body = api.create_namespaced_custom_object.call_args.kwargs["body"]
+    pod = body["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "team-store"
+    assert body["spec"]["elasticPolicy"]["rdzvHost"] == "etcd.team-a.svc"
+    assert "to namespace team-a" in out
