@@ -1,0 +1,88 @@
+"""actionlint and zizmor on .github/workflows: both report nothing; every action is pinned by commit."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from tests.checks.tools import run, run_json, tool
+from tests.harness import REPO
+
+WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.y*ml"))
+# `uses: owner/repo[/path]@<40 hex> # v1.2.3`: a tag can be moved, a commit cannot
+# (https://docs.github.com/en/actions/security-for-github-actions/security-guides/security-hardening-for-github-actions#using-third-party-actions).
+PINNED = re.compile(r"^\s*(?:-\s+)?uses:\s+[\w.-]+/[\w./-]+@[0-9a-f]{40}\s+#\s+v\d+(\.\d+)*\s*$")
+
+BAD_WORKFLOW = """\
+name: bad
+on:
+  pull_request_target:
+jobs:
+  x:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+        with:
+          ref: ${{ github.event.pull_request.head.sha }}
+      - run: echo "${{ github.event.pull_request.title }}"
+"""
+
+
+def test_there_are_the_two_workflows():
+    assert {w.name for w in WORKFLOWS} >= {"ci.yml", "preview.yml"}
+
+
+def test_actionlint_reports_nothing():
+    proc = run([tool("actionlint"), "-no-color", *map(str, WORKFLOWS)])
+    assert proc.returncode == 0, f"actionlint:\n{proc.stdout}{proc.stderr}"
+
+
+def test_zizmor_reports_nothing():
+    # --offline: no GitHub API in tests (the online audits, e.g. ref-version-mismatch, need it).
+    findings, proc = run_json([tool("zizmor"), "--offline", "--format", "json", *map(str, WORKFLOWS)])
+    assert findings == [], "zizmor:\n" + "\n".join(f"{f['ident']}: {f['desc']}" for f in findings)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_both_linters_do_report_a_dangerous_workflow(tmp_path):
+    """The checks above can fail: a pull_request_target workflow with injection and a tag pin."""
+    bad = tmp_path / ".github" / "workflows" / "bad.yml"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(BAD_WORKFLOW)
+    proc = run([tool("actionlint"), "-no-color", str(bad)])
+    assert proc.returncode == 1 and "potentially untrusted" in proc.stdout
+    findings, _ = run_json([tool("zizmor"), "--offline", "--format", "json", str(bad)])
+    assert {"dangerous-triggers", "template-injection", "unpinned-uses"} <= {f["ident"] for f in findings}
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.name)
+def test_every_action_is_pinned_by_commit_with_its_release_named(workflow):
+    lines = [line for line in workflow.read_text().splitlines() if re.match(r"^\s*(-\s+)?uses:", line)]
+    assert lines, f"{workflow.name} uses no actions?"
+    assert [line for line in lines if not PINNED.match(line)] == []
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.name)
+def test_least_privilege_and_no_persisted_token(workflow):
+    doc = yaml.safe_load(workflow.read_text())
+    triggers = doc.get(True, doc.get("on"))  # YAML 1.1 reads the key `on` as True
+    assert "pull_request_target" not in triggers
+    assert doc["permissions"] == {}, "no default permissions at the top; each job asks for its own"
+    for name, job in doc["jobs"].items():
+        assert "permissions" in job, f"job {name} must state its permissions"
+        for step in job["steps"]:
+            if step.get("uses", "").startswith("actions/checkout@"):
+                assert step["with"]["persist-credentials"] is False, f"job {name}: persist-credentials"
+
+
+def test_preview_uses_oidc_and_never_long_lived_keys():
+    doc = yaml.safe_load((REPO / ".github" / "workflows" / "preview.yml").read_text())
+    text = json.dumps(doc)  # what runs, without the comments
+    assert doc["jobs"]["preview"]["permissions"]["id-token"] == "write"
+    assert "id-token" not in doc["jobs"]["offline"]["permissions"]
+    for key in ("aws-access-key-id", "aws-secret-access-key", "credentials_json", "client-secret",
+                '"creds"', "PULUMI_ACCESS_TOKEN", "secrets."):
+        assert key not in text, f"preview.yml must not use {key}"
