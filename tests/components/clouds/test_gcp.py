@@ -23,6 +23,7 @@ from components.clouds.gcp import kubeconfig as kubeconfig_mod
 from components.clouds.gcp.pools import NODE_ROLES
 from components.spec import GPU_TAINT, PlatformSpec, parse
 from tests.harness import STACKS_DIR, synth_config, synth_stack
+from torchfleet.jobs import target as job_target
 from torchfleet.preview import mock_gcp
 from torchfleet.preview.mocks import TorchfleetMocks
 from torchfleet.preview.runner import SynthResult, stack_config
@@ -423,3 +424,6 @@ def test_gcp_stacks_give_jobs_the_gke_spot_notice():
         _, config, _ = stack_config(path)
         raw = {k: yaml.safe_load(v) if v[:1] in "[{" else v for k, v in config.items()}
         assert parse(raw).training.termination_grace_s == 15, path.name
+        # ... and the job builder (torchfleet submit) reads that grace period from the stack.
+        stack_name = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+        assert job_target.from_stack(stack_name).grace_s == 15, path.name
