@@ -122,11 +122,15 @@ def pool_options(parent: pulumi.Resource, depends_on: list[pulumi.Resource]) -> 
 
     initialNodeCount forces a replacement when changed and GKE's autoscaler owns the size after
     creation, so later differences are ignored (the provider docs advise exactly this).
+    Pools carry fixed names (`gpu-<gpu>-<zone>`, the names jobs and the CLI use), so a change
+    that replaces a pool (machine type, GPU, spot) must delete the old one first: two pools
+    cannot share a name.
     """
     return pulumi.ResourceOptions(
         parent=parent,
         depends_on=depends_on,
         ignore_changes=["initialNodeCount"],
+        delete_before_replace=True,
         # GPU pools with many nodes take long to drain and surge-upgrade.
         custom_timeouts=pulumi.CustomTimeouts(create="30m", update="60m", delete="30m"),
     )

@@ -285,6 +285,7 @@ def test_every_pool_is_shielded_private_and_runs_as_the_node_account(stack):
         assert node["imageType"] == "COS_CONTAINERD"
         assert r.inputs["management"] == {"autoRepair": True, "autoUpgrade": True}
         assert "initialNodeCount" in r.options["ignoreChanges"]
+        assert r.options["deleteBeforeReplace"] is True
 
 
 def test_manager_pool_is_on_demand_untainted_over_all_zones(stack):

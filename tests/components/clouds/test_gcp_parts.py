@@ -101,6 +101,7 @@ def test_pool_options_wait_for_roles_and_leave_size_to_the_autoscaler():
     opts = pools.pool_options(_Parent(), [role])
     assert opts.depends_on == [role]
     assert opts.ignore_changes == ["initialNodeCount"]
+    assert opts.delete_before_replace is True  # fixed pool names: no create-before-delete
     assert opts.custom_timeouts.update == "60m"
 
 
