@@ -141,7 +141,7 @@ def cluster_args(spec: PlatformSpec, subnet_id: pulumi.Input[str], identity_id: 
         "auto_scaler_profile": autoscaler_profile(spec),
         "auto_upgrade_profile": {"upgrade_channel": "patch", "node_os_upgrade_channel": "NodeImage"},
         "agent_pool_profiles": [manager_profile(spec, subnet_id)],
-        "tags": {"torchfleet.io/stack": spec.stack},
+        "tags": naming.tags(spec.stack),
     }
 
 
@@ -208,6 +208,7 @@ class AksCluster(pulumi.ComponentResource):
             f"{name}-identity",
             resource_group_name=net.resource_group.name,
             location=spec.region,
+            tags=naming.tags(spec.stack),
             opts=pulumi.ResourceOptions(parent=self),
         )
         role = authorization.RoleAssignment(

@@ -81,7 +81,7 @@ class AzureFilesStore(pulumi.ComponentResource):
         super().__init__("torchfleet:clouds:AzureFilesStore", name, None, opts)
         protect = spec.storage.protect
         self.resource_group = resources.ResourceGroup(
-            f"{name}-rg", location=spec.region, opts=store_options(protect, self)
+            f"{name}-rg", location=spec.region, tags=naming.tags(spec.stack), opts=store_options(protect, self)
         )
         account_name = client.apply(lambda c: naming.storage_account_name(c.subscription_id, spec.stack, name))
         self.account = storage.StorageAccount(
@@ -89,6 +89,7 @@ class AzureFilesStore(pulumi.ComponentResource):
             account_name=account_name,
             resource_group_name=self.resource_group.name,
             location=spec.region,
+            tags=naming.tags(spec.stack),
             **account_args(spec),
             opts=store_options(protect, self),
         )
@@ -127,6 +128,7 @@ class AzureFilesStore(pulumi.ComponentResource):
             resource_group_name=self.resource_group.name,
             location=spec.region,
             subnet={"id": net.endpoint_subnet.id},
+            tags=naming.tags(spec.stack),
             private_link_service_connections=[
                 {"name": f"{name}-file", "private_link_service_id": self.account.id, "group_ids": ["file"]}
             ],

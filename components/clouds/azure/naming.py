@@ -11,7 +11,7 @@ letter, at most 12 characters for Linux pools
 
 An AKS scale-set pool has exactly one VM size, so a GpuPoolSpec listing several machine types
 becomes one agent pool per machine type, all with the same labels; the contract name stays on
-every one of them as the `torchfleet.io/pool-name` label and tag.
+every one of them as the `torchfleet.io/pool-name` label and `torchfleet-pool-name` tag.
 """
 
 from __future__ import annotations
@@ -25,8 +25,17 @@ from components.spec import GpuPoolSpec
 MAX_POOL_NAME = 12
 POOL_NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 MANAGER_AGENT_POOL = "manager"
-# Node label and tag that carry the contract name (GpuPoolSpec.name) onto each agent pool.
+# Node label that carries the contract name (GpuPoolSpec.name) onto each agent pool's nodes.
 LABEL_POOL_NAME = "torchfleet.io/pool-name"
+# Azure tag names cannot contain '/' (nor <, >, %, &, \, ?), so tags use dashes.
+# https://learn.microsoft.com/azure/azure-resource-manager/management/tag-resources#limitations
+TAG_STACK = "torchfleet-stack"
+TAG_POOL_NAME = "torchfleet-pool-name"
+
+
+def tags(stack: str, **extra: str) -> dict[str, str]:
+    """Tags for every Azure resource of the stack."""
+    return {TAG_STACK: stack, **extra}
 
 
 def agent_pool_name(pool: GpuPoolSpec, machine_index: int = 0) -> str:

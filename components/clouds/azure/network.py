@@ -24,14 +24,14 @@ class AzureNetwork(pulumi.ComponentResource):
         self.node_cidr = naming.node_subnet_cidr(cidr)
         self.endpoint_cidr = naming.endpoint_subnet_cidr(cidr)
         self.resource_group = resources.ResourceGroup(
-            f"{name}-rg", location=spec.region, tags=_tags(spec), opts=pulumi.ResourceOptions(parent=self)
+            f"{name}-rg", location=spec.region, tags=naming.tags(spec.stack), opts=pulumi.ResourceOptions(parent=self)
         )
         self.vnet = network.VirtualNetwork(
             f"{name}-vnet",
             resource_group_name=self.resource_group.name,
             location=spec.region,
             address_space={"address_prefixes": [cidr]},
-            tags=_tags(spec),
+            tags=naming.tags(spec.stack),
             opts=vnet_options(self),
         )
         self.node_subnet = self._create_subnet(name, "nodes", self.node_cidr, depends_on=[])
@@ -54,7 +54,3 @@ class AzureNetwork(pulumi.ComponentResource):
             default_outbound_access=False,
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
         )
-
-
-def _tags(spec: PlatformSpec) -> dict[str, str]:
-    return {"torchfleet.io/stack": spec.stack}

@@ -54,7 +54,7 @@ def pool_args(pool: GpuPoolSpec, machine_index: int, spec: PlatformSpec) -> dict
         # AKS installs the NVIDIA driver only; the device plugin is ours (device_plugin.py).
         # https://learn.microsoft.com/azure/aks/use-nvidia-gpu
         "gpu_profile": {"driver": "Install"},
-        "tags": {"torchfleet.io/stack": spec.stack, naming.LABEL_POOL_NAME: pool.name},
+        "tags": naming.tags(spec.stack, **{naming.TAG_POOL_NAME: pool.name}),
     }
     if pool.spot:
         # All three are immutable: changing `spot` replaces the pool.

@@ -209,7 +209,7 @@ def test_one_agent_pool_per_gpu_zone_and_machine(three):
         assert i["orchestratorVersion"] == "1.33"
     assert pools["t4z2m1"].inputs["vmSize"] == "Standard_NC8as_T4_v3"
     assert pools["t4z2"].inputs["nodeLabels"]["torchfleet.io/pool-name"] == "gpu-t4-2"
-    assert pools["t4z2m1"].inputs["tags"]["torchfleet.io/pool-name"] == "gpu-t4-2"
+    assert pools["t4z2m1"].inputs["tags"] == {"torchfleet-stack": "azure-three", "torchfleet-pool-name": "gpu-t4-2"}
 
 
 def test_spot_pools_scale_from_zero_with_aks_spot_settings(three):
@@ -332,6 +332,16 @@ def test_outputs_match_aws_and_name_the_store(example):
     assert out["topologyZones"] == ["eastus-1", "eastus-2", "eastus-3"]
     assert out["agentPools"]["gpu-a100-80gb-1"] == ["a10080gbz1"]
     assert out["oidcIssuerUrl"].startswith("https://eastus.oic.prod-aks.azure.com/")
+
+
+def test_tags_are_valid_azure_tag_names(example):
+    # Regression: ARM rejects tag names containing '/', which Kubernetes-style keys have.
+    tagged = [r for r in example.resources if r.type.startswith("azure-native:") and "tags" in r.inputs]
+    assert {r.type for r in tagged} >= {RG, VNET, CLUSTER, POOL, ACCOUNT, ENDPOINT, IDENTITY}
+    for r in tagged:
+        for key in r.inputs["tags"]:
+            assert not set(key) & set("<>%&\\?/"), (r.key, key)
+        assert r.inputs["tags"]["torchfleet-stack"] == "azure-eus"
 
 
 def test_component_tree(example):
