@@ -90,15 +90,23 @@ _POD_CANDIDATES = ("10.244.0.0/14", "100.64.0.0/14", "172.20.0.0/14")
 def cluster_ranges(vnet_cidr: str) -> dict[str, str]:
     """service_cidr, dns_service_ip and pod_cidr that overlap neither the vnet nor each other."""
     vnet = ipaddress.ip_network(vnet_cidr)
-    service = next(ipaddress.ip_network(c) for c in _SERVICE_CANDIDATES if not vnet.overlaps(ipaddress.ip_network(c)))
-    pods = next(
-        ipaddress.ip_network(c)
-        for c in _POD_CANDIDATES
-        if not vnet.overlaps(ipaddress.ip_network(c)) and not service.overlaps(ipaddress.ip_network(c))
-    )
+    service = _first_free(_SERVICE_CANDIDATES, vnet)
+    pods = _first_free(_POD_CANDIDATES, vnet, service)
+    if service is None or pods is None:
+        raise ValueError(
+            f"network.cidr {vnet_cidr} leaves no room for AKS service and pod ranges; use e.g. 10.0.0.0/16"
+        )
     return {
         "service_cidr": str(service),
         # The tenth address, as AKS's own default (10.0.0.10) does.
         "dns_service_ip": str(service.network_address + 10),
         "pod_cidr": str(pods),
     }
+
+
+def _first_free(candidates: tuple[str, ...], *taken: ipaddress.IPv4Network) -> ipaddress.IPv4Network | None:
+    for c in candidates:
+        net = ipaddress.ip_network(c)
+        if not any(net.overlaps(t) for t in taken):
+            return net
+    return None

@@ -80,6 +80,11 @@ def test_address_ranges_never_overlap(cidr):
     assert ipaddress.ip_address(ranges["dns_service_ip"]) in service
 
 
+def test_a_vnet_covering_every_candidate_range_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"network.cidr 0.0.0.0/0 leaves no room"):
+        naming.cluster_ranges("0.0.0.0/0")
+
+
 def test_default_network_avoids_aks_default_service_range():
     # Regression: AKS's default service CIDR 10.0.0.0/16 equals our default vnet; AKS rejects that.
     assert naming.cluster_ranges("10.0.0.0/16")["service_cidr"] != "10.0.0.0/16"
