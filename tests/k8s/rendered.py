@@ -29,7 +29,12 @@ def render(stack: str, out: Path) -> list[Path]:
     A cloud whose module still raises NotImplementedError is xfailed, and only that.
     """
     try:
-        result = synth_file(STACKS_DIR / f"Pulumi.{stack}.yaml")
+        return render_unless_unwritten(stack, out)
     except NotImplementedError as error:
         pytest.xfail(f"{stack}: cloud module not written yet ({error})")
+
+
+def render_unless_unwritten(stack: str, out: Path) -> list[Path]:
+    """render() that lets NotImplementedError through, for callers that render several stacks."""
+    result = synth_file(STACKS_DIR / f"Pulumi.{stack}.yaml")
     return write_manifests(result.kubernetes_objects(), out)
