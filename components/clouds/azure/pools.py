@@ -85,12 +85,13 @@ def expander_priorities(spec: PlatformSpec) -> str:
     """The priority expander's `priorities` value: spot pools first, then on-demand ones.
 
     AKS names each pool's scale set `aks-<pool>-<digits>-vmss`, and that is the node group name
-    the expander matches; the trailing '-' keeps t4z1 from matching t4z1m1.
+    the expander matches. Unanchored, so a resource-id form of the name matches too; the dashes
+    around the pool name keep t4z1 from matching t4z1m1.
     """
     tiers: dict[int, list[str]] = {}
     for pool, i in agent_pools(spec):
         prio = SPOT_PRIORITY if pool.spot else ON_DEMAND_PRIORITY
-        tiers.setdefault(prio, []).append(f"^aks-{naming.agent_pool_name(pool, i)}-.*")
+        tiers.setdefault(prio, []).append(f".*aks-{naming.agent_pool_name(pool, i)}-.*")
     tiers[FALLBACK_PRIORITY] = [".*"]
     return yaml.safe_dump(dict(sorted(tiers.items(), reverse=True)), sort_keys=False)
 

@@ -118,12 +118,15 @@ def _spec(**extra):
 def test_priority_expander_prefers_spot_pools():
     priorities = yaml.safe_load(pools.expander_priorities(_spec()))
     assert list(priorities) == [50, 10, 1]
-    assert priorities[50] == ["^aks-t4z1-.*", "^aks-t4z1m1-.*", "^aks-t4z2-.*", "^aks-t4z2m1-.*"]
-    assert priorities[10] == ["^aks-h100z2-.*"]
+    assert priorities[50] == [".*aks-t4z1-.*", ".*aks-t4z1m1-.*", ".*aks-t4z2-.*", ".*aks-t4z2m1-.*"]
+    assert priorities[10] == [".*aks-h100z2-.*"]
     assert priorities[1] == [".*"]
     # The scale set names AKS gives: aks-<pool>-<digits>-vmss. t4z1's regex must not take t4z1m1.
-    assert re.match(priorities[50][0], "aks-t4z1-12345678-vmss")
-    assert not re.match(priorities[50][0], "aks-t4z1m1-12345678-vmss")
+    assert re.fullmatch(priorities[50][0], "aks-t4z1-12345678-vmss")
+    assert re.fullmatch(priorities[50][0], "/subscriptions/s/resourceGroups/mc/providers/"
+                        "Microsoft.Compute/virtualMachineScaleSets/aks-t4z1-12345678-vmss")
+    assert not re.fullmatch(priorities[50][0], "aks-t4z1m1-12345678-vmss")
+    assert not re.fullmatch(priorities[50][0], "aks-manager-12345678-vmss")
 
 
 def test_spot_and_on_demand_pool_args():

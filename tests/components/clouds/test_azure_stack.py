@@ -256,8 +256,8 @@ def test_priority_expander_configmap_prefers_spot(three):
     assert cm["metadata"] == {"name": "cluster-autoscaler-priority-expander", "namespace": "kube-system"}
     priorities = yaml.safe_load(cm["data"]["priorities"])
     spot = priorities[50]
-    assert len(spot) == 6 and all(r.startswith("^aks-t4z") for r in spot)
-    assert priorities[10] == ["^aks-a10080gbz1-.*", "^aks-a10080gbz2-.*", "^aks-a10080gbz3-.*"]
+    assert len(spot) == 6 and all(r.startswith(".*aks-t4z") for r in spot)
+    assert priorities[10] == [".*aks-a10080gbz1-.*", ".*aks-a10080gbz2-.*", ".*aks-a10080gbz3-.*"]
 
 
 def test_device_plugin_chart_pinned_and_tolerating_our_taints(example):
