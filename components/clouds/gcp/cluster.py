@@ -62,7 +62,7 @@ def private_cluster(public_access_cidrs: tuple[str, ...]) -> dict[str, Any]:
     return {"enable_private_nodes": True, "enable_private_endpoint": not public_access_cidrs}
 
 
-def cluster_options(spec: PlatformSpec, parent: pulumi.Resource) -> pulumi.ResourceOptions:
+def cluster_options(parent: pulumi.Resource) -> pulumi.ResourceOptions:
     """The default pool's settings (nodeConfig, initialNodeCount) only matter at creation.
 
     GKE creates the cluster with a default pool that remove_default_node_pool deletes; later
@@ -171,5 +171,5 @@ class GcpCluster(pulumi.ComponentResource):
             # to false and applied (the stack's intent, "do not tear this down by accident").
             deletion_protection=spec.storage.protect,
             resource_labels=labels,
-            opts=cluster_options(spec, self),
+            opts=cluster_options(self),
         )

@@ -91,7 +91,7 @@ def test_node_roles_are_least_privilege():
 
 
 def test_cluster_options_ignore_default_pool_fields_only():
-    opts = cluster.cluster_options(None, _Parent())
+    opts = cluster.cluster_options(_Parent())
     assert sorted(opts.ignore_changes) == ["initialNodeCount", "nodeConfig"]
     assert opts.protect is None  # deletion protection is GKE's own flag (deletionProtection)
 
