@@ -151,8 +151,8 @@ def azurecli_kubeconfig(encoded: str) -> str:
 
     This is what `kubelogin convert-kubeconfig -l azurecli` does; the device-code flow would
     block every update on a browser prompt (pulumi/pulumi-azure-native#2399, Azure/AKS#4990).
-    Users need kubelogin on PATH and `az login` (or AZURE_* for a service principal: use
-    `kubelogin convert-kubeconfig -l spn` on the exported kubeconfig).
+    Users need kubelogin on PATH and an `az login` session (CI: `az login --service-principal`);
+    for other login modes, run `kubelogin convert-kubeconfig -l <mode>` on the exported file.
     https://azure.github.io/kubelogin/concepts/login-modes/azurecli.html
     """
     config = yaml.safe_load(base64.b64decode(encoded).decode())
