@@ -27,8 +27,8 @@ def tool(name: str) -> str:
     return str(path)
 
 
-def run(args: list[str], timeout: int = 300, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+def run(args: list[str], timeout: int = 300, cwd: Path = REPO, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=cwd, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def run_json(args: list[str], timeout: int = 300, cwd: Path = REPO) -> tuple[Any, subprocess.CompletedProcess]:
