@@ -61,6 +61,18 @@ def child_options(parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource]
     return pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on))
 
 
+def check_store(settings: transforms.LayerSettings, store: SharedStore) -> None:
+    """Raise ValueError if the cloud's store cannot make a valid PersistentVolume.
+
+    Only the shape is checked (one volume type, mount options it accepts), so a source whose
+    values are still Outputs (a file system id) is checked too; an Output source is not.
+    """
+    if isinstance(store.volume_source, dict):
+        manifests.persistent_volume(
+            settings.namespace, settings.claim_name, store.volume_source, store.capacity, store.mount_options
+        )
+
+
 def config_file_name(relative: str) -> str:
     """k8s/etcd/statefulset.yaml -> etcd-statefulset."""
     return "-".join(PurePosixPath(relative).with_suffix("").parts)
@@ -76,6 +88,7 @@ class TrainingLayer(pulumi.ComponentResource):
         # Children do not inherit the layer's depends_on (the cluster's node groups, CSI
         # add-ons); each waits for them itself.
         ready = list(cluster.ready)
+        check_store(settings, cluster.store)  # a wrong store fails here, before any resource exists
 
         first = [self._create_static(f, settings, ready) for f in static.FIRST]
         volume = self._create_shared_volume(settings, cluster.store, ready)
@@ -114,8 +127,6 @@ class TrainingLayer(pulumi.ComponentResource):
                 settings.namespace, settings.claim_name, source, store.capacity, store.mount_options
             )
 
-        if isinstance(store.volume_source, dict):
-            build(store.volume_source)  # a wrong store fails here, before any resource exists
         pv = pulumi.Output.from_input(store.volume_source).apply(build)
         return k8s.core.v1.PersistentVolume(
             f"{self._name}-shared-volume",
