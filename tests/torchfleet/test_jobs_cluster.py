@@ -338,7 +338,7 @@ def test_logs_follow_streams(api, kubeconfig, capsys):
     assert code == 0 and out == "step 1\nstep 2\nlast\n"
     api.read_namespaced_pod_log.assert_called_once_with(
         mock.ANY, "resnet-worker-0", "elastic-job", container="elasticjob-worker", follow=True, tail_lines=None,
-        _preload_content=False, _request_timeout=(10, None))
+        _preload_content=False, _request_timeout=(10, 7 * 24 * 3600))
 
 
 def test_logs_of_a_missing_rank_exits_2(api, kubeconfig, capsys):

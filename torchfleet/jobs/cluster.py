@@ -21,6 +21,7 @@ from torchfleet.jobs.manifests import RESOURCES
 
 # Connect in seconds, read in seconds: a dead endpoint should fail fast, not hang a terminal.
 TIMEOUT = (10, 60)
+FOLLOW_TIMEOUT = (10, 7 * 24 * 3600)
 FIELD_MANAGER = "torchfleet"
 T = TypeVar("T")
 
@@ -185,11 +186,13 @@ class JobClient:
             )
             yield from (text or "").splitlines()
             return
-        # Following: stream the response instead of waiting for the pod to end.
+        # Following: stream the response instead of waiting for the pod to end. A training log can
+        # stay quiet for a long time (a slow epoch, a long checkpoint), so the read timeout is
+        # a week, not a minute; the client refuses "no read timeout" (it wants two numbers).
         try:
             response = self.core.read_namespaced_pod_log(
                 pod, self.namespace, container=container, follow=True, tail_lines=tail,
-                _preload_content=False, _request_timeout=(TIMEOUT[0], None),
+                _preload_content=False, _request_timeout=FOLLOW_TIMEOUT,
             )
         except ApiException as error:
             raise self._translate(error, pod) from None

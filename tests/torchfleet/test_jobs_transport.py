@@ -1,0 +1,185 @@
+"""The commands through the *real* kubernetes client methods, with only the HTTP layer faked.
+
+test_jobs_cluster.py mocks the API methods themselves, which skips the client's own argument
+validation (kubernetes 37 validates every argument with pydantic) and its URL and body encoding.
+A regression this file pins: `logs -f` passed a read timeout of None, which the mocked method
+accepted and the real one refuses with a ValidationError. Here the request reaches
+RESTClientObject.request, which records it and answers like an API server would.
+"""
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import yaml
+from kubernetes.client import rest
+
+from torchfleet.cli import main
+
+NS = "elastic-job"
+JOBS = f"/apis/elastic.pytorch.org/v1alpha1/namespaces/{NS}/elasticjobs"
+PODS = f"/api/v1/namespaces/{NS}/pods"
+NOW = datetime.now(UTC)
+STAMP = (NOW - timedelta(minutes=90)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Call:
+    method: str
+    path: str
+    query: dict
+    body: object
+    timeout: object
+
+
+class FakeUrllib3Response:
+    def __init__(self, status, data: bytes, content_type, chunks=None):
+        self.status = status
+        self.reason = {200: "OK", 201: "Created", 404: "Not Found", 409: "Conflict"}.get(status, "Error")
+        self.data = data
+        self.headers = {"content-type": content_type}
+        self._chunks = chunks
+
+    def stream(self, amt=2**16, decode_content=None):
+        yield from self._chunks or [self.data]
+
+    def release_conn(self):
+        pass
+
+
+class FakeApiServer:
+    def __init__(self):
+        self.routes = {}
+        self.calls: list[Call] = []
+
+    def on(self, method, path, status=200, payload=None, text=None, chunks=None):
+        self.routes[method, path] = (status, payload, text, chunks)
+
+    def request(self, _rest, method, url, headers=None, body=None, post_params=None, _request_timeout=None):
+        parts = urlsplit(url)
+        self.calls.append(Call(method, parts.path, parse_qs(parts.query), body, _request_timeout))
+        status, payload, text, chunks = self.routes.get(
+            (method, parts.path), (404, {"kind": "Status", "message": f"{parts.path} not found"}, None, None))
+        if text is not None:
+            return rest.RESTResponse(FakeUrllib3Response(status, text.encode(), "text/plain", chunks))
+        return rest.RESTResponse(FakeUrllib3Response(status, json.dumps(payload).encode(), "application/json"))
+
+    def paths(self):
+        return [(c.method, c.path) for c in self.calls]
+
+
+@pytest.fixture
+def server(monkeypatch):
+    fake = FakeApiServer()
+    monkeypatch.setattr(rest.RESTClientObject, "request", lambda client, *a, **k: fake.request(client, *a, **k))
+    return fake
+
+
+@pytest.fixture
+def kubeconfig(tmp_path):
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "test",
+        "clusters": [{"name": "c", "cluster": {"server": "https://k8s.example.test:6443"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "test", "context": {"cluster": "c", "user": "u"}}],
+    }))
+    return str(path)
+
+
+def pod_json(name, phase="Running", node="node-a"):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "creationTimestamp": STAMP,
+                         "labels": {"torchfleet.io/job": "resnet", "torchfleet.io/role": "training"}},
+            "spec": {"nodeName": node, "containers": [{"name": "elasticjob-worker", "image": "r/t:1"}]},
+            "status": {"phase": phase, "containerStatuses": [{"name": "elasticjob-worker", "image": "r/t:1",
+                                                              "imageID": "", "ready": True, "restartCount": 1}]}}
+
+
+def job_json(name="resnet"):
+    return {"apiVersion": "elastic.pytorch.org/v1alpha1", "kind": "ElasticJob",
+            "metadata": {"name": name, "namespace": NS, "uid": "u-1", "creationTimestamp": STAMP,
+                         "labels": {"torchfleet.io/gpu": "t4"}, "annotations": {"torchfleet.io/zone": ""}},
+            "spec": {"minReplicas": 2, "maxReplicas": 4, "replicaSpecs": {"Worker": {"template": {}}}},
+            "status": {"conditions": [{"type": "Running", "status": "True", "lastTransitionTime": STAMP}]}}
+
+
+def test_submit_sends_the_dry_run_documents(server, kubeconfig, capsys):
+    flags = ["resnet", "--gpu", "t4", "--nodes", "2:4", "--image", "r/t:1", "--", "python", "train.py"]
+    assert main(["submit", "--dry-run", *flags]) == 0
+    job, policy = yaml.safe_load_all(capsys.readouterr().out)
+    server.on("POST", JOBS, 201, {**job, "metadata": {**job["metadata"], "uid": "u-1"}})
+    server.on("POST", f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies", 201, policy)
+    assert main(["submit", "--kubeconfig", kubeconfig, *flags]) == 0
+    assert server.paths() == [("GET", f"{JOBS}/resnet"), ("POST", JOBS),
+                              ("POST", f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies")]
+    get, create, netpol = server.calls
+    assert get.timeout == (10, 60)  # a dead endpoint fails fast
+    assert create.body == job
+    assert create.query == {"fieldManager": ["torchfleet"], "fieldValidation": ["Strict"]}
+    assert netpol.body["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert {k: v for k, v in netpol.body.items() if k != "metadata"} == {k: v for k, v in policy.items()
+                                                                         if k != "metadata"}
+
+
+def test_submit_conflict_from_the_server_exits_2(server, kubeconfig, capsys):
+    server.on("POST", JOBS, 409, {"kind": "Status", "reason": "AlreadyExists", "message": "exists"})
+    code = main(["submit", "--kubeconfig", kubeconfig, "resnet", "--gpu", "t4", "--image", "r/t:1",
+                 "--", "python", "t.py"])
+    assert code == 2 and "already exists" in capsys.readouterr().err
+
+
+def test_list_status_logs_delete(server, kubeconfig, capsys):
+    server.on("GET", JOBS, payload={"items": [job_json()]})
+    server.on("GET", f"{JOBS}/resnet", payload=job_json())
+    pods = [pod_json("resnet-worker-0"), pod_json("resnet-worker-1", "Pending", None)]
+    server.on("GET", PODS, payload={"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": pods})
+    server.on("GET", "/api/v1/nodes/node-a", payload={"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": "node-a", "labels": {"topology.kubernetes.io/zone": "us-west-2b"}}})
+    server.on("GET", f"/api/v1/namespaces/{NS}/events", payload={"apiVersion": "v1", "kind": "EventList",
+                                                                 "metadata": {}, "items": []})
+    ckpt = '@@tf {"ev": "ckpt", "step": 3000, "gen": 4}'
+    server.on("GET", f"{PODS}/resnet-worker-0/log", text=f"hello\n{ckpt}\n")
+    server.on("DELETE", f"{JOBS}/resnet", payload={"kind": "Status", "status": "Success"})
+
+    assert main(["list", "--kubeconfig", kubeconfig]) == 0
+    row = capsys.readouterr().out.splitlines()[1].split()
+    assert row[:5] == ["resnet", "Running", "1/2/4", "t4", "us-west-2b"] and row[6] == "2"
+    pods_call = next(c for c in server.calls if c.path == PODS)
+    assert pods_call.query == {"labelSelector": ["torchfleet.io/role=training"]}
+
+    assert main(["status", "--kubeconfig", kubeconfig, "resnet"]) == 0
+    assert "Last checkpoint: step 3000 (read from resnet-worker-0 log)" in capsys.readouterr().out
+    log_call = next(c for c in server.calls if c.path.endswith("/log"))
+    assert log_call.query == {"container": ["elasticjob-worker"], "tailLines": ["2000"]}
+    events = [c.query["fieldSelector"] for c in server.calls if c.path.endswith("/events")]
+    assert events == [["involvedObject.name=resnet"], ["involvedObject.name=resnet-worker-0"],
+                      ["involvedObject.name=resnet-worker-1"]]
+
+    assert main(["logs", "--kubeconfig", kubeconfig, "resnet"]) == 0
+    assert capsys.readouterr().out == f"hello\n{ckpt}\n"
+
+    assert main(["delete", "--kubeconfig", kubeconfig, "resnet"]) == 0
+    delete = server.calls[-1]
+    assert (delete.method, delete.path, delete.query) == ("DELETE", f"{JOBS}/resnet",
+                                                          {"propagationPolicy": ["Background"]})
+
+
+def test_logs_follow_through_the_real_client(server, kubeconfig, capsys):
+    server.on("GET", f"{JOBS}/resnet", payload=job_json())
+    server.on("GET", PODS, payload={"apiVersion": "v1", "kind": "PodList", "metadata": {},
+                                    "items": [pod_json("resnet-worker-0")]})
+    server.on("GET", f"{PODS}/resnet-worker-0/log", text="", chunks=[b"step 1\nste", b"p 2\n"])
+    assert main(["logs", "--kubeconfig", kubeconfig, "resnet", "-f"]) == 0
+    assert capsys.readouterr().out == "step 1\nstep 2\n"
+    follow = server.calls[-1]
+    assert follow.query == {"container": ["elasticjob-worker"], "follow": ["true"]}
+    assert follow.timeout[0] > 0 and follow.timeout[1] >= 24 * 3600
+
+
+def test_missing_job_from_the_server_exits_2(server, kubeconfig, capsys):
+    assert main(["status", "--kubeconfig", kubeconfig, "ghost"]) == 2
+    assert "NAME: no ElasticJob 'ghost'" in capsys.readouterr().err
+    assert server.paths() == [("GET", f"{JOBS}/ghost")]
