@@ -350,3 +350,15 @@ def test_pack_config_round_trips_the_limits():
                                           "gpu-pool-spot": {"allowOnDemandGpus": True}}
     assert policy.limits_from_pack_config(policy.pack_config(limits)) == limits
     assert policy.limits_from_pack_config({}) == policy.Limits() == policy.Limits(64, False)
+
+
+def test_rules_import_no_pulumi_so_the_pack_and_the_offline_check_share_them():
+    import subprocess
+    import sys
+
+    code = "import sys, components.policy; print(sorted(m for m in sys.modules if m.split('.')[0] == 'pulumi'))"
+    from tests.harness import REPO
+
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
+                          timeout=60)
+    assert proc.stdout.strip() == "[]"
