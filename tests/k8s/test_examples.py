@@ -1,0 +1,59 @@
+"""k8s/examples/ follows the contract jobs must keep (labels, taints, zone, shared claim)."""
+
+from __future__ import annotations
+
+from components.clouds.local import LOCAL_STORE_PATH
+from components.kube import K8S_DIR, manifests
+from components.spec import AKS_SPOT_TAINT, DEFAULT_CLAIM, DEFAULT_NAMESPACE, GPU_TAINT, LABEL_GPU, LABEL_ZONE
+from tests.k8s.rendered import load_one
+
+EXAMPLES = K8S_DIR / "examples"
+JOB = load_one(EXAMPLES / "imagenet.yaml")
+POD = JOB["spec"]["replicaSpecs"]["Worker"]["template"]
+
+
+def test_job_uses_the_layer_etcd_and_exit_code_restarts():
+    assert JOB["spec"]["rdzvEndpoint"] == manifests.etcd_endpoint(DEFAULT_NAMESPACE)
+    assert JOB["spec"]["replicaSpecs"]["Worker"]["restartPolicy"] == "ExitCode"
+    assert JOB["metadata"]["namespace"] == DEFAULT_NAMESPACE
+
+
+def test_pods_carry_the_labels_the_policies_select():
+    assert POD["metadata"]["labels"] == manifests.training_pod_labels(JOB["metadata"]["name"])
+
+
+def test_worker_container_is_the_one_the_controller_reads():
+    assert [c["name"] for c in POD["spec"]["containers"]] == ["elasticjob-worker"]
+
+
+def test_pods_tolerate_the_gpu_taints_and_stay_in_one_zone():
+    tolerations = [{k: t[k] for k in ("key", "value", "effect")} for t in POD["spec"]["tolerations"]]
+    assert GPU_TAINT in tolerations and AKS_SPOT_TAINT in tolerations
+    assert {LABEL_GPU, LABEL_ZONE} <= set(POD["spec"]["nodeSelector"])
+
+
+def test_pods_mount_the_shared_claim_and_a_memory_shm():
+    volumes = {v["name"]: v for v in POD["spec"]["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in POD["spec"]["containers"][0]["volumeMounts"]}
+    assert volumes[mounts["/mnt/shared"]]["persistentVolumeClaim"]["claimName"] == DEFAULT_CLAIM
+    assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
+
+
+def test_pods_run_as_the_job_account_without_a_token():
+    assert POD["spec"]["serviceAccountName"] == "training-job"
+    assert POD["spec"]["automountServiceAccountToken"] is False
+    assert POD["spec"]["priorityClassName"] == "torchfleet-training"
+    assert POD["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_job_policy_file_is_what_the_builder_makes():
+    assert load_one(EXAMPLES / "imagenet-networkpolicy.yaml") == manifests.job_network_policy(
+        DEFAULT_NAMESPACE, "imagenet"
+    )
+
+
+def test_hostpath_volume_file_is_what_the_program_makes_for_local():
+    source = {"hostPath": {"path": LOCAL_STORE_PATH, "type": "DirectoryOrCreate"}}
+    assert load_one(EXAMPLES / "shared-volume-hostpath.yaml") == manifests.persistent_volume(
+        DEFAULT_NAMESPACE, DEFAULT_CLAIM, source, "20Gi"
+    )
