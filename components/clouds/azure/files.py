@@ -29,9 +29,10 @@ NFS_MOUNT_OPTIONS = ("nconnect=4", "actimeo=30", "noresvport")
 PRIVATE_DNS_ZONE = "privatelink.file.core.windows.net"
 
 
-def store_options(protect: bool, parent: pulumi.Resource, **kwargs) -> pulumi.ResourceOptions:
-    """Options of the data resource group, the account and the share: protected unless asked."""
-    return pulumi.ResourceOptions(parent=parent, protect=protect, **kwargs)
+def store_options(protect: bool, parent: pulumi.Resource) -> pulumi.ResourceOptions:
+    """Options of the data resource group, the account and the share: protected, and retained if
+    ever deleted from the stack, unless the stack says storage.protect: false (as on AWS)."""
+    return pulumi.ResourceOptions(parent=parent, protect=protect, retain_on_delete=protect)
 
 
 def account_args(spec: PlatformSpec) -> dict:

@@ -147,7 +147,8 @@ def test_spot_and_on_demand_pool_args():
 
 @pytest.mark.parametrize("protect", [True, False])
 def test_store_options_protect_only_when_asked(protect):
-    assert files.store_options(protect, parent=None).protect is protect
+    opts = files.store_options(protect, parent=None)
+    assert (opts.protect, opts.retain_on_delete) == (protect, protect)
 
 
 def test_pool_options_let_the_autoscaler_own_the_count_and_replace_safely():

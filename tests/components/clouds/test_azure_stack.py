@@ -313,6 +313,7 @@ def test_store_protected_only_when_asked(request, fixture, protected):
     result = request.getfixturevalue(fixture)
     store = [result.one(ACCOUNT), result.one(SHARE), result.one(RG, "torchfleet-azure-files-rg")]
     assert [r.options["protect"] for r in store] == [protected] * 3
+    assert [r.options["retainOnDelete"] for r in store] == [protected] * 3
     # The cluster side is never protected: `pulumi destroy` removes it.
     assert result.one(RG, "torchfleet-azure-net-rg").options["protect"] is False
     assert result.one(CLUSTER).options["protect"] is False
