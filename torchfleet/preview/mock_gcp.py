@@ -8,6 +8,7 @@ made-up value. Values are fixed so synth output is stable.
 from __future__ import annotations
 
 import base64
+import ipaddress
 from typing import Any
 
 import pulumi
@@ -34,11 +35,19 @@ def _cluster(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
     }
 
 
+def filestore_ip(reserved_range: str | None) -> str:
+    """The address Filestore gives an instance: the second host of its reserved range."""
+    if not reserved_range:
+        return MOCK_FILESTORE_IP
+    return str(ipaddress.ip_network(reserved_range).network_address + 2)
+
+
 def _filestore(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
     networks = args.inputs.get("networks") or [{}]
+    reserved = networks[0].get("reservedIpRange")
     return {
         "networks": [
-            {**networks[0], "ipAddresses": [MOCK_FILESTORE_IP], "reservedIpRange": "10.96.0.0/29"},
+            {**networks[0], "ipAddresses": [filestore_ip(reserved)], "reservedIpRange": reserved or "10.96.0.0/29"},
             *networks[1:],
         ],
     }

@@ -99,6 +99,7 @@ class GcpCluster(pulumi.ComponentResource):
             spec,
             network=self.network.vpc.name,
             node_range=self.network.plan.nodes,
+            store_block=self.network.plan.store,
             labels=labels,
             opts=pulumi.ResourceOptions(parent=self),
         )

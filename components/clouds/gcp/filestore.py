@@ -9,6 +9,8 @@ https://github.com/kubernetes-sigs/gcp-filestore-csi-driver/blob/master/docs/kub
 
 from __future__ import annotations
 
+import ipaddress
+
 import pulumi
 import pulumi_gcp as gcp
 
@@ -42,6 +44,15 @@ def store_options(storage: StorageSpec, parent: pulumi.Resource) -> pulumi.Resou
     )
 
 
+def reserved_range(store_block: str, tier: str | None) -> str:
+    """The instance's address range: a /29 for Basic tiers, a /26 for the others.
+
+    https://cloud.google.com/filestore/docs/reference/rest/v1/projects.locations.instances#networkconfig
+    """
+    prefix = 29 if (tier or "").startswith("BASIC_") else 26
+    return str(next(ipaddress.ip_network(store_block).subnets(new_prefix=prefix)))
+
+
 def service_protection(storage: StorageSpec) -> dict:
     """Filestore-side deletion protection, where the tier supports it (a console delete fails too).
 
@@ -71,6 +82,7 @@ class GcpFilestore(pulumi.ComponentResource):
         spec: PlatformSpec,
         network: pulumi.Input[str],
         node_range: str,
+        store_block: str,
         labels: dict[str, str],
         opts: pulumi.ResourceOptions | None = None,
     ):
@@ -88,7 +100,14 @@ class GcpFilestore(pulumi.ComponentResource):
                     {"ip_ranges": [node_range], "access_mode": "READ_WRITE", "squash_mode": "NO_ROOT_SQUASH"}
                 ],
             },
-            networks=[{"network": network, "modes": ["MODE_IPV4"], "connect_mode": "DIRECT_PEERING"}],
+            networks=[
+                {
+                    "network": network,
+                    "modes": ["MODE_IPV4"],
+                    "connect_mode": "DIRECT_PEERING",
+                    "reserved_ip_range": reserved_range(store_block, storage.tier),
+                }
+            ],
             **service_protection(storage),
             labels=labels,
             opts=store_options(storage, self),

@@ -28,6 +28,9 @@ class AddressPlan:
     nodes: str  # the subnet's primary range
     pods: str
     services: str
+    # Kept out of every subnet for the Filestore instance's reserved range (DIRECT_PEERING
+    # ranges must not overlap a subnet): known before the instance exists, never auto-picked.
+    store: str
 
     @property
     def max_nodes(self) -> int:
@@ -37,15 +40,17 @@ class AddressPlan:
 
 
 def address_plan(cidr: str) -> AddressPlan:
-    """Split the stack's CIDR: nodes and Services a sixteenth each, Pods the upper half.
+    """Split the stack's CIDR: nodes, Services and the store a sixteenth each, Pods the upper half.
 
-    10.0.0.0/16 -> nodes 10.0.0.0/20, Services 10.0.16.0/20, Pods 10.0.128.0/17 (256 nodes at
-    64 pods per node). spec.parse guarantees /20 or larger.
+    10.0.0.0/16 -> nodes 10.0.0.0/20, Services 10.0.16.0/20, store 10.0.32.0/20, Pods
+    10.0.128.0/17 (256 nodes at 64 pods per node). spec.parse guarantees /20 or larger.
     """
     net = ipaddress.ip_network(cidr)
     sixteenths = list(net.subnets(prefixlen_diff=4))
     halves = list(net.subnets(prefixlen_diff=1))
-    return AddressPlan(nodes=str(sixteenths[0]), services=str(sixteenths[1]), pods=str(halves[1]))
+    return AddressPlan(
+        nodes=str(sixteenths[0]), services=str(sixteenths[1]), store=str(sixteenths[2]), pods=str(halves[1])
+    )
 
 
 class GcpNetwork(pulumi.ComponentResource):

@@ -331,8 +331,16 @@ def test_filestore_tier_size_network_and_exports(stack):
     assert fs.inputs["tier"] == spec.storage.tier
     assert share["capacityGb"] == spec.storage.size_gb
     vpc = result.one("gcp:compute/network:Network")
-    assert fs.inputs["networks"] == [{"network": vpc.name, "modes": ["MODE_IPV4"], "connectMode": "DIRECT_PEERING"}]
-    node_range = result.one(SUBNET).inputs["ipCidrRange"]
+    (net,) = fs.inputs["networks"]
+    assert (net["network"], net["modes"], net["connectMode"]) == (vpc.name, ["MODE_IPV4"], "DIRECT_PEERING")
+    # A reserved range inside the stack's CIDR, sized for the tier, overlapping no subnet range.
+    reserved = ipaddress.ip_network(net["reservedIpRange"])
+    assert reserved.prefixlen == (29 if spec.storage.tier.startswith("BASIC_") else 26)
+    assert reserved.subnet_of(ipaddress.ip_network(spec.network.cidr))
+    subnet = result.one(SUBNET).inputs
+    for r in [subnet["ipCidrRange"]] + [x["ipCidrRange"] for x in subnet["secondaryIpRanges"]]:
+        assert not reserved.overlaps(ipaddress.ip_network(r)), r
+    node_range = subnet["ipCidrRange"]
     assert [o["ipRanges"] for o in share["nfsExportOptions"]] == [[node_range]]
     expected_location = spec.region if spec.storage.tier == "REGIONAL" else spec.zones[0]
     assert fs.inputs["location"] == expected_location
@@ -370,10 +378,11 @@ def test_handle_gives_the_training_layer_a_filestore_csi_volume(handle):
             "driver": "filestore.csi.storage.gke.io",
             # Zonal tier: the instance lives in the first zone, and the handle names that zone.
             "volumeHandle": "modeInstance/europe-west4-a/h-filestore-instance/share",
-            "volumeAttributes": {"ip": mock_gcp.MOCK_FILESTORE_IP, "volume": "share"},
+            # 10.20.0.0/16 keeps 10.20.32.0/20 for the store; ZONAL takes its first /26.
+            "volumeAttributes": {"ip": "10.20.32.2", "volume": "share"},
         }
     }
-    assert got["nfs_cidrs"] == [f"{mock_gcp.MOCK_FILESTORE_IP}/32"]
+    assert got["nfs_cidrs"] == ["10.20.32.2/32"]
     assert h.manager_selector == {"torchfleet.io/pool": "manager"}
     assert got["kubeconfig_is_secret"] is True
     assert got["outputs"] == {

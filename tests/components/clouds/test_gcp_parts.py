@@ -25,20 +25,33 @@ class _Parent(pulumi.ComponentResource):
 
 
 @pytest.mark.parametrize(
-    ("cidr", "nodes", "services", "pods", "max_nodes"),
+    ("cidr", "nodes", "services", "store", "pods", "max_nodes"),
     [
-        ("10.0.0.0/16", "10.0.0.0/20", "10.0.16.0/20", "10.0.128.0/17", 256),
-        ("172.16.0.0/12", "172.16.0.0/16", "172.17.0.0/16", "172.24.0.0/13", 4096),
-        ("10.8.0.0/20", "10.8.0.0/24", "10.8.1.0/24", "10.8.8.0/21", 16),
+        ("10.0.0.0/16", "10.0.0.0/20", "10.0.16.0/20", "10.0.32.0/20", "10.0.128.0/17", 256),
+        ("172.16.0.0/12", "172.16.0.0/16", "172.17.0.0/16", "172.18.0.0/16", "172.24.0.0/13", 4096),
+        ("10.8.0.0/20", "10.8.0.0/24", "10.8.1.0/24", "10.8.2.0/24", "10.8.8.0/21", 16),
     ],
 )
-def test_address_plan_splits_the_stack_cidr(cidr, nodes, services, pods, max_nodes):
+def test_address_plan_splits_the_stack_cidr(cidr, nodes, services, store, pods, max_nodes):
     plan = network.address_plan(cidr)
-    assert (plan.nodes, plan.services, plan.pods) == (nodes, services, pods)
+    assert (plan.nodes, plan.services, plan.store, plan.pods) == (nodes, services, store, pods)
     assert plan.max_nodes == max_nodes
-    nets = [ipaddress.ip_network(r) for r in (plan.nodes, plan.services, plan.pods)]
+    nets = [ipaddress.ip_network(r) for r in (plan.nodes, plan.services, plan.store, plan.pods)]
     assert all(n.subnet_of(ipaddress.ip_network(cidr)) for n in nets)
     assert not any(a.overlaps(b) for i, a in enumerate(nets) for b in nets[i + 1:])
+
+
+@pytest.mark.parametrize(
+    ("tier", "expected"),
+    [
+        ("BASIC_HDD", "10.0.32.0/29"),
+        ("BASIC_SSD", "10.0.32.0/29"),
+        ("ZONAL", "10.0.32.0/26"),
+        ("REGIONAL", "10.0.32.0/26"),
+    ],
+)
+def test_filestore_reserved_range_is_sized_for_the_tier(tier, expected):
+    assert filestore.reserved_range("10.0.32.0/20", tier) == expected
 
 
 # ---------------------------------------------------------------- names and labels
