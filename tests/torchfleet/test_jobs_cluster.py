@@ -405,3 +405,24 @@ def test_submit_with_stack_uses_the_deployed_outputs(api, kubeconfig, capsys):
     assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "team-store"
     assert body["spec"]["elasticPolicy"]["rdzvHost"] == "etcd.team-a.svc"
     assert "to namespace team-a" in out
+
+
+def test_ctrl_c_ends_logs_follow_quietly(api, kubeconfig, capsys):
+    api.get_namespaced_custom_object.return_value = job_object()
+    api.list_namespaced_pod.return_value = client.V1PodList(items=[pod("resnet-worker-0")])
+
+    def chunks():
+        yield b"step 1\n"
+        raise KeyboardInterrupt
+
+    response = mock.Mock()
+    response.stream.return_value = chunks()
+    api.read_namespaced_pod_log.return_value = response
+    code, out, err = cli(["logs", "resnet", "-f"], kubeconfig, capsys)
+    assert code == 130 and out == "step 1\n" and "Traceback" not in err
+
+
+def test_list_without_the_crd_hints_at_the_operator(api, kubeconfig, capsys):
+    api.list_namespaced_custom_object.side_effect = not_found()
+    code, _, err = cli(["list"], kubeconfig, capsys)
+    assert code == 1 and "has no ElasticJob resource" in err and "--operator" in err

@@ -89,7 +89,7 @@ class JobClient:
         if error.status == 404:
             return ClusterError(
                 f"the cluster at {_host(self.api)} has no {kind} resource ({self.resource['group']}): "
-                "is the training layer deployed, and is the stack's operator the right one?"
+                "is the training layer deployed, and is this the stack's operator (--operator, or --stack)?"
             )
         if error.status == 409:
             return NameTakenError(

@@ -155,6 +155,8 @@ def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namesp
         except JobError as error:
             print(f"torchfleet {args.command}: {error}", file=sys.stderr)
             return error.exit_code
+        except KeyboardInterrupt:  # Ctrl-C ends `logs -f`; no traceback for that
+            return 130
 
     run.__name__ = fn.__name__
     run.__doc__ = fn.__doc__
