@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from components.clouds.local import LOCAL_STORE_PATH
 from components.kube import K8S_DIR, manifests
 from components.spec import AKS_SPOT_TAINT, DEFAULT_CLAIM, DEFAULT_NAMESPACE, GPU_TAINT, LABEL_GPU, LABEL_ZONE
@@ -10,20 +12,33 @@ from tests.k8s.rendered import load_one
 EXAMPLES = K8S_DIR / "examples"
 JOB = load_one(EXAMPLES / "imagenet.yaml")
 POD = JOB["spec"]["replicaSpecs"]["Worker"]["template"]
+JOBS = ["imagenet", "synthetic-cpu"]
 
 
-def test_job_uses_the_layer_etcd_and_exit_code_restarts():
-    assert JOB["spec"]["rdzvEndpoint"] == manifests.etcd_endpoint(DEFAULT_NAMESPACE)
-    assert JOB["spec"]["replicaSpecs"]["Worker"]["restartPolicy"] == "ExitCode"
-    assert JOB["metadata"]["namespace"] == DEFAULT_NAMESPACE
+def job_and_pod(name: str) -> tuple[dict, dict]:
+    job = load_one(EXAMPLES / f"{name}.yaml")
+    return job, job["spec"]["replicaSpecs"]["Worker"]["template"]
 
 
-def test_pods_carry_the_labels_the_policies_select():
-    assert POD["metadata"]["labels"] == manifests.training_pod_labels(JOB["metadata"]["name"])
+@pytest.mark.parametrize("name", JOBS)
+def test_job_uses_the_layer_etcd_and_exit_code_restarts(name):
+    job, _ = job_and_pod(name)
+    assert job["metadata"]["name"] == name
+    assert job["spec"]["rdzvEndpoint"] == manifests.etcd_endpoint(DEFAULT_NAMESPACE)
+    assert job["spec"]["replicaSpecs"]["Worker"]["restartPolicy"] == "ExitCode"
+    assert job["metadata"]["namespace"] == DEFAULT_NAMESPACE
 
 
-def test_worker_container_is_the_one_the_controller_reads():
-    assert [c["name"] for c in POD["spec"]["containers"]] == ["elasticjob-worker"]
+@pytest.mark.parametrize("name", JOBS)
+def test_pods_carry_the_labels_the_policies_select(name):
+    _, pod = job_and_pod(name)
+    assert pod["metadata"]["labels"] == manifests.training_pod_labels(name)
+
+
+@pytest.mark.parametrize("name", JOBS)
+def test_worker_container_is_the_one_the_controller_reads(name):
+    _, pod = job_and_pod(name)
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["elasticjob-worker"]
 
 
 def test_pods_tolerate_the_gpu_taints_and_stay_in_one_zone():
@@ -32,24 +47,36 @@ def test_pods_tolerate_the_gpu_taints_and_stay_in_one_zone():
     assert {LABEL_GPU, LABEL_ZONE} <= set(POD["spec"]["nodeSelector"])
 
 
-def test_pods_mount_the_shared_claim_and_a_memory_shm():
-    volumes = {v["name"]: v for v in POD["spec"]["volumes"]}
-    mounts = {m["mountPath"]: m["name"] for m in POD["spec"]["containers"][0]["volumeMounts"]}
+@pytest.mark.parametrize("name", JOBS)
+def test_pods_mount_the_shared_claim_and_a_memory_shm(name):
+    _, pod = job_and_pod(name)
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
     assert volumes[mounts["/mnt/shared"]]["persistentVolumeClaim"]["claimName"] == DEFAULT_CLAIM
     assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
 
 
-def test_pods_run_as_the_job_account_without_a_token():
-    assert POD["spec"]["serviceAccountName"] == "training-job"
-    assert POD["spec"]["automountServiceAccountToken"] is False
-    assert POD["spec"]["priorityClassName"] == "torchfleet-training"
-    assert POD["spec"]["securityContext"]["runAsNonRoot"] is True
+@pytest.mark.parametrize("name", JOBS)
+def test_pods_run_as_the_job_account_without_a_token(name):
+    _, pod = job_and_pod(name)
+    assert pod["spec"]["serviceAccountName"] == "training-job"
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    assert pod["spec"]["priorityClassName"] == "torchfleet-training"
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
 
 
-def test_job_policy_file_is_what_the_builder_makes():
-    assert load_one(EXAMPLES / "imagenet-networkpolicy.yaml") == manifests.job_network_policy(
-        DEFAULT_NAMESPACE, "imagenet"
+@pytest.mark.parametrize("name", JOBS)
+def test_job_policy_file_is_what_the_builder_makes(name):
+    assert load_one(EXAMPLES / f"{name}-networkpolicy.yaml") == manifests.job_network_policy(
+        DEFAULT_NAMESPACE, name
     )
+
+
+def test_cpu_example_asks_for_no_gpu():
+    _, pod = job_and_pod("synthetic-cpu")
+    resources = pod["spec"]["containers"][0]["resources"]
+    assert "nvidia.com/gpu" not in resources.get("limits", {})
+    assert "nodeSelector" not in pod["spec"]
 
 
 def test_hostpath_volume_file_is_what_the_program_makes_for_local():
