@@ -252,12 +252,19 @@ def test_pool_options_reach_the_engine(three):
 
 def test_priority_expander_configmap_prefers_spot(three):
     result = three
-    cm = result.one(CONFIGMAP, "torchfleet-azure-gpu-priority-expander").inputs
+    recorded = result.one(CONFIGMAP, "torchfleet-azure-gpu-priority-expander")
+    cm = recorded.inputs
     assert cm["metadata"] == {"name": "cluster-autoscaler-priority-expander", "namespace": "kube-system"}
     priorities = yaml.safe_load(cm["data"]["priorities"])
     spot = priorities[50]
     assert len(spot) == 6 and all(r.startswith(".*aks-t4z") for r in spot)
     assert priorities[10] == [".*aks-a10080gbz1-.*", ".*aks-a10080gbz2-.*", ".*aks-a10080gbz3-.*"]
+    assert "::torchfleet-azure-cluster-k8s::" in recorded.options["provider"]
+
+
+def test_the_builtin_autoscaler_not_a_chart(example):
+    # AKS runs the cluster autoscaler itself; the only chart on Azure is the device plugin.
+    assert [r.inputs["chart"] for r in example.of_type(RELEASE)] == ["nvidia-device-plugin"]
 
 
 def test_device_plugin_chart_pinned_and_tolerating_our_taints(example):
