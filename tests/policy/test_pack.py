@@ -144,3 +144,42 @@ def test_example_stacks_pass_the_pack_with_their_own_limits(stack):
     assert analyze(resources, policy.pack_config(limits)) == []
     tight = analyze(resources, policy.pack_config(policy.Limits(1, limits.allow_on_demand_gpus)))
     assert [d.policyName for d in tight] == ["gpu-count-cap"]
+
+
+@pytest.fixture
+def served_pack():
+    """policy/__main__.py started as the Pulumi CLI starts it: it prints its port and serves gRPC."""
+    import subprocess
+
+    import grpc
+    from pulumi.runtime.proto import analyzer_pb2_grpc
+
+    proc = subprocess.Popen([sys.executable, "__main__.py"], cwd=REPO / "policy", stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline().strip() or 0)
+        assert port, proc.stderr.read() if proc.poll() is not None else "no port printed"
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            yield analyzer_pb2_grpc.AnalyzerStub(channel)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_the_pack_program_serves_the_policies_over_grpc(served_pack):
+    from google.protobuf import empty_pb2
+
+    info = served_pack.GetAnalyzerInfo(empty_pb2.Empty(), timeout=60)
+    assert info.name == "torchfleet-guardrails"
+    assert [p.name for p in info.policies] == [r.name for r in policy.RULES]
+    assert {p.enforcementLevel for p in info.policies} == {MANDATORY}
+    schema = {p.name: p.configSchema for p in info.policies}
+    assert "maxGpus" in schema["gpu-count-cap"].properties
+    assert "allowOnDemandGpus" in schema["gpu-pool-spot"].properties
+
+    s = struct_pb2.Struct()
+    s.update({"maxGpus": 8})
+    served_pack.Configure(proto.ConfigureAnalyzerRequest(
+        policyConfig={"gpu-count-cap": proto.PolicyConfig(enforcementLevel=MANDATORY, properties=s)}), timeout=60)
+    diagnostics = served_pack.AnalyzeStack(request_of(bad_stack()), timeout=60).diagnostics
+    assert {d.policyName for d in diagnostics} >= {"gpu-pool-tainted", "gpu-count-cap", "store-protected"}
