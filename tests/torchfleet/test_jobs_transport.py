@@ -138,8 +138,11 @@ def test_list_status_logs_delete(server, kubeconfig, capsys):
     server.on("GET", PODS, payload={"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": pods})
     server.on("GET", "/api/v1/nodes/node-a", payload={"apiVersion": "v1", "kind": "Node", "metadata": {
         "name": "node-a", "labels": {"topology.kubernetes.io/zone": "us-west-2b"}}})
+    event = {"metadata": {"name": "e1", "namespace": NS}, "involvedObject": {"kind": "Pod", "name": "resnet-worker-1"},
+             "reason": "FailedScheduling", "type": "Warning", "message": "0/3 nodes are available",
+             "lastTimestamp": STAMP}
     server.on("GET", f"/api/v1/namespaces/{NS}/events", payload={"apiVersion": "v1", "kind": "EventList",
-                                                                 "metadata": {}, "items": []})
+                                                                 "metadata": {}, "items": [event]})
     ckpt = '@@tf {"ev": "ckpt", "step": 3000, "gen": 4}'
     server.on("GET", f"{PODS}/resnet-worker-0/log", text=f"hello\n{ckpt}\n")
     server.on("DELETE", f"{JOBS}/resnet", payload={"kind": "Status", "status": "Success"})
@@ -151,7 +154,9 @@ def test_list_status_logs_delete(server, kubeconfig, capsys):
     assert pods_call.query == {"labelSelector": ["torchfleet.io/role=training"]}
 
     assert main(["status", "--kubeconfig", kubeconfig, "resnet"]) == 0
-    assert "Last checkpoint: step 3000 (read from resnet-worker-0 log)" in capsys.readouterr().out
+    status = capsys.readouterr().out
+    assert "Last checkpoint: step 3000 (read from resnet-worker-0 log)" in status
+    assert "FailedScheduling   resnet-worker-1   0/3 nodes are available" in status
     log_call = next(c for c in server.calls if c.path.endswith("/log"))
     assert log_call.query == {"container": ["elasticjob-worker"], "tailLines": ["2000"]}
     events = [c.query["fieldSelector"] for c in server.calls if c.path.endswith("/events")]
