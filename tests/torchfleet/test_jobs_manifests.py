@@ -25,7 +25,7 @@ CASES = [
     ("gcp-stack-l4", lambda: targets.from_stack("gcp-usc1"),
      dict(gpu="l4", nodes="4", gpus_per_node=1, zone="us-central1-a")),
     ("azure-stack-t4", lambda: targets.from_stack("azure-eus"),
-     dict(gpu="t4", nodes="1:8", gpus_per_node=1, mount="/data/shared")),
+     dict(gpu="t4", nodes="1:8", gpus_per_node=1, mount="/data/shared", zone="2")),
     ("defaults-aws-4gpu-machine", lambda: targets.defaults("aws"),
      dict(gpu="t4", nodes="2:4", gpus_per_node=4)),
     ("stack-4gpu-pool-half-node", lambda: targets.from_stack("kubeflow-4gpu", TEST_STACKS),

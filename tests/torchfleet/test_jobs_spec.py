@@ -82,3 +82,38 @@ def test_state_is_the_newest_true_condition():
     ]}}
     assert table.state(job) == "Restarting"
     assert table.state({}) == "Pending"
+
+
+@pytest.mark.parametrize(("zone", "label"), [("2", "eastus-2"), ("eastus-3", "eastus-3")])
+def test_azure_zone_becomes_the_aks_node_label(zone, label):
+    # AKS labels nodes topology.kubernetes.io/zone=<region>-<zone>: a selector on "2" never matches.
+    from torchfleet.jobs import manifests
+    from torchfleet.jobs import target as targets
+    from torchfleet.jobs.spec import build_request
+
+    t = targets.from_stack("azure-eus")
+    req = build_request(t, name="a", gpu="t4", nodes="1:2", gpus_per_node=1, image="r/t:1", command=["t.py"],
+                        zone=zone)
+    pod = manifests.worker_spec(manifests.build(req, t))["template"]["spec"]
+    assert pod["nodeSelector"]["topology.kubernetes.io/zone"] == label
+
+
+@pytest.mark.parametrize(("zone", "stack", "words"), [
+    ("westus-1", "azure-eus", "expected an Azure zone like 1 or eastus-1"),
+    ("4", "azure-eus", "expected an Azure zone"),
+    ("2", None, "give it whole, e.g. eastus-2"),
+])
+def test_azure_zone_refused(zone, stack, words):
+    from torchfleet.jobs import target as targets
+    from torchfleet.jobs.spec import build_request
+
+    t = targets.from_stack(stack) if stack else targets.defaults("azure")
+    with pytest.raises(UsageError, match=words):
+        build_request(t, name="a", gpu="t4", nodes="1", gpus_per_node=1, image="r/t:1", command=["t.py"], zone=zone)
+
+
+def test_zone_is_passed_through_on_other_clouds():
+    from torchfleet.jobs import target as targets
+    from torchfleet.jobs.spec import zone_names
+
+    assert zone_names(targets.from_stack("gcp-usc1"), "us-central1-a") == ("us-central1-a", "us-central1-a")

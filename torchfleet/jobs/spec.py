@@ -49,7 +49,7 @@ class JobRequest:
     image: str
     command: tuple[str, ...]
     sizing: Sizing
-    zone: str | None = None
+    zone: str | None = None  # the node label value (topology.kubernetes.io/zone)
     env: tuple[tuple[str, str], ...] = ()
     mount: str = DEFAULT_MOUNT
     overrides: tuple[str, ...] = ()  # Hydra-style key=value, appended to the command (sweeps)
@@ -229,6 +229,31 @@ def size(machine: catalog.Machine, gpus_per_node: int) -> Sizing:
 # ---------------------------------------------------------------- the request
 
 
+_AZURE_ZONE = re.compile(r"^[1-3]$")
+_AZURE_ZONE_LABEL = re.compile(r"^([a-z0-9]+)-([1-3])$")
+
+
+def zone_names(target: Target, zone: str) -> tuple[str, str]:
+    """(the zone as stack config names it, the node label value) for ``--zone``.
+
+    They differ on Azure only: config says "1", AKS labels the node
+    ``topology.kubernetes.io/zone=eastus-1`` (components/clouds/azure topology_zones), so a
+    node selector on "1" would never match.
+    """
+    if target.cloud != "azure":
+        return zone, zone
+    if _AZURE_ZONE.match(zone):
+        if not target.region:
+            raise UsageError(f"--zone: Azure labels nodes <region>-<zone>; without --stack give it whole, "
+                             f"e.g. eastus-{zone}")
+        return zone, f"{target.region}-{zone}"
+    m = _AZURE_ZONE_LABEL.match(zone)
+    if not m or (target.region and m.group(1) != target.region):
+        where = target.region or "eastus"
+        raise UsageError(f"--zone: expected an Azure zone like 1 or {where}-1, got {zone!r}")
+    return m.group(2), zone
+
+
 def resolve_machine(
     target: Target, gpu: str, zone: str | None, max_nodes: int, gpus_per_node: int = 1
 ) -> tuple[catalog.Machine, list[str]]:
@@ -305,7 +330,8 @@ def build_request(
         raise UsageError(f"--mount: expected an absolute path such as {DEFAULT_MOUNT}, got {mount!r}")
     if gpus_per_node < 1:
         raise UsageError(f"--gpus-per-node: must be at least 1, got {gpus_per_node}")
-    machine, notes = resolve_machine(target, gpu, zone, hi, gpus_per_node)
+    pool_zone, zone_label = zone_names(target, zone) if zone else (None, None)
+    machine, notes = resolve_machine(target, gpu, pool_zone, hi, gpus_per_node)
     if gpus_per_node > machine.gpus:
         raise UsageError(
             f"--gpus-per-node: {machine.type} has {machine.gpus} {gpu} GPU(s), asked for {gpus_per_node}; "
@@ -325,7 +351,7 @@ def build_request(
         image=image,
         command=script + tuple(overrides),
         sizing=size(machine, gpus_per_node),
-        zone=zone,
+        zone=zone_label,
         env=env_pairs,
         mount=mount.rstrip("/"),
         overrides=tuple(overrides),

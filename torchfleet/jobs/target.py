@@ -40,6 +40,7 @@ class Target:
     grace_s: int  # the cloud's spot notice: the pods' termination grace period
     pools: tuple[platform.GpuPoolSpec, ...] | None  # None: no stack, so any catalog GPU is accepted
     max_gpus: int | None = None  # the stack's guardrail
+    region: str | None = None  # Azure zone labels carry it
 
     @property
     def etcd_host(self) -> str:
@@ -97,6 +98,7 @@ def from_stack(stack: str, stacks_dir: Path = STACKS_DIR) -> Target:
         grace_s=t.termination_grace_s,
         pools=spec.gpu_pools,
         max_gpus=spec.guardrails.max_gpus,
+        region=spec.region,
     )
 
 
