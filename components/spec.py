@@ -291,6 +291,9 @@ def parse(raw: dict[str, Any], stack: str = "dev") -> PlatformSpec:
     training = _parse_training(p, raw.get(_k("training")), traits)
     network = _parse_network(p, raw.get(_k("network")))
     autoscaler = _parse_autoscaler(p, raw.get(_k("autoscaler")))
+    if not traits.autoscaler_timings and isinstance(raw.get(_k("autoscaler")), dict):
+        for name in raw[_k("autoscaler")]:
+            p.add(f"{_k('autoscaler')}.{name}", f"{cloud}'s built-in autoscaler has no such setting; remove this key")
     guardrails = _parse_guardrails(p, raw.get(_k("guardrails")))
 
     if p.items:
@@ -412,6 +415,9 @@ def _parse_gpu_pools(
         if offer is None:
             continue
         machines = _pool_machines(p, pk, entry, offer)
+        if traits.machine_types_per_pool and len(machines) > traits.machine_types_per_pool:
+            hint = f"list one, e.g. [{machines[0].type}]"
+            p.add(f"{pk}.machineTypes", f"a {cloud} node pool has one machine type; {hint}")
         for zone in pool_zones or zones:
             if (offer.gpu, zone) in seen:
                 p.add(f"{pk}.gpu", f"{offer.gpu} in zone {zone} is already {key}[{seen[offer.gpu, zone]}]; "
