@@ -70,6 +70,7 @@ def test_reads_outputs_secrets_included():
 
 @pytest.mark.parametrize(("error", "kind", "words"), [
     (FileNotFoundError("pulumi"), ClusterError, "needs the Pulumi CLI"),
+    (auto.InvalidVersionError("minimum 3.1"), ClusterError, "too old"),
     (auto.StackNotFoundError(auto.CommandResult("", "no stack named 'x' found", 255)), UsageError,
      "Pulumi has no stack"),
     (auto.CommandError(auto.CommandResult("", "not logged in", 255)), ClusterError, "could not read the stack outputs"),

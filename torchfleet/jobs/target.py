@@ -140,6 +140,8 @@ def read_stack_outputs(stack: str, work_dir: Path = REPO) -> dict[str, Any]:
             "--stack: reading the stack's kubeconfig output needs the Pulumi CLI, which is not installed "
             "(https://www.pulumi.com/docs/iac/download-install/); or pass --kubeconfig/--context"
         ) from None
+    except auto.InvalidVersionError as error:
+        raise ClusterError(f"--stack: the installed Pulumi CLI is too old for this SDK ({error}); upgrade it") from None
     except auto.StackNotFoundError:
         raise UsageError(f"--stack: Pulumi has no stack {stack!r}; run `pulumi stack ls` to see yours") from None
     except auto.CommandError as error:
