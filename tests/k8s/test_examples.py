@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
+import yaml
 
 from components.clouds.local import LOCAL_STORE_PATH
-from components.kube import K8S_DIR, manifests
+from components.kube import K8S_DIR, manifests, static, transforms
 from components.spec import AKS_SPOT_TAINT, DEFAULT_CLAIM, DEFAULT_NAMESPACE, GPU_TAINT, LABEL_GPU, LABEL_ZONE
 from tests.k8s.rendered import load_one
 
@@ -81,6 +84,53 @@ def test_cpu_example_asks_for_no_gpu():
 
 def test_hostpath_volume_file_is_what_the_program_makes_for_local():
     source = {"hostPath": {"path": LOCAL_STORE_PATH, "type": "DirectoryOrCreate"}}
-    assert load_one(EXAMPLES / "shared-volume-hostpath.yaml") == manifests.persistent_volume(
+    assert load_one(EXAMPLES / "kind" / "shared-volume-hostpath.yaml") == manifests.persistent_volume(
         DEFAULT_NAMESPACE, DEFAULT_CLAIM, source, "20Gi"
     )
+
+
+# ---------------------------------------------------------------- the kind overlay
+
+
+KIND = yaml.safe_load((EXAMPLES / "kind" / "kustomization.yaml").read_text())
+
+
+def json_patch(obj: dict, ops: list[dict]) -> dict:
+    """The RFC 6902 subset the overlay uses (replace, remove), as kustomize applies it."""
+    obj = copy.deepcopy(obj)
+    for op in ops:
+        *parents, last = op["path"].lstrip("/").split("/")
+        node = obj
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        key = int(last) if isinstance(node, list) else last
+        if op["op"] == "replace":
+            exists = key < len(node) if isinstance(node, list) else key in node
+            assert exists, f"replace of a missing {op['path']} (RFC 6902 refuses it, so does kustomize)"
+            node[key] = op["value"]
+        elif op["op"] == "remove":
+            del node[key]
+        else:
+            raise AssertionError(f"unexpected op {op['op']}")
+    return obj
+
+
+def test_kind_overlay_builds_on_the_layer_and_adds_the_volume():
+    assert KIND["resources"] == ["../..", "shared-volume-hostpath.yaml"]
+
+
+def test_kind_overlay_makes_etcd_what_the_local_stack_makes():
+    (patch,) = KIND["patches"]
+    assert patch["target"] == {"kind": "StatefulSet", "name": "etcd"}
+    base = static.load("etcd/statefulset.yaml")
+    patched = json_patch(base, yaml.safe_load(patch["patch"]))
+    local = transforms.apply(
+        copy.deepcopy(base),
+        transforms.LayerSettings(
+            namespace=DEFAULT_NAMESPACE, claim_name=DEFAULT_CLAIM, store_capacity="20Gi", etcd_replicas=1, zoned=False
+        ),
+    )
+    assert patched["spec"]["replicas"] == local["spec"]["replicas"] == 1
+    pod, local_pod = patched["spec"]["template"]["spec"], local["spec"]["template"]["spec"]
+    assert pod["containers"][0]["args"] == local_pod["containers"][0]["args"]
+    assert pod["topologySpreadConstraints"] == local_pod["topologySpreadConstraints"]
