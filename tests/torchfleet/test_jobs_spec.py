@@ -117,3 +117,17 @@ def test_zone_is_passed_through_on_other_clouds():
     from torchfleet.jobs.spec import zone_names
 
     assert zone_names(targets.from_stack("gcp-usc1"), "us-central1-a") == ("us-central1-a", "us-central1-a")
+
+
+def test_stack_sizing_fits_the_smallest_machine_a_pool_may_get(tmp_path):
+    from torchfleet.jobs import target as targets
+    from torchfleet.jobs.spec import build_request
+
+    (tmp_path / "Pulumi.mixed.yaml").write_text(
+        "config:\n  aws:region: us-west-2\n  torchfleet:cloud: aws\n  torchfleet:zones: [us-west-2a]\n"
+        "  torchfleet:gpuPools:\n    - {gpu: t4, maxNodes: 4, machineTypes: [g4dn.4xlarge, g4dn.xlarge]}\n"
+    )
+    t = targets.from_stack("mixed", tmp_path)
+    req = build_request(t, name="a", gpu="t4", nodes="1", gpus_per_node=1, image="r/t:1", command=["t.py"])
+    assert req.sizing.machine == "g4dn.xlarge"
+    assert req.sizing.cpu_millis < 4000

@@ -278,9 +278,12 @@ def resolve_machine(
             raise UsageError(
                 f"--nodes: at most {biggest} {gpu} nodes {where} on stack {target.stack}, asked for {max_nodes}"
             )
-        # Pools list their machines with the same GPU count; the first is the template the
-        # autoscaler builds nodes from, so jobs are sized for it.
-        return candidates[0].machines[0], notes
+        # The autoscaler sizes new nodes from a pool's first machine type, but a spot pool may be
+        # given any type in its list (and the job's pods any of these pools): requests sized for
+        # the smallest fit on every node the job can get. For a pool that lists its smallest type
+        # first, as the example stacks do, that is machines[0].
+        machines = [m for p in candidates for m in p.machines]
+        return min(machines, key=lambda m: (m.gpus, m.vcpus, m.memory_gib)), notes
     offer = catalog.offering(gpu, target.cloud)
     if gpu not in catalog.load():
         raise UsageError(f"--gpu: unknown GPU {gpu!r}; the catalog has: {', '.join(catalog.gpu_keys())}")
