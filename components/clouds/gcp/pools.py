@@ -115,6 +115,10 @@ def manager_autoscaling(pool: NodePoolSpec) -> dict[str, Any]:
 
 # Auto-upgrade is required on a release channel; auto-repair replaces broken nodes.
 MANAGEMENT = {"auto_repair": True, "auto_upgrade": True}
+# GPU pools upgrade in place, one node at a time: a surge node would need a spare GPU (often not
+# there for spot, and billed while it exists), and training jobs already survive losing a node.
+# https://cloud.google.com/kubernetes-engine/docs/concepts/node-pool-upgrade-strategies#surge
+GPU_UPGRADE_SETTINGS = {"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1}
 
 
 def pool_options(parent: pulumi.Resource, depends_on: list[pulumi.Resource]) -> pulumi.ResourceOptions:
@@ -218,6 +222,7 @@ class GcpNodePools(pulumi.ComponentResource):
             initial_node_count=pool.min_nodes,
             autoscaling=gpu_autoscaling(pool),
             management=MANAGEMENT,
+            upgrade_settings=GPU_UPGRADE_SETTINGS,
             node_config=node_config(
                 self._identity.email,
                 pool.machine_types[0],  # spec.parse allows one machine type per GKE pool

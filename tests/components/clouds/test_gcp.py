@@ -232,6 +232,8 @@ def test_one_gpu_pool_per_gpu_and_zone(stack):
         assert r["nodeLocations"] == [p.zone]
         assert r["autoscaling"] == {"minNodeCount": p.min_nodes, "maxNodeCount": p.max_nodes, "locationPolicy": "ANY"}
         assert r["initialNodeCount"] == p.min_nodes  # scale from zero: no GPU node at creation
+        # Upgrades replace nodes in place: no surge node that would need a spare (spot) GPU.
+        assert r["upgradeSettings"] == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}
         node = r["nodeConfig"]
         assert node["spot"] is p.spot
         assert node["labels"] == p.labels
