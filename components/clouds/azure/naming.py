@@ -11,7 +11,9 @@ letter, at most 12 characters for Linux pools
 
 An AKS scale-set pool has exactly one VM size, so a GpuPoolSpec listing several machine types
 becomes one agent pool per machine type, all with the same labels; the contract name stays on
-every one of them as the `torchfleet.io/pool-name` label and `torchfleet-pool-name` tag.
+every one of them as the `torchfleet-pool-name` tag. Not as a node label: the pools of one GPU
+in different zones must carry identical labels, or the autoscaler's balance-similar-node-groups
+does not see them as similar and stops spreading scale-ups over zones.
 """
 
 from __future__ import annotations
@@ -25,8 +27,6 @@ from components.spec import GpuPoolSpec
 MAX_POOL_NAME = 12
 POOL_NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 MANAGER_AGENT_POOL = "manager"
-# Node label that carries the contract name (GpuPoolSpec.name) onto each agent pool's nodes.
-LABEL_POOL_NAME = "torchfleet.io/pool-name"
 # Azure tag names cannot contain '/' (nor <, >, %, &, \, ?), so tags use dashes.
 # https://learn.microsoft.com/azure/azure-resource-manager/management/tag-resources#limitations
 TAG_STACK = "torchfleet-stack"

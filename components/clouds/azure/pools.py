@@ -49,7 +49,8 @@ def pool_args(pool: GpuPoolSpec, machine_index: int, spec: PlatformSpec) -> dict
         "enable_node_public_ip": False,
         "os_disk_size_gb": pool.disk_size_gb,
         "orchestrator_version": spec.kubernetes_version,
-        "node_labels": {**pool.labels, naming.LABEL_POOL_NAME: pool.name},
+        # Exactly the contract labels, identical across zones (see naming.py on balancing).
+        "node_labels": dict(pool.labels),
         "node_taints": pool_taints(pool),
         # AKS installs the NVIDIA driver only; the device plugin is ours (device_plugin.py).
         # https://learn.microsoft.com/azure/aks/use-nvidia-gpu

@@ -208,8 +208,21 @@ def test_one_agent_pool_per_gpu_zone_and_machine(three):
         assert "nvidia.com/gpu=present:NoSchedule" in i["nodeTaints"]
         assert i["orchestratorVersion"] == "1.33"
     assert pools["t4z2m1"].inputs["vmSize"] == "Standard_NC8as_T4_v3"
-    assert pools["t4z2"].inputs["nodeLabels"]["torchfleet.io/pool-name"] == "gpu-t4-2"
+    assert pools["t4z2"].inputs["tags"]["torchfleet-pool-name"] == "gpu-t4-2"
     assert pools["t4z2m1"].inputs["tags"] == {"torchfleet-stack": "azure-three", "torchfleet-pool-name": "gpu-t4-2"}
+
+
+def test_pools_of_one_gpu_have_identical_labels_across_zones(three):
+    # Regression guard: a per-zone label would stop balance-similar-node-groups from treating the
+    # zonal pools of one GPU as similar. The zone itself is topology.kubernetes.io/zone (AKS's).
+    by_gpu: dict = {}
+    for p in three.of_type(POOL):
+        by_gpu.setdefault(p.inputs["nodeLabels"]["torchfleet.io/gpu"], []).append(p.inputs["nodeLabels"])
+    assert set(by_gpu) == {"t4", "a100-80gb"}
+    for labels in by_gpu.values():
+        assert all(lab == labels[0] for lab in labels)
+    assert by_gpu["t4"][0] == {"torchfleet.io/pool": "gpu", "torchfleet.io/gpu": "t4",
+                               "torchfleet.io/capacity": "spot", "nvidia.com/gpu.present": "true"}
 
 
 def test_spot_pools_scale_from_zero_with_aks_spot_settings(three):
