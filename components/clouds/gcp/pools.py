@@ -6,6 +6,7 @@ Everything here is plain data built by small functions (`node_config`, `gpu_acce
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any
 
@@ -39,9 +40,16 @@ _GKE_EFFECT = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHED
 
 
 def service_account_id(stack: str) -> str:
-    """A valid, per-stack account id: 6-30 characters, [a-z][-a-z0-9]*[a-z0-9]."""
-    base = re.sub(r"[^a-z0-9-]+", "-", stack.lower()).strip("-")
-    return f"tfleet-{base}"[:24].rstrip("-") + "-nodes"
+    """A valid, per-stack account id: 6-30 characters, [a-z][-a-z0-9]*[a-z0-9].
+
+    Long stack names are cut and given a short hash of the full name, so two stacks that share
+    a long prefix still get two accounts.
+    """
+    base = f"tfleet-{re.sub(r'[^a-z0-9-]+', '-', stack.lower()).strip('-')}".rstrip("-")
+    if len(base) > 24:
+        digest = hashlib.sha256(stack.encode()).hexdigest()[:6]
+        base = f"{base[:17].rstrip('-')}-{digest}"
+    return f"{base}-nodes"
 
 
 def gke_taint(taint: dict[str, str]) -> dict[str, str]:

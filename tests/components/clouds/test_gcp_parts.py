@@ -71,7 +71,12 @@ def test_service_account_id_is_always_valid(stack):
 
 
 def test_service_account_id_is_per_stack():
+    assert pools.service_account_id("gcp-usc1") == "tfleet-gcp-usc1-nodes"
     assert pools.service_account_id("gcp-usc1") != pools.service_account_id("gcp-euw4")
+    # Long names that differ only past the cut still get their own account.
+    a = pools.service_account_id("research-team-gpu-cluster-us-central1")
+    b = pools.service_account_id("research-team-gpu-cluster-us-east4")
+    assert a != b and len(a) <= 30 and len(b) <= 30
 
 
 def test_resource_labels_are_valid_gcp_labels():
