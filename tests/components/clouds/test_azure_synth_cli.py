@@ -1,20 +1,22 @@
-"""`torchfleet synth` on the Azure example stack, as a user runs it: a separate process, JSON out,
-the kubeconfig never printed; a bad Azure config exits 2 with the problem on stderr."""
+"""`torchfleet synth` on the Azure example stack, as a user runs it (the CLI entry point, JSON on
+stdout), the kubeconfig never printed; a bad Azure config exits 2 with the problem on stderr."""
 
+import contextlib
+import io
 import json
-import subprocess
-import sys
+from types import SimpleNamespace
 
 import pytest
 
 from tests.harness import REPO
+from torchfleet.cli import main
 
 
 def _synth(stack_file):
-    return subprocess.run(
-        [sys.executable, "-m", "torchfleet", "synth", "--stack-file", str(stack_file)],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
-    )
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["synth", "--stack-file", str(stack_file)])
+    return SimpleNamespace(returncode=rc, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 @pytest.fixture(scope="module")
