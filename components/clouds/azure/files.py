@@ -42,8 +42,9 @@ def account_args(spec: PlatformSpec) -> dict:
         # https://learn.microsoft.com/azure/storage/files/files-nfs-protocol#support-for-azure-storage-features
         "kind": "FileStorage",
         "sku": {"name": spec.storage.tier},
-        # NFS 4.1 has no encryption in transit, and Azure refuses NFS mounts while secure
-        # transfer is required; the traffic never leaves the private endpoint.
+        # Azure refuses NFS mounts while "secure transfer required" (HTTPS/SMB encryption) is on;
+        # the NFS traffic stays inside the virtual network, on the private endpoint.
+        # https://learn.microsoft.com/azure/storage/files/files-nfs-protocol#security-and-networking
         "enable_https_traffic_only": False,
         "minimum_tls_version": "TLS1_2",
         "allow_blob_public_access": False,

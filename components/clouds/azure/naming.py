@@ -24,7 +24,6 @@ import re
 
 from components.spec import GpuPoolSpec
 
-MAX_POOL_NAME = 12
 POOL_NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 MANAGER_AGENT_POOL = "manager"
 # Azure tag names cannot contain '/' (nor <, >, %, &, \, ?), so tags use dashes.
