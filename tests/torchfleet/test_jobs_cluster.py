@@ -426,3 +426,12 @@ def test_list_without_the_crd_hints_at_the_operator(api, kubeconfig, capsys):
     api.list_namespaced_custom_object.side_effect = not_found()
     code, _, err = cli(["list"], kubeconfig, capsys)
     assert code == 1 and "has no ElasticJob resource" in err and "--operator" in err
+
+
+def test_no_kubeconfig_at_all_says_how_to_name_a_cluster(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setattr("kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "none"))
+    code = main(["list"])
+    err = capsys.readouterr().err
+    assert code == 2 and "no cluster to talk to" in err and "--stack NAME, or --kubeconfig PATH" in err
