@@ -269,7 +269,7 @@ def test_status_reads_last_checkpoint_from_the_logs(api, kubeconfig, capsys):
         _ckpt_log(100, 200) if name.endswith("-0") else "no events here")
     code, out, err = cli(["status", "resnet"], kubeconfig, capsys)
     assert code == 0, err
-    assert "State:        Running" in out
+    assert "State:           Running" in out
     assert "Last checkpoint: step 200 (read from resnet-worker-0 log)" in out
     assert "Preempted" in out and "spot node reclaimed" in out
     assert "g4dn.xlarge" in out and "spot" in out

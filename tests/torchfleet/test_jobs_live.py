@@ -34,7 +34,7 @@ def test_submit_list_status_delete_round_trip(capsys):
         assert cli("list") == 0
         assert name in capsys.readouterr().out
         assert cli("status", name) == 0
-        assert f"Job:          {name}" in capsys.readouterr().out
+        assert f"Job:             {name}" in capsys.readouterr().out
     finally:
         assert cli("delete", name) == 0
     assert cli("status", name) == 2

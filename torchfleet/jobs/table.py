@@ -140,19 +140,20 @@ def render_status(
         status = job.get("status") or {}
         since = status.get("startTime") or "not started"
         ckpt = f"none seen yet (job {row.state}, started {since}; the controller's status has no step)"
-    lines = [
-        f"Job:          {row.name} ({job.get('kind')}, namespace {meta.get('namespace', '?')})",
-        f"State:        {row.state}",
-        f"Nodes:        {running(pods)} running (min {lo}, max {hi})",
-        f"GPU:          {row.gpu} x{gpus} per node, sized for {ann.get(manifests.ANNOTATION_MACHINE, '?')}",
-        f"Zone:         {row.zone}",
-        f"Image:        {container.get('image', '?')}",
-        f"Checkpoints:  {ann.get(manifests.ANNOTATION_CHECKPOINTS, '?')}",
-        f"Last checkpoint: {ckpt}",
-        f"Age:          {row.age}   Restarts: {row.restarts}",
+    fields = [
+        ("Job", f"{row.name} ({job.get('kind')}, namespace {meta.get('namespace', '?')})"),
+        ("State", row.state),
+        ("Nodes", f"{running(pods)} running (min {lo}, max {hi})"),
+        ("GPU", f"{row.gpu} x{gpus} per node, sized for {ann.get(manifests.ANNOTATION_MACHINE, '?')}"),
+        ("Zone", row.zone),
+        ("Image", container.get("image", "?")),
+        ("Checkpoints", ann.get(manifests.ANNOTATION_CHECKPOINTS, "?")),
+        ("Last checkpoint", ckpt),
+        ("Age", f"{row.age}   Restarts: {row.restarts}"),
     ]
     if ann.get(manifests.ANNOTATION_OVERRIDES):
-        lines.append(f"Overrides:    {ann[manifests.ANNOTATION_OVERRIDES]}")
+        fields.append(("Overrides", ann[manifests.ANNOTATION_OVERRIDES]))
+    lines = [f"{label + ':':<17}{value}" for label, value in fields]
     pod_rows = []
     nodes: dict[str, dict[str, str] | None] = {}
     for pod in sorted(pods, key=lambda p: p.metadata.name):
