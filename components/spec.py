@@ -186,8 +186,16 @@ class _Problems:
 
 # Allowed keys of each structured value; anything else is a typo worth reporting.
 _TOP_KEYS = {
-    "cloud", "zones", "kubernetesVersion", "managerPool", "gpuPools", "storage",
-    "training", "network", "autoscaler", "guardrails",
+    "cloud",
+    "zones",
+    "kubernetesVersion",
+    "managerPool",
+    "gpuPools",
+    "storage",
+    "training",
+    "network",
+    "autoscaler",
+    "guardrails",
 }
 _MANAGER_KEYS = {"machineType", "minNodes", "maxNodes", "diskSizeGb"}
 _GPU_POOL_KEYS = {"gpu", "maxNodes", "minNodes", "machineTypes", "spot", "zones", "diskSizeGb"}
@@ -284,6 +292,8 @@ def parse(raw: dict[str, Any], stack: str = "dev") -> PlatformSpec:
     version = str(raw.get(_k("kubernetesVersion")) or DEFAULT_KUBERNETES_VERSION)
     if not _K8S_VERSION.match(version):
         p.add(_k("kubernetesVersion"), f'expected a minor version like "1.33" (quoted), got {version!r}')
+    elif traits.kubernetes_versions and version not in traits.kubernetes_versions:
+        p.add(_k("kubernetesVersion"), f"{cloud} supports {', '.join(traits.kubernetes_versions)}, got {version!r}")
 
     manager = _parse_manager(p, raw.get(_k("managerPool")), cloud)
     gpu_pools = _parse_gpu_pools(p, raw.get(_k("gpuPools")), cloud, traits, zones)
@@ -382,9 +392,7 @@ def _resolve_offering(p: _Problems, key: str, gpu: Any, cloud: str) -> catalog.O
     return offer
 
 
-def _parse_gpu_pools(
-    p: _Problems, value: Any, cloud: str, traits: CloudTraits, zones: list[str]
-) -> list[GpuPoolSpec]:
+def _parse_gpu_pools(p: _Problems, value: Any, cloud: str, traits: CloudTraits, zones: list[str]) -> list[GpuPoolSpec]:
     key = _k("gpuPools")
     if not traits.gpu_pools:
         if value:
@@ -420,8 +428,11 @@ def _parse_gpu_pools(
             p.add(f"{pk}.machineTypes", f"a {cloud} node pool has one machine type; {hint}")
         for zone in pool_zones or zones:
             if (offer.gpu, zone) in seen:
-                p.add(f"{pk}.gpu", f"{offer.gpu} in zone {zone} is already {key}[{seen[offer.gpu, zone]}]; "
-                      "list each GPU once per zone")
+                p.add(
+                    f"{pk}.gpu",
+                    f"{offer.gpu} in zone {zone} is already {key}[{seen[offer.gpu, zone]}]; "
+                    "list each GPU once per zone",
+                )
                 continue
             seen[offer.gpu, zone] = i
             if machines:
@@ -521,8 +532,10 @@ def _parse_autoscaler(p: _Problems, value: Any) -> AutoscalerSpec:
     obj = _obj(p, key, value, _AUTOSCALER_KEYS)
     default = AutoscalerSpec()
     out = {}
-    for name, attr in (("scaleDownUnneededTime", "scale_down_unneeded_time"),
-                       ("scaleDownDelayAfterAdd", "scale_down_delay_after_add")):
+    for name, attr in (
+        ("scaleDownUnneededTime", "scale_down_unneeded_time"),
+        ("scaleDownDelayAfterAdd", "scale_down_delay_after_add"),
+    ):
         v = obj.get(name, getattr(default, attr))
         if not isinstance(v, str) or not _DURATION.match(v):
             p.add(f"{key}.{name}", f"expected a duration like 5m, 300s or 1h, got {v!r}")

@@ -72,9 +72,7 @@ def _gpu(key: str, row: dict) -> Gpu:
             cloud=cloud,
             status=o["status"],
             source=o["source"],
-            machines=tuple(
-                Machine(m["type"], m["gpus"], m["vcpus"], m["memoryGib"]) for m in o["machines"]
-            ),
+            machines=tuple(Machine(m["type"], m["gpus"], m["vcpus"], m["memoryGib"]) for m in o["machines"]),
             retired=o.get("retired"),
             reason=o.get("reason"),
             replacement=o.get("replacement"),
