@@ -375,6 +375,13 @@ def test_bad_kubernetes_version(version):
     assert message == f'expected a minor version like "1.33" (quoted), got {version!r}'
 
 
+@pytest.mark.parametrize("version", ["1.29", "1.35"])
+def test_aws_kubernetes_version_without_a_matching_autoscaler_image(version):
+    # The EKS cluster autoscaler image must match the cluster minor; only known pairs are accepted.
+    message = only(config("aws", kubernetesVersion=version), "torchfleet:kubernetesVersion")
+    assert message == f"aws supports 1.30, 1.31, 1.32, 1.33, 1.34, got {version!r}"
+
+
 # ---------------------------------------------------------------- every problem at once
 
 
