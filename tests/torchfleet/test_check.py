@@ -136,3 +136,46 @@ def test_the_installed_entry_point_returns_the_exit_code(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "torchfleet", "check", "--stack-file", str(missing)],
                           cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def _break_stores_ips_and_pins(resources: list[dict]) -> set[tuple[str, str]]:
+    """Unencrypted EFS, public node IPs, a `latest` image and chart; returns what must be reported."""
+    expected = set()
+    by_key = {f"{r['type']}::{r['name']}": r for r in resources}
+    for r in resources:
+        t, i = r["type"], r["inputs"]
+        if t == "aws:efs/fileSystem:FileSystem":
+            i["encrypted"] = False
+            expected.add(("store-encrypted", r["name"]))
+        elif t == "aws:eks/nodeGroup:NodeGroup":
+            for urn in r["options"]["propertyDependencies"]["subnetIds"]:
+                subnet = by_key[policy._urn_key(urn)]
+                subnet["inputs"]["mapPublicIpOnLaunch"] = True
+                expected.add(("no-public-node-ips", subnet["name"]))
+        elif t == "gcp:container/cluster:Cluster":
+            i["privateClusterConfig"] = {**i.get("privateClusterConfig", {}), "enablePrivateNodes": False}
+            expected.add(("no-public-node-ips", r["name"]))
+        elif t == "azure-native:containerservice:AgentPool":
+            i["enableNodePublicIP"] = True
+            expected.add(("no-public-node-ips", r["name"]))
+        elif t == "kubernetes:helm.sh/v3:Release":
+            i["version"] = "latest"
+            expected.add(("pinned-versions", r["name"]))
+    pods = [r for r in resources if r["type"] == "kubernetes:apps/v1:StatefulSet"]
+    if pods:
+        pods[0]["inputs"]["spec"]["template"]["spec"]["containers"][0]["image"] = "quay.io/coreos/etcd:latest"
+        expected.add(("pinned-versions", pods[0]["name"]))
+    return expected
+
+
+@pytest.mark.parametrize("stack", CLOUD_STACKS)
+def test_synthesized_stack_with_public_ips_unpinned_images_or_an_open_store_is_caught(stack):
+    try:
+        result = synth_stack(stack)
+    except NotImplementedError as error:
+        pytest.xfail(f"cloud not implemented yet: {error}")
+    resources = resources_of(result.resources)
+    expected = _break_stores_ips_and_pins(resources)
+    assert {rule for rule, _ in expected} >= {"no-public-node-ips", "pinned-versions"}
+    found = policy.check(resources, max_gpus=10_000, allow_on_demand_gpus=True)
+    assert {(v.rule, v.resource) for v in found} == expected
