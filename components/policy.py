@@ -218,9 +218,9 @@ def _gke_pool(r: Resource) -> Pool:
         # GKE's maxNodeCount (and nodeCount) is per zone:
         # https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters.nodePools#nodepoolautoscaling
         per_zone = _number(scaling.get("maxNodeCount", i.get("nodeCount", i.get("initialNodeCount"))))
-        max_nodes = per_zone
-        if per_zone is not UNKNOWN:
-            max_nodes = per_zone * n_zones if per_zone is not None and n_zones else None
+        max_nodes = UNKNOWN if UNKNOWN in (per_zone, zones) else None
+        if max_nodes is None and per_zone is not None and n_zones:
+            max_nodes = per_zone * n_zones
     spot = node.get("spot")
     preemptible = node.get("preemptible")
     return Pool(

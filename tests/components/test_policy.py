@@ -362,3 +362,9 @@ def test_rules_import_no_pulumi_so_the_pack_and_the_offline_check_share_them():
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
                           timeout=60)
     assert proc.stdout.strip() == "[]"
+
+
+def test_gke_pool_with_zones_unknown_in_preview_is_not_counted_as_unbounded():
+    pool = gke()
+    pool["inputs"]["nodeLocations"] = UNKNOWN
+    assert rules_of([pool], max_gpus=1) == []
