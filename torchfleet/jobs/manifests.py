@@ -90,7 +90,7 @@ def pod_template(req: JobRequest, target: Target) -> dict[str, Any]:
     container = {
         "name": CONTAINER_NAME[target.operator],
         "image": req.image,
-        "imagePullPolicy": "IfNotPresent",
+        "imagePullPolicy": "Always",  # a recreated pod re-resolves the tag: cheap, layers are cached
         "command": list(LAUNCHER),
         "args": [f"--nproc_per_node={req.gpus_per_node}", *req.command],
         "env": environment(req),

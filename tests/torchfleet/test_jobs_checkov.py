@@ -1,0 +1,69 @@
+"""checkov on the pods and network policy `torchfleet submit` creates (both operators), as DESIGN.md
+asks of every manifest the project renders. The operators' custom resources are not scanned by
+checkov, so each job's pod template is written out as the Pod the controller will create."""
+
+import json
+import subprocess
+from dataclasses import replace
+
+import pytest
+import yaml
+
+from components import spec as platform
+from tests.harness import REPO
+from torchfleet.jobs import manifests
+from torchfleet.jobs import target as targets
+from torchfleet.jobs.spec import build_request
+
+CHECKOV = REPO / ".venv-tools" / "bin" / "checkov"
+# Checks that do not fit a training pod, each with why (keep every reason true).
+SKIPS = {
+    "CKV_K8S_8": "Liveness probe: a training worker serves nothing to probe; a hung collective ends at the "
+                 "process-group timeout and the controller acts on the exit code.",
+    "CKV_K8S_9": "Readiness probe: no Service routes traffic by readiness; workers meet through etcd rendezvous.",
+    "CKV_K8S_11": "CPU limit: CFS throttling starves the data loaders and so the GPU; the request reserves the "
+                  "pod's share of the node, sized from the catalog.",
+    "CKV_K8S_22": "Read-only root filesystem: torchrun and the trainer write error files and caches under /tmp "
+                  "and $HOME inside the image, whose layout the image owns.",
+    "CKV_K8S_23": "Non-root: the user is the training image's choice (its Dockerfile); forcing runAsNonRoot "
+                  "would refuse to start an image built to run as root.",
+    "CKV_K8S_40": "High UID: as above, the image sets its user; the pod does not override it.",
+    "CKV_K8S_43": "Image digest: researchers give REPO:TAG (moving tags such as latest are refused before "
+                  "submit); a digest cannot be required of every experiment image.",
+}
+
+
+def _documents(operator):
+    t = replace(targets.defaults(), operator=operator)
+    req = build_request(t, name=f"ckv-{operator}", gpu="t4", nodes="2:4", gpus_per_node=1,
+                        image="registry.example.com/team/train:1.4.2", command=["python", "train.py"])
+    template = manifests.worker_spec(manifests.build(req, t))["template"]
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": f"{req.name}-worker-0", "namespace": t.namespace, **template["metadata"]},
+           "spec": template["spec"]}
+    return pod, manifests.network_policy(req, t)
+
+
+def test_job_pods_pass_checkov(tmp_path):
+    if not CHECKOV.exists():
+        pytest.fail(f"{CHECKOV} is missing: run bash .ci/setup")
+    for operator in platform.OPERATORS:
+        pod, policy = _documents(operator)
+        (tmp_path / f"{operator}.yaml").write_text(yaml.safe_dump_all([pod, policy], sort_keys=False))
+    proc = subprocess.run(
+        [str(CHECKOV), "--directory", str(tmp_path), "--framework", "kubernetes", "--output", "json", "--compact",
+         "--skip-download", "--skip-check", ",".join(SKIPS)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode in (0, 1) and proc.stdout.strip(), proc.stderr[-2000:]
+    reports = json.loads(proc.stdout)
+    reports = reports if isinstance(reports, list) else [reports]
+    results = [r.get("results", {}) for r in reports]
+    failed = [f"{c['check_id']} {c['check_name']} ({c['resource']})"
+              for r in results for c in r.get("failed_checks", [])]
+    passed = [(c["check_id"], c["resource"]) for r in results for c in r.get("passed_checks", [])]
+    assert failed == []
+    pods = {resource for _, resource in passed if resource.startswith("Pod.")}
+    assert len(pods) == 2  # both operators' pods were scanned
+    # CKV2_K8S_6 "pods lack an associated NetworkPolicy": the job's own policy selects its pods.
+    assert {resource for check, resource in passed if check == "CKV2_K8S_6"} == pods
