@@ -20,6 +20,8 @@ KUSTOMIZATION = K8S_DIR / "kustomization.yaml"
 TORCHELASTIC_ONLY = ("crds/", "controller/")
 # Applied before everything else, which waits for them (namespaced objects need the namespace).
 FIRST = ("namespace.yaml",)
+# The shared claim, which binds to the layer's PersistentVolume.
+STORAGE = "storage/"
 
 
 def kustomization_files() -> list[str]:

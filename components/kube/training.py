@@ -94,7 +94,9 @@ class TrainingLayer(pulumi.ComponentResource):
         volume = self._create_shared_volume(settings, cluster.store, ready)
         rest = [f for f in static.files_for(training.operator) if f not in static.FIRST]
         for relative in rest:
-            self._create_static(relative, settings, [*ready, *first, volume])
+            # The claim binds to the volume by name, so it waits for it; the rest need the namespace.
+            needs = [volume] if relative.startswith(static.STORAGE) else []
+            self._create_static(relative, settings, [*ready, *first, *needs])
         if cluster.store.nfs_cidrs:
             self._create_nfs_policy(settings, cluster.store, [*ready, *first])
         if training.operator == "kubeflow":

@@ -323,5 +323,12 @@ def test_namespace_and_members_follow_config(renamed):
 
 def test_namespaced_objects_wait_for_the_namespace(local):
     namespace = local.one("kubernetes:core/v1:Namespace")
-    for r in local.of_type(STS) + local.of_type(DEPLOYMENT) + local.of_type(POLICY):
+    for r in local.of_type(STS) + local.of_type(DEPLOYMENT) + local.of_type(POLICY) + local.of_type(PVC):
         assert any(d.endswith(f"::{namespace.name}") for d in r.options["dependencies"]), r.name
+
+
+def test_only_the_claim_waits_for_the_volume(local):
+    volume = local.one(PV)
+    waiting = {r.type for r in local.resources if r.custom
+               and any(d.endswith(f"::{volume.name}") for d in r.options["dependencies"])}
+    assert waiting == {PVC}
