@@ -311,7 +311,7 @@ def gpu_pool_one_zone(resources: list[Resource], limits: Limits) -> Iterator[Vio
 
 
 def gpu_pool_spot(resources: list[Resource], limits: Limits) -> Iterator[Violation]:
-    """On-demand GPUs cost about three times spot; they need the stack to say so."""
+    """On-demand GPUs cost several times their spot price: the stack must ask for them."""
     if limits.allow_on_demand_gpus:
         return
     for pool in gpu_pools(resources):
