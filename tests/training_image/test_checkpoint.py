@@ -49,7 +49,7 @@ def test_truncated_checkpoint_is_skipped_with_a_warning(store, caplog):
     state_file = newest.path / "state.pt"
     state_file.write_bytes(state_file.read_bytes()[: state_file.stat().st_size // 2])
     with caplog.at_level(logging.WARNING, logger="elastic_trainer"):
-        _, meta, checkpoint = store.load_latest()
+        _, meta, _ = store.load_latest()
     assert meta["step"] == 10
     assert "ckpt-g000001-s0000000020" in caplog.text and "truncated" in caplog.text
 

@@ -143,3 +143,19 @@ def test_sigterm_ends_in_143_where_torchrun_alone_exits_1(tmp_path):
     # Pins DESIGN.md's fact: torchrun exits 1 on SIGTERM (fatal for both controllers).
     assert _start_and_sigterm([sys.executable, "-m", "torch.distributed.run"], tmp_path) == 1
     assert _start_and_sigterm([sys.executable, "-m", "elastic_trainer.launcher"], tmp_path) == 143
+
+
+@pytest.mark.parametrize(
+    ("extra", "environ", "preload"),
+    [
+        ([], {}, True),  # workers forked from a forkserver that imported torch during the rendezvous
+        (["--start_method=spawn"], {}, False),  # the user's choice of how workers start is kept
+        (["--no-python"], {}, False),
+        ([], {"TORCHFLEET_PRELOAD": "0"}, False),
+    ],
+)
+def test_preloaded_workers(extra, environ, preload):
+    plan = build_plan([*CONTROLLER, *extra, *SCRIPT], environ)
+    assert plan.preload is preload
+    assert ("--start_method=forkserver" in plan.torchrun_args) is preload
+    assert ("--run_path" in plan.torchrun_args) is preload

@@ -61,11 +61,13 @@ def test_1_interrupted_run_ends_with_the_same_weights_as_an_uninterrupted_one(ma
 
 
 def test_2_sigkill_survivor_resumes_and_a_replacement_joins(make_job):
-    every, total = 20, 160
+    # Long enough (about 20 s of paced steps after the kill) for the replacement to start and
+    # join on a loaded machine before the survivor alone finishes the job.
+    every, total = 20, 600
     job = make_job(f"--total-steps={total}", "--global-batch-size=16", f"--checkpoint-every={every}",
                    "--step-delay-s=0.03", nnodes="1:2")
     first, victim = job.start_node(), job.start_node()
-    job.wait_for("step", TIMEOUT, step=50, world=2)
+    job.wait_for("step", TIMEOUT, step=30, world=2)
     killed_at = victim.kill()
     last_step = steps_before(job, killed_at)
 

@@ -60,6 +60,14 @@ DEFAULT_ENV: dict[str, str] = {
     "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
     "TORCHFLEET_PG_TIMEOUT_S": "300",
 }
+# Workers forked from a warm forkserver instead of fresh interpreters (see warm.py): torchrun
+# runs a script "in the same interpreter" (--run_path) through multiprocessing, and the
+# forkserver is started, with torch imported, while the agent is still in the rendezvous.
+PRELOAD_OPTIONS: tuple[str, ...] = ("--run_path", "--start_method=forkserver")
+PRELOAD_MODULES: tuple[str, ...] = ("elastic_trainer.warm",)
+# a user choosing how workers start keeps that choice
+_START_FLAGS = ("--run_path", "--run-path", "--start_method", "--start-method", "--no_python", "--no-python",
+                "-m", "--module")
 _BACKEND_FLAGS = ("--rdzv_backend", "--rdzv-backend")
 _CONF_FLAGS = ("--rdzv_conf", "--rdzv-conf")
 
@@ -73,6 +81,7 @@ class LaunchPlan:
     torchrun_args: list[str]
     env: dict[str, str] = field(default_factory=dict)
     rdzv_conf: dict[str, str] = field(default_factory=dict)
+    preload: bool = False
 
 
 def parse_rdzv_conf(text: str) -> dict[str, str]:
@@ -166,8 +175,14 @@ def build_plan(argv: Sequence[str], environ: Mapping[str, str]) -> LaunchPlan:
         conf.update(parse_rdzv_conf(text))
     check_rdzv_conf(conf)
 
+    preload = (
+        environ.get("TORCHFLEET_PRELOAD", "1") != "0"
+        and script[0].endswith(".py")
+        and not any(token.partition("=")[0] in _START_FLAGS for token in options)
+    )
     torchrun_args = [
         *(opt for opt in DEFAULT_OPTIONS if not opt.startswith(_BACKEND_FLAGS)),
+        *(PRELOAD_OPTIONS if preload else ()),
         *options,
         f"--rdzv_backend={backend}",
         f"--rdzv_conf={format_rdzv_conf(conf)}",
@@ -181,7 +196,16 @@ def build_plan(argv: Sequence[str], environ: Mapping[str, str]) -> LaunchPlan:
         raise LaunchError(
             f"TORCHFLEET_PG_TIMEOUT_S={env['TORCHFLEET_PG_TIMEOUT_S']!r}: must be a positive number of seconds"
         ) from None
-    return LaunchPlan(torchrun_args=torchrun_args, env=env, rdzv_conf=conf)
+    return LaunchPlan(torchrun_args=torchrun_args, env=env, rdzv_conf=conf, preload=preload)
+
+
+def _start_forkserver() -> None:
+    import multiprocessing
+    import multiprocessing.forkserver
+
+    multiprocessing.set_forkserver_preload(list(PRELOAD_MODULES))
+    # now, so that warming up overlaps the rendezvous instead of following it
+    multiprocessing.forkserver.ensure_running()
 
 
 def _run_torchrun(torchrun_args: list[str]) -> int:
@@ -217,6 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     os.environ.update(plan.env)  # inherited by the workers torchrun starts
     print("[torchfleet] torchrun " + " ".join(plan.torchrun_args), file=sys.stderr, flush=True)
+    if plan.preload:
+        _start_forkserver()
     return _run_torchrun(plan.torchrun_args)
 
 

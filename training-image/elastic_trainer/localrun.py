@@ -342,3 +342,43 @@ class LocalJob:
 def etcd_server() -> Iterator[Etcd]:
     with Etcd() as etcd:
         yield etcd
+
+
+# -- the measured scenarios (bench/recovery.py and `torchfleet demo` report these) ----------------
+def kill_and_resume(job: LocalJob, victim: Node, world_after: int, timeout: float = 180) -> dict:
+    """SIGKILL ``victim``'s tree; time until the survivors take their next step."""
+    killed_at = victim.kill()
+    last_step = max((e["step"] for e in job.steps() if e.t <= killed_at), default=0)
+    first = job.events.wait_for(
+        lambda e: e.kind == "step" and e.t > killed_at and e["world"] == world_after, timeout,
+        describe=f"step at world size {world_after} after the kill",
+    )
+    resumed = [e for e in job.events.snapshot() if e.kind == "resumed" and killed_at < e.t <= first.t][-1]
+    return {
+        "node": victim.name,
+        "last_step_before_kill": last_step,
+        "resumed_from_step": resumed["step"],
+        "lost_steps": last_step - resumed["step"],
+        "kill_to_resume_s": round(first.t - killed_at, 3),
+        "at": killed_at,
+    }
+
+
+def add_node_and_join(job: LocalJob, name: str, world_after: int, timeout: float = 180) -> dict:
+    """Start a replacement node; time until it trains together with the others."""
+    node = job.start_node(name)
+    first = job.events.wait_for(
+        lambda e: e.kind == "step" and e.t > node.started_at and e["world"] == world_after, timeout,
+        describe=f"step at world size {world_after} after {name} started",
+    )
+    return {"node": name, "replacement_join_s": round(first.t - node.started_at, 3), "step": first["step"],
+            "at": node.started_at}
+
+
+def sigterm_and_checkpoint(job: LocalJob, node: Node, timeout: float = 120) -> dict:
+    """A spot notice: SIGTERM the launcher; time until the checkpoint is committed."""
+    sent_at = node.sigterm()
+    committed = job.wait_for("ckpt", timeout, since=sent_at, reason="stop")
+    code = node.wait(timeout)
+    return {"node": node.name, "sigterm_checkpoint_s": round(committed.t - sent_at, 3),
+            "checkpoint_step": committed["step"], "exit_code": code, "at": sent_at}
