@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
-
-from kubernetes import client
+from typing import TYPE_CHECKING, Any
 
 from components import spec as platform
 from torchfleet.jobs import manifests
 from torchfleet.jobs.progress import CheckpointInfo
+
+if TYPE_CHECKING:  # the kubernetes package takes 0.2 s to import; every torchfleet command would pay it
+    from kubernetes import client
 
 LIST_COLUMNS = ("NAME", "STATE", "NODES", "GPU", "ZONE", "AGE", "RESTARTS")
 
