@@ -1,0 +1,71 @@
+"""`torchfleet demo`: the offline default job, run for real, and its cleanup on Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# the demo's own entry, without depending on how torchfleet/cli.py wires the subcommand
+RUNNER = (
+    "import argparse, sys; from torchfleet import demo; p = argparse.ArgumentParser(); "
+    "demo.register(p.add_subparsers()); a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))"
+)
+
+pytestmark = pytest.mark.slow
+
+
+def tagged_processes(tag: str) -> list[int]:
+    """Processes that inherited the demo's environment (etcd, launchers, forkservers, workers)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if f"TF_DEMO_TEST_TAG={tag}".encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def start_demo(tmp_path, tag: str, *args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "TF_DEMO_TEST_TAG": tag, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-u", "-c", RUNNER, "demo", f"--workdir={tmp_path}", *args],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_demo_prints_the_recovery_timeline(tmp_path):
+    tag = uuid.uuid4().hex
+    demo = start_demo(tmp_path, tag)
+    out, _ = demo.communicate(timeout=300)
+    assert demo.returncode == 0, out
+    for line in ("training with 2 nodes", "killed node1", "resumed with 1 node from the checkpoint of step",
+                 "started node2 as the replacement", "rejoined with 2 nodes", "finished: all 400 steps"):
+        assert line in out, out
+    assert "kill to resume" in out
+    assert (tmp_path / "checkpoints").is_dir()  # kept: --workdir was given
+    assert not tagged_processes(tag)
+
+
+def test_ctrl_c_stops_every_process_the_demo_started(tmp_path):
+    tag = uuid.uuid4().hex
+    demo = start_demo(tmp_path, tag)
+    deadline = time.monotonic() + 120
+    for line in demo.stdout:
+        if "training with 2 nodes" in line:
+            break
+        assert time.monotonic() < deadline
+    assert len(tagged_processes(tag)) >= 5  # etcd, 2 launchers, their forkservers and workers
+    demo.send_signal(signal.SIGINT)
+    rest, _ = demo.communicate(timeout=60)
+    assert demo.returncode == 130, rest
+    assert "every process the demo started has been stopped" in rest
+    time.sleep(0.5)
+    assert not tagged_processes(tag)
