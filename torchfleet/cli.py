@@ -7,7 +7,7 @@ import importlib
 import sys
 
 # Each module exposes register(subparsers), which adds its command(s) and sets `func`.
-COMMAND_MODULES = ["torchfleet.synth", "torchfleet.check", "torchfleet.jobs.commands"]
+COMMAND_MODULES = ["torchfleet.synth", "torchfleet.check", "torchfleet.jobs.commands", "torchfleet.demo"]
 
 
 def build_parser() -> argparse.ArgumentParser:
