@@ -159,3 +159,17 @@ def test_preloaded_workers(extra, environ, preload):
     assert plan.preload is preload
     assert ("--start_method=forkserver" in plan.torchrun_args) is preload
     assert ("--run_path" in plan.torchrun_args) is preload
+
+
+def test_imagenet_example_imports_torchvision_only_when_it_runs(tmp_path):
+    script = IMAGE_DIR / "examples" / "imagenet.py"
+    env = {"PYTHONPATH": str(IMAGE_DIR), "PATH": "/usr/bin:/bin"}
+    shown = subprocess.run([sys.executable, str(script), "--help"], env=env, capture_output=True, text=True)
+    assert shown.returncode == 0 and "--global-batch-size" in shown.stdout
+    try:
+        import torchvision  # noqa: F401
+    except ImportError:
+        (tmp_path / "train" / "a").mkdir(parents=True)
+        ran = subprocess.run([sys.executable, str(script), f"--data={tmp_path}", f"--checkpoint-dir={tmp_path}",
+                              "--total-steps=1", "--global-batch-size=2"], env=env, capture_output=True, text=True)
+        assert ran.returncode == 1 and "torchvision is required" in ran.stderr

@@ -132,8 +132,10 @@ def _split_script(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
     try:
         parsed = get_args_parser().parse_args(list(argv))
-    except SystemExit as exc:  # argparse already printed why
-        raise LaunchError("invalid torchrun arguments (see above)") from exc
+    except SystemExit as exc:
+        if exc.code == 0:  # --help: torchrun's own help was printed
+            raise
+        raise LaunchError("invalid torchrun arguments (see above)") from exc  # argparse printed why
     tail = 1 + len(parsed.training_script_args)
     return list(argv[: len(argv) - tail]), list(argv[len(argv) - tail :])
 

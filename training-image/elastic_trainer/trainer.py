@@ -25,6 +25,7 @@ import argparse
 import os
 import random
 import time
+import warnings
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -103,6 +104,8 @@ class TrainConfig:
 
 def warm_imports() -> None:
     """Pay torch.optim's lazy imports now (see the module docstring)."""
+    # numpy is optional for this library; torch warns about its absence during these imports
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     param = nn.Parameter(torch.zeros(1))
     torch.optim.SGD([param], lr=0.1, momentum=0.9)
     torch.optim.AdamW([param], lr=0.1)
