@@ -105,6 +105,7 @@ class EksAutoscaling(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("torchfleet:clouds:EksAutoscaling", name, None, opts)
+        self._prefix = name
         child = pulumi.ResourceOptions(parent=self)
         region = spec.region or ""
         role = aws.iam.Role(f"{name}-autoscaler-role", assume_role_policy=iam.pod_identity_trust_policy(), opts=child)
@@ -124,24 +125,26 @@ class EksAutoscaling(pulumi.ComponentResource):
             role_arn=role.arn,
             opts=child,
         )
-        self.autoscaler = k8s.helm.v3.Release(
-            f"{name}-cluster-autoscaler",
-            name="cluster-autoscaler",
-            namespace="kube-system",
-            chart=AUTOSCALER_CHART["chart"],
-            version=AUTOSCALER_CHART["version"],
-            repository_opts={"repo": AUTOSCALER_CHART["repo"]},
-            values=autoscaler_values(spec, cluster_name),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[identity, self.policy]),
+        self.autoscaler = self._create_release(
+            "cluster-autoscaler",
+            AUTOSCALER_CHART,
+            autoscaler_values(spec, cluster_name),
+            pulumi.ResourceOptions(parent=self, depends_on=[identity, self.policy]),
         )
-        self.device_plugin = k8s.helm.v3.Release(
-            f"{name}-nvidia-device-plugin",
-            name="nvidia-device-plugin",
-            namespace="kube-system",
-            chart=DEVICE_PLUGIN_CHART["chart"],
-            version=DEVICE_PLUGIN_CHART["version"],
-            repository_opts={"repo": DEVICE_PLUGIN_CHART["repo"]},
-            values=device_plugin_values(),
-            opts=child,
+        self.device_plugin = self._create_release(
+            "nvidia-device-plugin", DEVICE_PLUGIN_CHART, device_plugin_values(), child
         )
         self.register_outputs({})
+
+    def _create_release(self, release: str, chart: dict, values: dict, opts: pulumi.ResourceOptions):
+        """A pinned chart in kube-system (helm.v3.Release: its chart, version and values show under mocks)."""
+        return k8s.helm.v3.Release(
+            f"{self._prefix}-{release}",
+            name=release,
+            namespace="kube-system",
+            chart=chart["chart"],
+            version=chart["version"],
+            repository_opts={"repo": chart["repo"]},
+            values=values,
+            opts=opts,
+        )
