@@ -19,7 +19,7 @@ from components.spec import PlatformSpec, parse
 _PROVIDER_KEYS = ("aws:region", "gcp:region", "gcp:project", "azure-native:location")
 
 
-def _decode(value: Any) -> Any:
+def decode_value(value: Any) -> Any:
     """Structured values reach the program as JSON text; scalars stay strings."""
     if isinstance(value, str) and value[:1] in "[{":
         try:
@@ -37,8 +37,13 @@ def raw_config() -> dict[str, Any]:
     for key in wanted:
         value = runtime_config.get_config(key)
         if value is not None:
-            out[key] = _decode(value)
+            out[key] = decode_value(value)
     return out
+
+
+def parse_engine_config(config: dict[str, Any], stack: str) -> PlatformSpec:
+    """The spec from config as the engine passes it (torchfleet synth, check and the CLI use this)."""
+    return parse({key: decode_value(value) for key, value in config.items()}, stack=stack)
 
 
 def load() -> PlatformSpec:

@@ -30,6 +30,16 @@ def test_stack_file_gives_pools_operator_namespace():
     assert [(p.gpu, p.zone, p.machines[0].type) for p in t.pools] == [("t4", "us-east-1b", "g4dn.12xlarge")]
 
 
+def test_stack_file_is_read_as_the_program_reads_it(tmp_path):
+    # Regression: the CLI decoded every value as JSON, so kubernetesVersion "1.30" became 1.3
+    # and a valid stack was refused. It now shares components.config's decoding.
+    (tmp_path / "Pulumi.v130.yaml").write_text(
+        'config:\n  torchfleet:cloud: aws\n  aws:region: us-west-2\n  torchfleet:zones: [us-west-2a]\n'
+        '  torchfleet:kubernetesVersion: "1.30"\n  torchfleet:gpuPools: [{gpu: t4, maxNodes: 2}]\n'
+    )
+    assert targets.from_stack("v130", tmp_path).pools[0].name == "gpu-t4-us-west-2a"
+
+
 def test_invalid_stack_file_is_a_usage_error(tmp_path):
     (tmp_path / "Pulumi.broken.yaml").write_text("config:\n  torchfleet:cloud: aws\n  aws:region: us-west-2\n")
     with pytest.raises(UsageError, match=r"^--stack broken: invalid stack config"):

@@ -79,17 +79,15 @@ def stack_file(stack: str, stacks_dir: Path = STACKS_DIR) -> Path:
 
 def from_stack(stack: str, stacks_dir: Path = STACKS_DIR) -> Target:
     """Read and validate the stack file exactly as the program does (components.spec.parse)."""
-    from torchfleet.preview.runner import stack_config
+    from torchfleet.preview.runner import stack_spec
 
-    name, config, _secrets = stack_config(stack_file(stack, stacks_dir))
-    raw = {key: _decode(value) for key, value in config.items()}
     try:
-        spec = platform.parse(raw, stack=name)
+        spec = stack_spec(stack_file(stack, stacks_dir))
     except platform.ConfigError as error:
         raise UsageError(f"--stack {stack}: {error}") from None
     t = spec.training
     return Target(
-        stack=name,
+        stack=spec.stack,
         cloud=spec.cloud,
         operator=t.operator,
         namespace=t.namespace,
@@ -101,15 +99,6 @@ def from_stack(stack: str, stacks_dir: Path = STACKS_DIR) -> Target:
         region=spec.region,
     )
 
-
-def _decode(value: str) -> Any:
-    # stack_config gives values as the engine passes them: structured ones JSON-encoded.
-    import json
-
-    try:
-        return json.loads(value)
-    except (ValueError, TypeError):
-        return value
 
 
 def with_outputs(target: Target, outputs: dict[str, Any]) -> Target:

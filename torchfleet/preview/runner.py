@@ -128,6 +128,14 @@ def synth(stack: str, config: dict[str, str], secret_keys: list[str] | None = No
     return SynthResult(stack=stack, resources=list(monitor.recorded), outputs=dict(sorted(outputs.items())))
 
 
+def stack_spec(stack_file: Path):
+    """The validated PlatformSpec of a stack file, read as the program reads it; raises ConfigError."""
+    from components.config import parse_engine_config
+
+    name, config, _ = stack_config(stack_file)
+    return parse_engine_config(config, stack=name)
+
+
 def synth_file(stack_file: Path) -> SynthResult:
     name, config, secret_keys = stack_config(stack_file)
     return synth(name, config, secret_keys)

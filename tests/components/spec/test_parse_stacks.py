@@ -1,7 +1,7 @@
 """components.spec.parse on every example stack in stacks/: the happy path, read as Pulumi passes it.
 
 stack_config() gives the config as the engine hands it to the program (structured values as JSON
-text); components.config._decode turns it back the way the program does, then parse() builds the spec.
+text); components.config.decode_value turns it back the way the program does, then parse() builds the spec.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 
 from components import catalog
-from components.config import _decode
+from components.config import decode_value
 from components.spec import PlatformSpec, parse
 from tests.harness import STACKS, STACKS_DIR
 from torchfleet.preview.runner import stack_config
@@ -51,7 +51,7 @@ EXPECTED = {
 def _raw(stack: str) -> dict:
     name, config, _secrets = stack_config(STACKS_DIR / f"Pulumi.{stack}.yaml")
     assert name == stack
-    return {key: _decode(value) for key, value in config.items()}
+    return {key: decode_value(value) for key, value in config.items()}
 
 
 def _spec(stack: str) -> PlatformSpec:
