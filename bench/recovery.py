@@ -7,8 +7,10 @@ repeatedly: SIGKILLs one node's whole process tree (a spot reclaim), measures un
 survivor takes its next step, starts a replacement and measures until both train together.
 Then SIGTERMs one node (a spot notice) and measures until its checkpoint is committed. The
 same kill/rejoin cycle is then measured with torchrun's default rendezvous settings, in the
-same run, so the ratio shows what the tuned defaults buy. Medians are reported, with every
-sample. Uses the harness in training-image/elastic_trainer/localrun.py (shared with the tests
+same run, so the ratio shows what the tuned defaults buy (the launcher's other defaults are
+unchanged in that baseline), and once more with the tuned settings but workers started as fresh
+interpreters (``TORCHFLEET_PRELOAD=0``), which shows what the forkserver preload buys. Medians
+are reported, with every sample. Uses the harness in training-image/elastic_trainer/localrun.py (shared with the tests
 and `torchfleet demo`).
 """
 
@@ -43,7 +45,8 @@ def _say(quiet: bool, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
-def cycles(etcd: Etcd, workdir: Path, rdzv_conf: dict[str, str], repeats: int, sigterm: bool, quiet: bool) -> dict:
+def cycles(etcd: Etcd, workdir: Path, rdzv_conf: dict[str, str], repeats: int, sigterm: bool, quiet: bool,
+           preload: bool = True) -> dict:
     job = LocalJob(
         etcd_endpoint=etcd.endpoint,
         run_id=f"bench-{uuid.uuid4().hex[:8]}",
@@ -51,6 +54,7 @@ def cycles(etcd: Etcd, workdir: Path, rdzv_conf: dict[str, str], repeats: int, s
         script_args=["--total-steps=1000000", "--global-batch-size=16",
                      f"--checkpoint-every={CHECKPOINT_EVERY}", "--step-delay-s=0.02"],
         rdzv_conf=format_rdzv_conf(rdzv_conf),
+        extra_env={} if preload else {"TORCHFLEET_PRELOAD": "0"},
     )
     kills, joins = [], []
     with job:
@@ -81,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print only the JSON object on stdout")
     parser.add_argument("--repeats", type=int, default=3, help="kill/rejoin cycles with the tuned settings")
     parser.add_argument("--baseline-repeats", type=int, default=2,
-                        help="kill/rejoin cycles with torchrun's default settings (about 80 s each)")
+                        help="kill/rejoin cycles with torchrun's default settings (about 55 s each)")
+    parser.add_argument("--no-preload-repeats", type=int, default=2,
+                        help="kill/rejoin cycles with the tuned settings but workers started as fresh interpreters")
     args = parser.parse_args(argv)
     quiet = args.json
 
@@ -91,6 +97,11 @@ def main(argv: list[str] | None = None) -> int:
         _say(quiet, f"torchrun defaults: {format_rdzv_conf(TORCH_DEFAULT_RDZV_CONF)}")
         base = cycles(etcd, Path(tmp) / "defaults", TORCH_DEFAULT_RDZV_CONF, args.baseline_repeats,
                       sigterm=False, quiet=quiet)
+        fresh = None
+        if args.no_preload_repeats:
+            _say(quiet, "tuned, without the forkserver preload (TORCHFLEET_PRELOAD=0)")
+            fresh = cycles(etcd, Path(tmp) / "fresh", TUNED_RDZV_CONF, args.no_preload_repeats,
+                           sigterm=False, quiet=quiet, preload=False)
 
     def median(runs: list[dict], key: str) -> float:
         return round(statistics.median(r[key] for r in runs), 2)
@@ -120,6 +131,11 @@ def main(argv: list[str] | None = None) -> int:
         "nodes": 2,
         "cpus": os.cpu_count(),
     }
+    if fresh:
+        result["kill_to_resume_s_without_preload"] = median(fresh["kills"], "kill_to_resume_s")
+        result["replacement_join_s_without_preload"] = median(fresh["joins"], "replacement_join_s")
+        result["samples"]["kill_to_resume_s_without_preload"] = samples(fresh["kills"], "kill_to_resume_s")
+        result["samples"]["replacement_join_s_without_preload"] = samples(fresh["joins"], "replacement_join_s")
     result["speedup_vs_torch_defaults"] = round(
         result["kill_to_resume_s_torch_defaults"] / result["kill_to_resume_s"], 1
     )

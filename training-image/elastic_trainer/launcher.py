@@ -19,6 +19,11 @@ What it adds (every item can be overridden, see README.md):
   join a running job without it (DESIGN.md).
 - ``TORCHFLEET_PG_TIMEOUT_S=300``: the trainer's process-group timeout. Minutes, not NCCL's
   10-minute default: a peer that stalls longer than that has failed (seeds/004, DESIGN.md).
+- workers forked from a warm forkserver (``--run_path --start_method=forkserver``, preloading
+  ``elastic_trainer.warm``) for ``.py`` scripts: ``import torch`` and torch.optim's lazy imports
+  are paid while the agent is still in the rendezvous, not after it (DESIGN.md: about 2 s of a
+  6 s recovery on an idle machine). ``TORCHFLEET_PRELOAD=0`` or your own ``--start_method``,
+  ``--no-python`` or ``-m`` turns it off.
 - exit code 143 on SIGTERM. torchrun exits 1 on SIGTERM, which both controllers treat as a
   fatal job failure; 143 is retried. torchrun is run in this process so that its
   ``SignalException`` can be mapped to 128 + signal number.
