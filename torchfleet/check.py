@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from components import policy
-from components.spec import ConfigError, PlatformSpec, parse
+from components.spec import ConfigError
 
 NOT_IMPLEMENTED = "cannot check this stack: its cloud is not implemented yet"
 
@@ -39,32 +39,14 @@ def resources_of(recorded: list[Any]) -> list[policy.Resource]:
     return [{"type": r.type, "name": r.name, "inputs": r.inputs, "options": r.options} for r in recorded]
 
 
-def load_spec(stack_file: Path) -> PlatformSpec:
-    """The stack's spec, read as the program reads it (project defaults, then the stack file)."""
-    from torchfleet.preview.runner import stack_config
-
-    name, config, _ = stack_config(stack_file)
-    return parse({key: _decode(value) for key, value in config.items()}, stack=name)
-
-
-def _decode(value: str) -> Any:
-    # The engine hands structured values over as JSON text (see components/config.py).
-    if value[:1] in "[{":
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value
-
-
 def run(args: argparse.Namespace) -> int:
-    from torchfleet.preview.runner import synth_file
+    from torchfleet.preview.runner import stack_spec, synth_file
 
     if not args.stack_file.is_file():
         print(f"--stack-file: {args.stack_file} does not exist", file=sys.stderr)
         return 2
     try:
-        spec = load_spec(args.stack_file)
+        spec = stack_spec(args.stack_file)
         result = synth_file(args.stack_file)
     except ConfigError as error:
         print(error, file=sys.stderr)

@@ -136,9 +136,9 @@ def test_example_stacks_pass_the_pack_with_their_own_limits(stack):
         result = synth_stack(stack)
     except NotImplementedError as error:
         pytest.xfail(f"cloud not implemented yet: {error}")
-    from torchfleet.check import load_spec
+    from torchfleet.preview.runner import stack_spec
 
-    spec = load_spec(REPO / "stacks" / f"Pulumi.{stack}.yaml")
+    spec = stack_spec(REPO / "stacks" / f"Pulumi.{stack}.yaml")
     limits = policy.Limits(spec.guardrails.max_gpus, spec.guardrails.allow_on_demand_gpus)
     resources = resources_of(result.resources)
     assert analyze(resources, policy.pack_config(limits)) == []
