@@ -12,6 +12,7 @@ import signal
 import pytest
 import torch
 from elastic_trainer.checkpoint import CheckpointStore
+from elastic_trainer.fence import Generations
 from elastic_trainer.trainer import FAULT_STALL_COMMIT
 
 pytestmark = pytest.mark.slow
@@ -136,3 +137,20 @@ def test_5_a_truncated_checkpoint_is_skipped_and_the_previous_one_used(make_job)
     assert again.wait_for("done", TIMEOUT)["step"] == 60
     assert node.wait(TIMEOUT) == 0
     assert "WARNING skipping checkpoint: ckpt-g000001-s0000000040" in node.log_text()
+
+
+def test_6_a_writer_from_an_older_round_is_fenced_out(make_job):
+    # A newer worker group formed behind this one's back (what a split job looks like, DESIGN.md):
+    # the old group must not commit again, and its agent's restart joins as a newer generation.
+    job = make_job("--total-steps=120", "--global-batch-size=16", "--checkpoint-every=20",
+                   "--step-delay-s=0.02", nnodes="1:1")
+    job.start_node()
+    job.wait_for("ckpt", TIMEOUT, step=20, gen=1)
+    newer = Generations(job.checkpoint_dir).claim({"note": "another group of the same job"})
+    fenced = job.wait_for("fenced", TIMEOUT, gen=1)
+    assert fenced["step"] == 40  # its next commit was refused
+    old_commits = [c.step for c in CheckpointStore(job.checkpoint_dir).committed() if c.generation == 1]
+    assert old_commits == [20]
+    resumed = job.wait_for("resumed", TIMEOUT, since=fenced.t)
+    assert resumed["gen"] > newer and resumed["step"] == 20
+    assert job.wait_for("done", TIMEOUT)["step"] == 120
