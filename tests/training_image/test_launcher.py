@@ -173,3 +173,17 @@ def test_imagenet_example_imports_torchvision_only_when_it_runs(tmp_path):
         ran = subprocess.run([sys.executable, str(script), f"--data={tmp_path}", f"--checkpoint-dir={tmp_path}",
                               "--total-steps=1", "--global-batch-size=2"], env=env, capture_output=True, text=True)
         assert ran.returncode == 1 and "torchvision is required" in ran.stderr
+
+
+def test_the_forkserver_preload_does_not_initialise_cuda():
+    # Workers are forked from the process that imported elastic_trainer.warm; a CUDA context
+    # does not survive a fork, so warming up must never create one.
+    # On a CPU-only torch nothing initialises anyway, so trip on any call into torch.cuda instead.
+    code = (
+        "import sys, torch\n"
+        "def touched(*a, **k): sys.exit(3)\n"
+        "torch.cuda._lazy_init = torch.cuda.is_available = torch.cuda.device_count = touched\n"
+        "import elastic_trainer.warm\n"
+    )
+    env = {"PYTHONPATH": str(IMAGE_DIR), "PATH": "/usr/bin:/bin"}
+    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True).returncode == 0

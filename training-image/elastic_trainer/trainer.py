@@ -79,6 +79,7 @@ class TrainConfig:
     tensorboard_dir: Path | None = None
     num_workers: int = 0
     step_delay_s: float = 0.0  # only to pace demos and tests on a tiny model
+    progress_every: int = 1  # step events; the first step of every worker group is always reported
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -91,6 +92,7 @@ class TrainConfig:
         parser.add_argument("--tensorboard-dir", type=Path, default=None)
         parser.add_argument("--num-workers", type=int, default=0, help="data-loader processes per rank")
         parser.add_argument("--step-delay-s", type=float, default=0.0)
+        parser.add_argument("--progress-every", type=int, default=1, help="steps between progress events")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> TrainConfig:
@@ -98,7 +100,7 @@ class TrainConfig:
             checkpoint_dir=args.checkpoint_dir, total_steps=args.total_steps,
             global_batch_size=args.global_batch_size, checkpoint_every=args.checkpoint_every,
             keep_checkpoints=args.keep_checkpoints, seed=args.seed, tensorboard_dir=args.tensorboard_dir,
-            num_workers=args.num_workers, step_delay_s=args.step_delay_s,
+            num_workers=args.num_workers, step_delay_s=args.step_delay_s, progress_every=args.progress_every,
         )
 
 
@@ -251,6 +253,7 @@ class _Run:
                 emit("done", step=step, world=self.world, gen=generation)
             return 0
         ddp_model.train()
+        first_step = step + 1
         for batch in loader:
             loss = self.task.loss_sum(ddp_model, batch, self.device)
             (loss * scale).backward()
@@ -265,7 +268,7 @@ class _Run:
             dist.all_reduce(flags)
             step += 1
             stopping = bool(flags[0].item() > 0)
-            if self.rank == 0:
+            if self.rank == 0 and (step % cfg.progress_every == 0 or step == first_step):
                 mean_loss = float(flags[1].item()) / cfg.global_batch_size
                 emit("step", step=step, world=self.world, gen=generation, loss=round(mean_loss, 6))
                 self.scalars.add("train/loss", mean_loss, step)

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--momentum", type=float, default=0.9)
     parser.add_argument("--weight-decay", type=float, default=1e-4)
     parser.add_argument("--image-size", type=int, default=224, help="64 suits tiny-imagenet")
-    parser.set_defaults(num_workers=4)
+    parser.set_defaults(num_workers=4, progress_every=10)
     args = parser.parse_args(argv)
     lr = args.lr if args.lr is not None else 0.1 * args.global_batch_size / 256
     task = ImageFolderTask(args.data, args.arch, lr, args.momentum, args.weight_decay, args.image_size)
