@@ -208,6 +208,13 @@ class _Run:
                 emit("start", world=self.world, gen=generation)
         else:
             state, meta = loaded
+            saved = state["sampler"]
+            if (saved["global_batch"], saved["seed"]) != (cfg.global_batch_size, cfg.seed):
+                # the step count, data order and learning rate all assume one global batch and seed
+                raise ValueError(
+                    f"the checkpoint was written with --global-batch-size={saved['global_batch']} "
+                    f"--seed={saved['seed']}; this run has {cfg.global_batch_size} and {cfg.seed}"
+                )
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
             if scheduler is not None and state.get("scheduler") is not None:
