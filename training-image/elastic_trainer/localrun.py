@@ -353,12 +353,14 @@ def kill_and_resume(job: LocalJob, victim: Node, world_after: int, timeout: floa
         lambda e: e.kind == "step" and e.t > killed_at and e["world"] == world_after, timeout,
         describe=f"step at world size {world_after} after the kill",
     )
-    resumed = [e for e in job.events.snapshot() if e.kind == "resumed" and killed_at < e.t <= first.t][-1]
+    # "start" when no checkpoint had been committed yet: everything is redone from step 0
+    restarts = [e for e in job.events.snapshot() if e.kind in ("resumed", "start") and killed_at < e.t <= first.t]
+    resumed_step = restarts[-1].data.get("step", 0) if restarts else first["step"] - 1
     return {
         "node": victim.name,
         "last_step_before_kill": last_step,
-        "resumed_from_step": resumed["step"],
-        "lost_steps": last_step - resumed["step"],
+        "resumed_from_step": resumed_step,
+        "lost_steps": last_step - resumed_step,
         "kill_to_resume_s": round(first.t - killed_at, 3),
         "at": killed_at,
     }
