@@ -42,6 +42,9 @@ GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"
 # AKS puts this on every spot pool itself; declared so there is no diff, tolerated by jobs.
 AKS_SPOT_TAINT = {"key": "kubernetes.azure.com/scalesetpriority", "value": "spot", "effect": "NoSchedule"}
 MANAGER_POOL_NAME = "manager"
+# The training image's user (training-image/Dockerfile USER): jobs run as it, the shared store's
+# root belongs to it. Numeric so runAsNonRoot can be verified.
+TRAINING_UID = 10001
 # On every pod of a training job (the job builder sets them; network policies select on them).
 LABEL_ROLE = "torchfleet.io/role"
 ROLE_TRAINING = "training"

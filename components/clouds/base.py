@@ -36,6 +36,10 @@ class SharedStore:
     # Where the NFS traffic goes, for the namespace's egress policy (port 2049).
     nfs_cidrs: tuple[pulumi.Input[str], ...] = ()
     id: pulumi.Input[str] | None = None  # the store's cloud id, for outputs
+    # True when the store itself makes every file the training user's (an EFS access point with
+    # a POSIX user). Otherwise the store's root is root-owned 0755 and the Kubernetes layer runs
+    # a one-shot job that hands it to spec.TRAINING_UID, or training pods could not write to it.
+    owner_enforced: bool = False
 
 
 @dataclass
@@ -50,6 +54,8 @@ class ClusterHandle:
     store: SharedStore
     # nodeSelector that puts control pods (etcd, controllers) on the manager pool.
     manager_selector: dict[str, str] = field(default_factory=dict)
+    # StorageClass for etcd's persistent volumes; None: the cluster's default class.
+    storage_class: str | None = None
     # Resources the Kubernetes layer must wait for (node groups, CSI add-ons, ...).
     ready: list[pulumi.Resource] = field(default_factory=list)
     # Cloud-specific stack outputs (region, fileSystemId, ...).
