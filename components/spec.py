@@ -340,6 +340,8 @@ def _parse_zones(p: _Problems, raw: dict, cloud: str, traits: CloudTraits, regio
         return []
     if len(set(zones)) != len(zones):
         p.add(key, f"each zone once, got {zones}")
+    if traits.max_zones and len(set(zones)) > traits.max_zones:
+        p.add(key, f"at most {traits.max_zones} zones on {cloud}, got {len(set(zones))}; pick {traits.max_zones}")
     if region or "{region}" not in traits.zone_pattern:  # Azure's zones need no region to check
         pattern = re.compile(traits.zone_pattern.replace("{region}", re.escape(region or "")))
         for i, zone in enumerate(zones):

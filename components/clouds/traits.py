@@ -28,6 +28,8 @@ class CloudTraits:
     # Kubernetes minors the cloud module can build (empty: any). On AWS the cluster autoscaler
     # image must match the minor, so only minors with a known autoscaler release are accepted.
     kubernetes_versions: tuple[str, ...] = ()
+    # Most zones the cloud module's network layout holds (None: no limit of ours).
+    max_zones: int | None = None
     # Machine types one GPU pool may list (None: any number). A GKE node pool has one machine type.
     machine_types_per_pool: int | None = None
     # Whether autoscaler.scaleDown* can be applied; GKE's built-in autoscaler has a profile instead.
@@ -42,6 +44,8 @@ CLOUD_TRAITS: dict[str, CloudTraits] = {
         # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
         spot_notice_s=120,
         kubernetes_versions=("1.30", "1.31", "1.32", "1.33", "1.34"),
+        # aws/network.py gives each zone a quarter of the VPC's private half.
+        max_zones=4,
     ),
     "gcp": CloudTraits(
         region_key="gcp:region",

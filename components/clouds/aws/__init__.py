@@ -8,6 +8,7 @@ import pulumi_kubernetes as k8s
 
 from components.clouds.aws.autoscaling import EksAutoscaling
 from components.clouds.aws.cluster import EksControlPlane
+from components.clouds.aws.ebs import STORAGE_CLASS, EbsVolumes
 from components.clouds.aws.efs import EfsStore
 from components.clouds.aws.network import AwsNetwork
 from components.clouds.aws.nodegroups import EksNodeGroups
@@ -33,7 +34,8 @@ class AwsCluster(pulumi.ComponentResource):
         control = EksControlPlane(
             f"{name}-control", spec, cluster_name, [s.id for s in subnets.values()], partition, child
         )
-        nodes = EksNodeGroups(f"{name}-nodes", spec, control.cluster, subnets, partition, child)
+        # Nodes join once the CNI enforces network policies, so no pod ever runs unpoliced.
+        nodes = EksNodeGroups(f"{name}-nodes", spec, control.cluster, subnets, partition, [control.vpc_cni], child)
         efs = EfsStore(
             f"{name}-efs",
             spec,
@@ -57,6 +59,9 @@ class AwsCluster(pulumi.ComponentResource):
             partition,
             pulumi.ResourceOptions(parent=self, providers=[provider], depends_on=[nodes, control.pod_identity_agent]),
         )
+        ebs = EbsVolumes(
+            f"{name}-ebs", control.cluster, partition, provider, pulumi.ResourceOptions(parent=self, depends_on=[nodes])
+        )
         self.handle = ClusterHandle(
             name=control.cluster.name,
             kubeconfig=control.kubeconfig,
@@ -65,7 +70,8 @@ class AwsCluster(pulumi.ComponentResource):
             gpu_pools=spec.gpu_pools,
             store=efs.store,
             manager_selector={LABEL_POOL: MANAGER_POOL_NAME},
-            ready=[nodes, efs.csi_addon, *efs.mount_targets, autoscaling.device_plugin],
+            storage_class=STORAGE_CLASS,
+            ready=[nodes, efs.csi_addon, *efs.mount_targets, autoscaling.device_plugin, ebs.storage_class],
             outputs={"region": spec.region, "fileSystemId": efs.file_system.id},
         )
         self.register_outputs({"clusterName": control.cluster.name, "fileSystemId": efs.file_system.id})

@@ -16,6 +16,7 @@ from components.spec import PlatformSpec
 # https://docs.aws.amazon.com/eks/latest/userguide/control-plane-logs.html
 CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 LOG_RETENTION_DAYS = 90
+VPC_CNI_ADDON_VERSION = "v1.19.2-eksbuild.1"  # network policy enforcement needs >= 1.14
 
 
 def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str) -> str:
@@ -104,6 +105,19 @@ class EksControlPlane(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(
                 cluster_options(self, protect=False), pulumi.ResourceOptions(depends_on=[logs, *attachments])
             ),
+        )
+        # The VPC CNI enforces NetworkPolicy only when its add-on says so; without this the
+        # training namespace's default-deny would be accepted and ignored.
+        # https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html
+        self.vpc_cni = aws.eks.Addon(
+            f"{name}-vpc-cni",
+            cluster_name=self.cluster.name,
+            addon_name="vpc-cni",
+            addon_version=VPC_CNI_ADDON_VERSION,
+            configuration_values=json.dumps({"enableNetworkPolicy": "true"}),
+            # EKS installs a self-managed VPC CNI with the cluster; the add-on takes it over.
+            resolve_conflicts_on_create="OVERWRITE",
+            opts=child,
         )
         # Pods talk to AWS through EKS Pod Identity (the agent is an EKS add-on).
         self.pod_identity_agent = aws.eks.Addon(

@@ -9,7 +9,7 @@ import pulumi_aws as aws
 from components.clouds.aws import iam
 from components.clouds.aws.options import store_options
 from components.clouds.base import SharedStore
-from components.spec import PlatformSpec
+from components.spec import TRAINING_UID, PlatformSpec
 
 NFS_PORT = 2049
 EFS_CSI_ADDON_VERSION = "v2.1.10-eksbuild.1"
@@ -17,6 +17,7 @@ EFS_CSI_CONTROLLER_SA = "efs-csi-controller-sa"
 # The driver mounts through efs-utils with TLS, which EFS recommends:
 # https://docs.aws.amazon.com/efs/latest/ug/encryption-in-transit.html
 EFS_MOUNT_OPTIONS = ("tls",)
+ACCESS_POINT_ROOT = "/torchfleet"
 
 
 class EfsStore(pulumi.ComponentResource):
@@ -88,9 +89,32 @@ class EfsStore(pulumi.ComponentResource):
             pod_identity_associations=[{"role_arn": role.arn, "service_account": EFS_CSI_CONTROLLER_SA}],
             opts=child,
         )
+        # Every NFS operation through this access point runs as the training image's user, and
+        # its root directory is created owned by that user: a fresh EFS root is root-owned 0755,
+        # which the non-root training pods could not write to.
+        # https://docs.aws.amazon.com/efs/latest/ug/efs-access-points.html
+        self.access_point = aws.efs.AccessPoint(
+            f"{name}-ap",
+            file_system_id=self.file_system.id,
+            posix_user={"uid": TRAINING_UID, "gid": TRAINING_UID},
+            root_directory={
+                "path": ACCESS_POINT_ROOT,
+                "creation_info": {"owner_uid": TRAINING_UID, "owner_gid": TRAINING_UID, "permissions": "2775"},
+            },
+            tags={"Name": f"{name}-training"},
+            opts=child,
+        )
         self.store = SharedStore(
             kind="efs",
-            volume_source={"csi": {"driver": "efs.csi.aws.com", "volumeHandle": self.file_system.id}},
+            # "<fs>::<access point>": the EFS CSI driver mounts through the access point.
+            # https://github.com/kubernetes-sigs/aws-efs-csi-driver/tree/master/examples/kubernetes/access_points
+            volume_source={
+                "csi": {
+                    "driver": "efs.csi.aws.com",
+                    "volumeHandle": pulumi.Output.concat(self.file_system.id, "::", self.access_point.id),
+                }
+            },
+            owner_enforced=True,
             mount_options=EFS_MOUNT_OPTIONS,
             capacity="1Ti",  # EFS has no size; Kubernetes needs a number
             nfs_cidrs=(spec.network.cidr,),

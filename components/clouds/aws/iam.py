@@ -22,6 +22,8 @@ NODE_MANAGED_POLICIES = (
 # AWS-maintained, scoped by tags to access points the driver itself creates:
 # https://docs.aws.amazon.com/eks/latest/userguide/efs-csi.html
 EFS_CSI_MANAGED_POLICY = "service-role/AmazonEFSCSIDriverPolicy"
+# https://docs.aws.amazon.com/eks/latest/userguide/ebs-csi.html (also scoped by tags to its own volumes)
+EBS_CSI_MANAGED_POLICY = "service-role/AmazonEBSCSIDriverPolicy"
 
 
 def managed_policy_arn(partition: str, name: str) -> str:

@@ -71,6 +71,7 @@ class EksNodeGroups(pulumi.ComponentResource):
         cluster: aws.eks.Cluster,
         subnets: dict[str, aws.ec2.Subnet],
         partition: str,
+        wait_for: list[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("torchfleet:clouds:EksNodeGroups", name, None, opts)
@@ -84,7 +85,7 @@ class EksNodeGroups(pulumi.ComponentResource):
             )
             for p in iam.NODE_MANAGED_POLICIES
         ]
-        self._prefix, self._cluster, self._role, self._deps = name, cluster, role, [*attachments]
+        self._prefix, self._cluster, self._role, self._deps = name, cluster, role, [*attachments, *wait_for]
         manager = spec.manager_pool
         self.manager = self._create_group(
             MANAGER_POOL_NAME,

@@ -93,7 +93,8 @@ def autoscaler_profile(spec: PlatformSpec) -> dict:
         "expander": "priority",
         "scale_down_unneeded_time": spec.autoscaler.scale_down_unneeded_time,
         "scale_down_delay_after_add": spec.autoscaler.scale_down_delay_after_add,
-        # etcd keeps its data in emptyDir on the manager pool; let idle GPU nodes go anyway.
+        # Training pods mount /dev/shm as a memory-backed emptyDir, which the autoscaler counts
+        # as local storage; idle GPU nodes must still be removable.
         "skip_nodes_with_local_storage": "false",
     }
 

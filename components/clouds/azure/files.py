@@ -64,7 +64,8 @@ def share_args(spec: PlatformSpec) -> dict:
     return {
         "share_name": SHARE_NAME,
         "enabled_protocols": "NFS",
-        # Training containers run as root and write checkpoints as root.
+        # The training layer's one-shot ownership job runs as root to hand the share's root to
+        # the training user (spec.TRAINING_UID); training pods themselves run as that user.
         "root_squash": "NoRootSquash",
         # Premium shares are provisioned: the quota is what is billed and what sets IOPS.
         "share_quota": spec.storage.size_gb,

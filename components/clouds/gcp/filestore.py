@@ -39,6 +39,8 @@ def store_options(storage: StorageSpec, parent: pulumi.Resource) -> pulumi.Resou
     return pulumi.ResourceOptions(
         parent=parent,
         protect=storage.protect,
+        # Also kept if the instance ever leaves the program, as the AWS and Azure stores are.
+        retain_on_delete=storage.protect,
         # Filestore creation takes several minutes; larger tiers take longer.
         custom_timeouts=pulumi.CustomTimeouts(create="60m", update="60m", delete="30m"),
     )

@@ -352,6 +352,7 @@ def test_filestore_protected_from_destroy_when_asked(stack):
     result, spec = stack
     fs = result.one(FILESTORE)
     assert fs.options["protect"] is spec.storage.protect
+    assert fs.options["retainOnDelete"] is spec.storage.protect
     # Filestore's own flag exists on ZONAL/REGIONAL/ENTERPRISE only (it fails a BASIC create).
     expected = spec.storage.protect if spec.storage.tier in ("ZONAL", "REGIONAL") else None
     assert fs.inputs.get("deletionProtectionEnabled") == expected

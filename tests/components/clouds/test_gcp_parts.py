@@ -127,6 +127,7 @@ def test_pool_options_wait_for_roles_and_leave_size_to_the_autoscaler():
 def test_store_options_follow_storage_protect(protect):
     opts = filestore.store_options(StorageSpec(protect=protect, tier="BASIC_HDD", size_gb=1024), _Parent())
     assert opts.protect is protect
+    assert opts.retain_on_delete is protect
 
 
 _REASON = "torchfleet storage.protect"

@@ -375,6 +375,14 @@ def test_bad_kubernetes_version(version):
     assert message == f'expected a minor version like "1.33" (quoted), got {version!r}'
 
 
+def test_more_aws_zones_than_the_network_layout_holds():
+    # Regression (review): five zones crashed in the network code after resources were registered.
+    zones = ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1f"]
+    raw = {**config("aws", zones=zones), "aws:region": "us-east-1"}
+    message = only(raw, "torchfleet:zones")
+    assert message == "at most 4 zones on aws, got 5; pick 4"
+
+
 @pytest.mark.parametrize("version", ["1.29", "1.35"])
 def test_aws_kubernetes_version_without_a_matching_autoscaler_image(version):
     # The EKS cluster autoscaler image must match the cluster minor; only known pairs are accepted.

@@ -56,3 +56,12 @@ def test_stack_outputs(aws_example):
     assert out["zones"] == ["us-west-2a", "us-west-2b"]
     assert out["gpuPools"] == ["gpu-t4-us-west-2a", "gpu-t4-us-west-2b", "gpu-a10g-us-west-2a"]
     assert out["fileSystemId"] == aws_example.one("aws:efs/fileSystem:FileSystem").name + "-id"
+
+
+def test_vpc_cni_enforces_network_policies_before_nodes_join(aws_example):
+    """Regression (review): without enableNetworkPolicy the namespace's default-deny was ignored on EKS."""
+    cni = next(a for a in aws_example.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "vpc-cni")
+    assert json.loads(cni.inputs["configurationValues"]) == {"enableNetworkPolicy": "true"}
+    assert cni.inputs["addonVersion"].startswith("v1.")
+    for group in aws_example.of_type("aws:eks/nodeGroup:NodeGroup"):
+        assert any(dep.endswith(f"::{cni.name}") for dep in group.options["dependencies"]), group.name

@@ -56,3 +56,21 @@ def test_csi_driver_is_a_pinned_addon_with_its_own_identity(aws_example):
         if a.inputs["role"] == role.name
     ]
     assert attached == ["arn:aws:iam::aws:policy/service-role/AmazonEFSCSIDriverPolicy"]
+
+
+def test_training_user_owns_the_store_through_an_access_point(aws_example):
+    """Regression (review): a fresh EFS root is root-owned 0755; uid 10001 jobs could not write."""
+    from components.spec import TRAINING_UID
+
+    ap = aws_example.one("aws:efs/accessPoint:AccessPoint")
+    fs = aws_example.one("aws:efs/fileSystem:FileSystem")
+    assert ap.inputs["fileSystemId"] == f"{fs.name}-id"
+    assert ap.inputs["posixUser"] == {"uid": TRAINING_UID, "gid": TRAINING_UID}
+    assert ap.inputs["rootDirectory"]["creationInfo"] == {
+        "ownerUid": TRAINING_UID,
+        "ownerGid": TRAINING_UID,
+        "permissions": "2775",
+    }
+    pv = aws_example.one("kubernetes:core/v1:PersistentVolume")
+    assert pv.inputs["spec"]["csi"]["volumeHandle"] == f"{fs.name}-id::{ap.name}-id"
+    assert pv.inputs["spec"]["mountOptions"] == ["tls"]

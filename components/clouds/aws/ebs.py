@@ -1,0 +1,63 @@
+"""Block volumes for etcd: the EBS CSI driver (an EKS add-on with its own identity) and an
+encrypted gp3 StorageClass. EKS 1.30+ clusters ship no default StorageClass, and nothing can
+provision an EBS volume without this driver, so etcd's claims would stay Pending.
+https://docs.aws.amazon.com/eks/latest/userguide/ebs-csi.html
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.clouds.aws import iam
+
+EBS_CSI_ADDON_VERSION = "v1.37.0-eksbuild.1"
+EBS_CSI_CONTROLLER_SA = "ebs-csi-controller-sa"
+STORAGE_CLASS = "torchfleet-gp3"
+
+
+def storage_class_manifest() -> dict:
+    return {
+        "metadata": {"name": STORAGE_CLASS},
+        "provisioner": "ebs.csi.aws.com",
+        "parameters": {"type": "gp3", "encrypted": "true"},
+        # Bind where the pod lands: an EBS volume lives in one zone, etcd members spread over zones.
+        "volume_binding_mode": "WaitForFirstConsumer",
+        "allow_volume_expansion": True,
+        "reclaim_policy": "Delete",
+    }
+
+
+class EbsVolumes(pulumi.ComponentResource):
+    def __init__(
+        self,
+        name: str,
+        cluster: aws.eks.Cluster,
+        partition: str,
+        provider: k8s.Provider,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("torchfleet:clouds:EbsVolumes", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        role = aws.iam.Role(f"{name}-csi-role", assume_role_policy=iam.pod_identity_trust_policy(), opts=child)
+        attachment = aws.iam.RolePolicyAttachment(
+            f"{name}-csi-policy",
+            role=role.name,
+            policy_arn=iam.managed_policy_arn(partition, iam.EBS_CSI_MANAGED_POLICY),
+            opts=child,
+        )
+        self.csi_addon = aws.eks.Addon(
+            f"{name}-csi-driver",
+            cluster_name=cluster.name,
+            addon_name="aws-ebs-csi-driver",
+            addon_version=EBS_CSI_ADDON_VERSION,
+            pod_identity_associations=[{"role_arn": role.arn, "service_account": EBS_CSI_CONTROLLER_SA}],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[attachment]),
+        )
+        self.storage_class = k8s.storage.v1.StorageClass(
+            f"{name}-gp3",
+            **storage_class_manifest(),
+            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[self.csi_addon]),
+        )
+        self.register_outputs({"storageClass": STORAGE_CLASS})
