@@ -17,7 +17,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.clouds.base import ClusterHandle, SharedStore
-from components.kube import kubeflow, manifests, static, transforms
+from components.kube import kubeflow, manifests, static, store_owner, transforms
 from components.spec import PlatformSpec
 
 
@@ -37,6 +37,7 @@ def layer_settings(spec: PlatformSpec, cluster: ClusterHandle) -> transforms.Lay
         manager_selector=dict(cluster.manager_selector),
         # Clouds whose zones are real have zone labels on nodes; `local` has none.
         zoned=spec.traits.zone_pattern is not None,
+        storage_class=cluster.storage_class,
     )
 
 
@@ -92,10 +93,13 @@ class TrainingLayer(pulumi.ComponentResource):
 
         first = [self._create_static(f, settings, ready) for f in static.FIRST]
         volume = self._create_shared_volume(settings, cluster.store, ready)
+        # Training pods reach the store only through the claim: it waits for the store's owner Job
+        # (when there is one), so no job can mount the store before the training user owns it.
+        store_ready = [volume, *self._create_store_owner(settings, cluster.store, ready)]
         rest = [f for f in static.files_for(training.operator) if f not in static.FIRST]
         for relative in rest:
             # The claim binds to the volume by name, so it waits for it; the rest need the namespace.
-            needs = [volume] if relative.startswith(static.STORAGE) else []
+            needs = store_ready if relative.startswith(static.STORAGE) else []
             self._create_static(relative, settings, [*ready, *first, *needs])
         if cluster.store.nfs_cidrs:
             self._create_nfs_policy(settings, cluster.store, [*ready, *first])
@@ -134,6 +138,51 @@ class TrainingLayer(pulumi.ComponentResource):
             f"{self._name}-shared-volume",
             metadata=pv.apply(lambda m: m["metadata"]),
             spec=pv.apply(lambda m: m["spec"]),
+            opts=child_options(self, depends_on),
+        )
+
+    def _create_store_owner(
+        self, settings: transforms.LayerSettings, store: SharedStore, depends_on: Sequence[pulumi.Resource]
+    ) -> list[k8s.batch.v1.Job]:
+        """The Job that makes the store's root the training user's (store_owner.py), unless the
+        store enforces its owner itself; returns what the training claim must wait for."""
+        if store.owner_enforced:
+            return []
+        ns, claim = settings.namespace, settings.claim_name
+        namespace = self._create_object("store-owner-namespace", store_owner.namespace(), depends_on)
+        in_namespace = [*depends_on, namespace]
+        deny_all = self._create_object("store-owner-deny-all", store_owner.deny_all_policy(), in_namespace)
+        pv = pulumi.Output.from_input(store.volume_source).apply(
+            lambda source: store_owner.persistent_volume(ns, claim, source, store.capacity, store.mount_options)
+        )
+        volume = k8s.core.v1.PersistentVolume(
+            f"{self._name}-store-owner-volume",
+            metadata=pv.apply(lambda m: m["metadata"]),
+            spec=pv.apply(lambda m: m["spec"]),
+            opts=child_options(self, depends_on),
+        )
+        pvc = self._create_object(
+            "store-owner-claim", store_owner.persistent_volume_claim(ns, claim, store.capacity), [*in_namespace, volume]
+        )
+        job = self._create_object(
+            "store-owner-job", store_owner.job(ns, claim, settings.manager_selector), [*in_namespace, deny_all, pvc]
+        )
+        return [job]
+
+    def _create_object(
+        self, suffix: str, manifest: dict[str, Any], depends_on: Sequence[pulumi.Resource]
+    ) -> pulumi.CustomResource:
+        """A typed resource for a manifest dict of a kind below (its apiVersion and kind are implied)."""
+        kinds = {
+            "Namespace": k8s.core.v1.Namespace,
+            "NetworkPolicy": k8s.networking.v1.NetworkPolicy,
+            "PersistentVolumeClaim": k8s.core.v1.PersistentVolumeClaim,
+            "Job": k8s.batch.v1.Job,
+        }
+        return kinds[manifest["kind"]](
+            f"{self._name}-{suffix}",
+            metadata=manifest["metadata"],
+            spec=manifest.get("spec"),
             opts=child_options(self, depends_on),
         )
 

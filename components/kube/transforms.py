@@ -39,6 +39,9 @@ class LayerSettings:
     # leaves pods Pending, because nodes without the key are not candidates:
     # https://kubernetes.io/docs/concepts/scheduling-eviction/topology-spread-constraints/#interaction-with-node-affinity-and-node-selectors
     zoned: bool = True
+    # StorageClass of etcd's data volumes (clouds/base.py ClusterHandle.storage_class); None:
+    # storageClassName left unset, so the cluster's default class provisions them.
+    storage_class: str | None = None
 
     @property
     def pv_name(self) -> str:
@@ -106,6 +109,22 @@ def set_etcd_members(obj: dict[str, Any], replicas: int) -> None:
     container["args"] = args
 
 
+def set_etcd_storage_class(obj: dict[str, Any], storage_class: str | None) -> None:
+    """Give etcd's volumeClaimTemplates the cloud's StorageClass, or none (the cluster default).
+
+    Unset, not "": an empty storageClassName turns dynamic provisioning off and the claims would
+    wait for a PersistentVolume nobody makes.
+    https://kubernetes.io/docs/concepts/storage/persistent-volumes/#class-1
+    """
+    if not _is_etcd(obj):
+        return
+    for template in obj["spec"].get("volumeClaimTemplates") or []:
+        if storage_class:
+            template["spec"]["storageClassName"] = storage_class
+        else:
+            template["spec"].pop("storageClassName", None)
+
+
 def bind_claim(obj: dict[str, Any], claim_name: str, pv_name: str, capacity: str) -> None:
     """Name the shared claim and bind it to the layer's PersistentVolume."""
     if obj["kind"] != "PersistentVolumeClaim" or obj["metadata"]["name"] != manifests.STATIC_CLAIM_NAME:
@@ -122,5 +141,6 @@ def apply(obj: dict[str, Any], settings: LayerSettings) -> dict[str, Any]:
     if not settings.zoned:
         drop_zone_spread(obj)
     set_etcd_members(obj, settings.etcd_replicas)
+    set_etcd_storage_class(obj, settings.storage_class)
     bind_claim(obj, settings.claim_name, settings.pv_name, settings.store_capacity)
     return obj

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from components.clouds.local import LOCAL_STORE_PATH
-from components.kube import kubeflow
+from components.kube import kubeflow, store_owner
 from components.spec import (
     LABEL_CAPACITY,
     LABEL_GPU,
@@ -26,6 +26,7 @@ STS = "kubernetes:apps/v1:StatefulSet"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 PV = "kubernetes:core/v1:PersistentVolume"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+JOB = "kubernetes:batch/v1:Job"
 ETCD_LABELS = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/component": "rendezvous",
                "app.kubernetes.io/part-of": "torchfleet"}
 TRAINING_POD = {LABEL_ROLE: ROLE_TRAINING, LABEL_JOB: "any-job"}
@@ -51,7 +52,25 @@ def local() -> SynthResult:
 
 
 def objects(result: SynthResult, kind: str) -> list[dict]:
-    return [o for o in result.kubernetes_objects() if o["kind"] == kind]
+    """The layer's objects of `kind` outside the store owner's namespace (tested on their own below)."""
+    return [o for o in result.kubernetes_objects() if o["kind"] == kind and not is_store_owner(o)]
+
+
+def is_store_owner(obj: dict) -> bool:
+    meta = obj["metadata"]
+    return store_owner.NAMESPACE in (meta.get("namespace"), meta["name"]) or (
+        obj["kind"] == "PersistentVolume" and meta["name"].startswith(f"{store_owner.NAMESPACE}-")
+    )
+
+
+def training_volume(result: SynthResult):
+    """The recorded PersistentVolume training pods use (not the store owner's)."""
+    return result.one(PV, "torchfleet-training-shared-volume")
+
+
+def training_claim(result: SynthResult):
+    (claim,) = [r for r in result.of_type(PVC) if r.inputs["metadata"].get("namespace") != store_owner.NAMESPACE]
+    return claim
 
 
 def one(result: SynthResult, kind: str, name: str) -> dict:
@@ -192,8 +211,8 @@ def test_claim_is_read_write_many_and_bound_to_the_store_volume(result):
     else:
         assert sources <= {"csi", "nfs"}
     # The claim is created after the volume it binds to.
-    claim_deps = result.one(PVC).options["dependencies"]
-    assert any(d.endswith(f"::{result.one(PV).name}") for d in claim_deps)
+    claim_deps = training_claim(result).options["dependencies"]
+    assert any(d.endswith(f"::{training_volume(result).name}") for d in claim_deps)
 
 
 # ---------------------------------------------------------------- network policies
@@ -311,6 +330,8 @@ def test_namespace_and_members_follow_config(renamed):
     assert renamed.outputs["namespace"] == "ml"
     assert renamed.outputs["etcdEndpoint"] == "etcd.ml.svc:2379"
     for obj in renamed.kubernetes_objects():
+        if is_store_owner(obj):
+            continue  # a fixed namespace; its objects' names follow the training namespace (test_training_store)
         if obj["kind"] == "Namespace":
             assert obj["metadata"]["name"] == "ml"
         elif "namespace" in obj["metadata"]:
@@ -321,14 +342,18 @@ def test_namespace_and_members_follow_config(renamed):
     assert one(renamed, "StatefulSet", "etcd")["spec"]["replicas"] == 3
 
 
-def test_namespaced_objects_wait_for_the_namespace(local):
-    namespace = local.one("kubernetes:core/v1:Namespace")
-    for r in local.of_type(STS) + local.of_type(DEPLOYMENT) + local.of_type(POLICY) + local.of_type(PVC):
+def test_namespaced_objects_wait_for_their_namespace(local):
+    namespaces = {r.inputs["metadata"]["name"]: r for r in local.of_type("kubernetes:core/v1:Namespace")}
+    assert set(namespaces) == {"elastic-job", store_owner.NAMESPACE}
+    waiting = local.of_type(STS) + local.of_type(DEPLOYMENT) + local.of_type(POLICY) + local.of_type(PVC)
+    waiting += local.of_type(JOB)
+    for r in waiting:
+        namespace = namespaces[r.inputs["metadata"]["namespace"]]
         assert any(d.endswith(f"::{namespace.name}") for d in r.options["dependencies"]), r.name
 
 
 def test_only_the_claim_waits_for_the_volume(local):
-    volume = local.one(PV)
+    volume = training_volume(local)
     waiting = {r.type for r in local.resources if r.custom
                and any(d.endswith(f"::{volume.name}") for d in r.options["dependencies"])}
     assert waiting == {PVC}

@@ -65,9 +65,11 @@ def test_config_file_names(relative, name):
 def test_layer_settings_from_spec(config, zoned, members):
     spec = parse(config)
     store = SharedStore(kind="efs", volume_source={"nfs": {"server": "x", "path": "/"}}, capacity="5Ti")
-    cluster = type("Handle", (), {"store": store, "manager_selector": {"pool": "manager"}})()
+    cluster = type("Handle", (), {"store": store, "manager_selector": {"pool": "manager"},
+                                  "storage_class": "gp3-encrypted"})()
     settings = training.layer_settings(spec, cluster)
     assert (settings.zoned, settings.etcd_replicas) == (zoned, members)
+    assert settings.storage_class == "gp3-encrypted"
     assert settings.store_capacity == "5Ti"
     assert settings.manager_selector == {"pool": "manager"}
     assert settings.pv_name == "elastic-job-shared-data"

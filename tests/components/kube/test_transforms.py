@@ -80,6 +80,39 @@ def test_zone_spread_kept_on_zoned_clusters_and_dropped_elsewhere():
     assert keys(zoned=False) == ["kubernetes.io/hostname"]
 
 
+def test_etcd_spread_is_soft_so_members_never_wait_for_a_zone():
+    """Regression: DoNotSchedule over zones left members Pending on a manager pool that is one
+    multi-zone Auto Scaling group starting at one node (the autoscaler cannot pick the zone)."""
+    pod = rendered("etcd/statefulset.yaml")["spec"]["template"]["spec"]
+    spread = {c["topologyKey"]: c for c in pod["topologySpreadConstraints"]}
+    assert set(spread) == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}
+    for constraint in spread.values():
+        assert constraint["whenUnsatisfiable"] == "ScheduleAnyway"
+        assert constraint["maxSkew"] == 1
+        assert constraint["labelSelector"] == {"matchLabels": {"app.kubernetes.io/name": "etcd"}}
+
+
+@pytest.mark.parametrize("storage_class", ["torchfleet-gp3-encrypted", "premium-rwo"])
+def test_etcd_volumes_get_the_cloud_storage_class(storage_class):
+    sts = rendered("etcd/statefulset.yaml", storage_class=storage_class)
+    assert [t["spec"]["storageClassName"] for t in sts["spec"]["volumeClaimTemplates"]] == [storage_class]
+
+
+def test_etcd_volumes_use_the_cluster_default_without_a_storage_class():
+    sts = rendered("etcd/statefulset.yaml", storage_class=None)
+    (template,) = sts["spec"]["volumeClaimTemplates"]
+    assert "storageClassName" not in template["spec"]  # "" would turn dynamic provisioning off
+    # And a class set earlier (a reused dict) is removed, not left behind.
+    template["spec"]["storageClassName"] = "old"
+    transforms.set_etcd_storage_class(sts, None)
+    assert "storageClassName" not in template["spec"]
+
+
+@pytest.mark.parametrize("relative", ["storage/claim.yaml", "controller/deployment.yaml"])
+def test_storage_class_touches_only_etcd(relative):
+    assert rendered(relative, storage_class="x") == rendered(relative, storage_class=None)
+
+
 def test_drop_zone_spread_removes_an_emptied_list():
     obj = {"kind": "Deployment", "spec": {"template": {"spec": {"topologySpreadConstraints": [
         {"topologyKey": "topology.kubernetes.io/zone"}]}}}}
@@ -111,4 +144,5 @@ def test_objects_without_pods_are_left_alone_by_pod_transforms(relative):
     transforms.set_manager_selector(obj, MANAGER)
     transforms.drop_zone_spread(obj)
     transforms.set_etcd_members(obj, 5)
+    transforms.set_etcd_storage_class(obj, "x")
     assert repr(obj) == before
