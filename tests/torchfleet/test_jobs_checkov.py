@@ -25,9 +25,6 @@ SKIPS = {
                   "pod's share of the node, sized from the catalog.",
     "CKV_K8S_22": "Read-only root filesystem: torchrun and the trainer write error files and caches under /tmp "
                   "and $HOME inside the image, whose layout the image owns.",
-    "CKV_K8S_23": "Non-root: the user is the training image's choice (its Dockerfile); forcing runAsNonRoot "
-                  "would refuse to start an image built to run as root.",
-    "CKV_K8S_40": "High UID: as above, the image sets its user; the pod does not override it.",
     "CKV_K8S_43": "Image digest: researchers give REPO:TAG (moving tags such as latest are refused before "
                   "submit); a digest cannot be required of every experiment image.",
 }

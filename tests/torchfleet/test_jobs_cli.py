@@ -69,6 +69,9 @@ USAGE_ERRORS = [
     ("sweep-bad-param", ["sweep", "s", *BASE, "--param", "lr", *CMD], "--param: expected KEY=V1,V2"),
     ("sweep-empty-value", ["sweep", "s", *BASE, "--param", "lr=0.1,", *CMD], "--param: expected KEY=V1,V2"),
     ("sweep-dup-key", ["sweep", "s", *BASE, "--param", "lr=1", "--param", "lr=2", *CMD], "--param lr: given twice"),
+    ("run-as-root", ["submit", "j", *BASE, "--run-as-user", "0", *CMD], "--run-as-user: expected a uid above 0"),
+    ("run-as-negative", ["submit", "j", *BASE, "--run-as-user", "-5", *CMD], "--run-as-user: expected a uid"),
+    ("sweep-run-as-root", ["sweep", "s", *BASE, "--param", "lr=1", "--run-as-user", "0", *CMD], "--run-as-user"),
 ]
 
 
@@ -85,11 +88,27 @@ def test_usage_error_exits_2_before_touching_anything(argv, expected, dry_run, c
     no_cluster_no_pulumi.assert_not_called()
 
 
-def test_argparse_type_errors_exit_2(capsys):
+@pytest.mark.parametrize("flag", ["--gpus-per-node", "--run-as-user"])
+def test_argparse_type_errors_exit_2(flag, capsys):
     with pytest.raises(SystemExit) as exit_:
-        main(["submit", "j", *BASE, "--gpus-per-node", "two", *CMD])
+        main(["submit", "j", *BASE, flag, "two", *CMD])
     assert exit_.value.code == 2
-    assert "--gpus-per-node" in capsys.readouterr().err
+    assert flag in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "uid"), [
+    (["submit", "j", *BASE], 10001),
+    (["submit", "j", *BASE, "--run-as-user", "2000"], 2000),
+    (["submit", "--run-as-user", "3000", "j", *BASE], 3000),  # before NAME too
+])
+def test_pods_run_as_the_training_uid_unless_overridden(argv, uid, capsys):
+    code, out, err = run([*argv, "--dry-run", *CMD], capsys)
+    assert code == 0, err
+    job, _ = _docs(out)
+    security = job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["securityContext"]
+    # The group stays the training group: it owns the shared store's root (mode 2775).
+    assert security == {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": 10001, "fsGroup": 10001,
+                        "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def _docs(out):

@@ -57,6 +57,9 @@ def _job_options(p: argparse.ArgumentParser, defaults: bool) -> None:
     p.add_argument("--zone", default=d(None), help="run every pod in this zone (default: wherever the first lands)")
     p.add_argument("--env", action="append", default=d([]), metavar="K=V", help="environment variable (repeatable)")
     p.add_argument("--mount", default=d(jobspec.DEFAULT_MOUNT), help="where the shared claim is mounted")
+    p.add_argument("--run-as-user", type=int, default=d(platform.TRAINING_UID), metavar="UID",
+                   help=f"the pods' uid, above 0 (default {platform.TRAINING_UID}, the training image's user; "
+                        f"the group stays {platform.TRAINING_UID}, which owns the shared store)")
     p.add_argument("--cloud", choices=sorted(CLOUD_TRAITS), default=d(None),
                    help=f"without --stack: the cloud whose machines size the job (default {targets.DEFAULT_CLOUD})")
     p.add_argument("--dry-run", action="store_true", default=d(False),
@@ -210,6 +213,7 @@ def _request(args: argparse.Namespace, t: targets.Target, name: str, command: Se
     return jobspec.build_request(
         t, name=name, gpu=args.gpu, nodes=args.nodes, gpus_per_node=args.gpus_per_node, image=args.image,
         command=command, zone=args.zone, env=args.env, mount=args.mount, overrides=overrides, sweep=sweep,
+        run_as_user=args.run_as_user,
     )
 
 

@@ -81,6 +81,25 @@ def _affinity(req: JobRequest) -> dict[str, Any] | None:
     }
 
 
+# The training namespace enforces the `restricted` Pod Security level
+# (k8s/namespace.yaml): the API server refuses a pod without each of these fields.
+# https://kubernetes.io/docs/concepts/security/pod-security-standards/#restricted
+def pod_security(req: JobRequest) -> dict[str, Any]:
+    """Non-root as the request's uid; group and fsGroup the training group, which owns the shared
+    store's root (mode 2775), so even an overridden uid can write checkpoints there."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": req.run_as_user,
+        "runAsGroup": platform.TRAINING_UID,
+        "fsGroup": platform.TRAINING_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security() -> dict[str, Any]:
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
 def pod_template(req: JobRequest, target: Target) -> dict[str, Any]:
     s = req.sizing
     gpus = str(req.gpus_per_node)
@@ -100,7 +119,7 @@ def pod_template(req: JobRequest, target: Target) -> dict[str, Any]:
             "requests": {"cpu": f"{s.cpu_millis}m", "memory": f"{s.memory_mib}Mi", platform.GPU_RESOURCE: gpus},
             "limits": {"memory": f"{s.memory_mib}Mi", platform.GPU_RESOURCE: gpus},
         },
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "securityContext": container_security(),
         "volumeMounts": [
             {"name": SHARED_VOLUME, "mountPath": req.mount},
             {"name": SHM_VOLUME, "mountPath": "/dev/shm"},  # noqa: S108 (a volume, not a temp file)
@@ -116,7 +135,7 @@ def pod_template(req: JobRequest, target: Target) -> dict[str, Any]:
         # Below the control plane's class, and preemptionPolicy Never: a queued job waits for the
         # autoscaler instead of evicting another job's workers.
         "priorityClassName": PRIORITY_CLASS,
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": pod_security(req),
         # The spot notice window: SIGTERM starts a checkpoint that must finish before the node goes.
         "terminationGracePeriodSeconds": target.grace_s,
         "nodeSelector": selector,

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from components import catalog
+from components.spec import TRAINING_UID
 from torchfleet.jobs.errors import UsageError
 from torchfleet.jobs.target import Target
 
@@ -54,6 +55,9 @@ class JobRequest:
     mount: str = DEFAULT_MOUNT
     overrides: tuple[str, ...] = ()  # Hydra-style key=value, appended to the command (sweeps)
     sweep: str | None = None
+    # The pods' uid: the training image's user by default. The group stays TRAINING_UID, which
+    # owns the shared store (mode 2775), so another uid can still write there.
+    run_as_user: int = TRAINING_UID
     notes: tuple[str, ...] = field(default=(), compare=False)  # said to the user, not errors
 
     @property
@@ -148,6 +152,14 @@ def check_image(image: str) -> None:
         raise UsageError(f"--image: expected REPO:TAG, got {image!r}")
     if not digest and (not tag or tag == "latest"):
         raise UsageError(f"--image: {image!r} names no fixed version; give REPO:TAG (not latest) or REPO@sha256:...")
+
+
+def check_run_as_user(uid: int) -> None:
+    # The training namespace enforces the `restricted` Pod Security level, which refuses uid 0
+    # (runAsNonRoot): https://kubernetes.io/docs/concepts/security/pod-security-standards/#restricted
+    if isinstance(uid, bool) or not isinstance(uid, int) or uid <= 0:
+        raise UsageError(f"--run-as-user: expected a uid above 0 (the namespace refuses root), got {uid!r}; "
+                         f"the training image's user is {TRAINING_UID}")
 
 
 def training_command(command: Sequence[str]) -> tuple[str, ...]:
@@ -323,8 +335,10 @@ def build_request(
     mount: str = DEFAULT_MOUNT,
     overrides: Sequence[str] = (),
     sweep: str | None = None,
+    run_as_user: int = TRAINING_UID,
 ) -> JobRequest:
     lo, hi = parse_nodes(nodes)
+    check_run_as_user(run_as_user)
     check_name(name, hi)
     check_image(image)
     env_pairs = parse_env(env)
@@ -359,5 +373,6 @@ def build_request(
         mount=mount.rstrip("/"),
         overrides=tuple(overrides),
         sweep=sweep,
+        run_as_user=run_as_user,
         notes=tuple(notes),
     )
