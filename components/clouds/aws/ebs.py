@@ -11,6 +11,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.clouds.aws import iam
+from components.clouds.aws.addons import create_addon_with_identity
 
 EBS_CSI_ADDON_VERSION = "v1.37.0-eksbuild.1"
 EBS_CSI_CONTROLLER_SA = "ebs-csi-controller-sa"
@@ -39,21 +40,15 @@ class EbsVolumes(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("torchfleet:clouds:EbsVolumes", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        role = aws.iam.Role(f"{name}-csi-role", assume_role_policy=iam.pod_identity_trust_policy(), opts=child)
-        attachment = aws.iam.RolePolicyAttachment(
-            f"{name}-csi-policy",
-            role=role.name,
-            policy_arn=iam.managed_policy_arn(partition, iam.EBS_CSI_MANAGED_POLICY),
-            opts=child,
-        )
-        self.csi_addon = aws.eks.Addon(
-            f"{name}-csi-driver",
-            cluster_name=cluster.name,
-            addon_name="aws-ebs-csi-driver",
-            addon_version=EBS_CSI_ADDON_VERSION,
-            pod_identity_associations=[{"role_arn": role.arn, "service_account": EBS_CSI_CONTROLLER_SA}],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[attachment]),
+        self.csi_addon = create_addon_with_identity(
+            f"{name}-csi",
+            parent=self,
+            cluster=cluster,
+            addon="aws-ebs-csi-driver",
+            version=EBS_CSI_ADDON_VERSION,
+            service_account=EBS_CSI_CONTROLLER_SA,
+            managed_policy=iam.EBS_CSI_MANAGED_POLICY,
+            partition=partition,
         )
         self.storage_class = k8s.storage.v1.StorageClass(
             f"{name}-gp3",

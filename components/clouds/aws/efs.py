@@ -7,6 +7,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.clouds.aws import iam
+from components.clouds.aws.addons import create_addon_with_identity
 from components.clouds.aws.options import store_options
 from components.clouds.base import SharedStore
 from components.spec import TRAINING_UID, PlatformSpec
@@ -74,20 +75,15 @@ class EfsStore(pulumi.ComponentResource):
             )
             for zone, subnet in subnets.items()
         ]
-        role = aws.iam.Role(f"{name}-csi-role", assume_role_policy=iam.pod_identity_trust_policy(), opts=child)
-        aws.iam.RolePolicyAttachment(
-            f"{name}-csi-policy",
-            role=role.name,
-            policy_arn=iam.managed_policy_arn(partition, iam.EFS_CSI_MANAGED_POLICY),
-            opts=child,
-        )
-        self.csi_addon = aws.eks.Addon(
-            f"{name}-csi-driver",
-            cluster_name=cluster.name,
-            addon_name="aws-efs-csi-driver",
-            addon_version=EFS_CSI_ADDON_VERSION,
-            pod_identity_associations=[{"role_arn": role.arn, "service_account": EFS_CSI_CONTROLLER_SA}],
-            opts=child,
+        self.csi_addon = create_addon_with_identity(
+            f"{name}-csi",
+            parent=self,
+            cluster=cluster,
+            addon="aws-efs-csi-driver",
+            version=EFS_CSI_ADDON_VERSION,
+            service_account=EFS_CSI_CONTROLLER_SA,
+            managed_policy=iam.EFS_CSI_MANAGED_POLICY,
+            partition=partition,
         )
         # Every NFS operation through this access point runs as the training image's user, and
         # its root directory is created owned by that user: a fresh EFS root is root-owned 0755,
