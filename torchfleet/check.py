@@ -40,13 +40,12 @@ def resources_of(recorded: list[Any]) -> list[policy.Resource]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchfleet.preview.runner import stack_spec, synth_file
+    from torchfleet.preview.runner import synth_file
 
     if not args.stack_file.is_file():
         print(f"--stack-file: {args.stack_file} does not exist", file=sys.stderr)
         return 2
     try:
-        spec = stack_spec(args.stack_file)
         result = synth_file(args.stack_file)
     except ConfigError as error:
         print(error, file=sys.stderr)
@@ -54,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     except NotImplementedError as error:  # a cloud module still being built: nothing to judge yet
         print(f"{args.stack_file}: {NOT_IMPLEMENTED}: {error}", file=sys.stderr)
         return 2
-    limits = policy.Limits(spec.guardrails.max_gpus, spec.guardrails.allow_on_demand_gpus)
+    guardrails = result.spec.guardrails
+    limits = policy.Limits(guardrails.max_gpus, guardrails.allow_on_demand_gpus)
     if args.policy_config_out:
         args.policy_config_out.write_text(json.dumps(policy.pack_config(limits), indent=2) + "\n")
     violations = policy.check(resources_of(result.resources), limits.max_gpus, limits.allow_on_demand_gpus)

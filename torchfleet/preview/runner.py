@@ -24,6 +24,7 @@ class SynthResult:
     stack: str
     resources: list[Recorded]
     outputs: dict[str, Any]  # secrets as "[secret]"
+    spec: Any = None  # the PlatformSpec the program was built from
 
     def of_type(self, type_: str) -> list[Recorded]:
         return [r for r in self.resources if r.type == type_]
@@ -125,7 +126,7 @@ def synth(stack: str, config: dict[str, str], secret_keys: list[str] | None = No
         return pulumi.Output.from_input(asyncio.ensure_future(collect()))
 
     pulumi.runtime.test(program)()
-    return SynthResult(stack=stack, resources=list(monitor.recorded), outputs=dict(sorted(outputs.items())))
+    return SynthResult(stack=stack, resources=list(monitor.recorded), outputs=dict(sorted(outputs.items())), spec=spec)
 
 
 def stack_spec(stack_file: Path):
