@@ -68,6 +68,19 @@ class Task(Protocol):
         ...
 
 
+def _at_least(minimum: int):
+    """An argparse type: a whole number >= minimum, else a usage error naming the value."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"int >= {minimum}"
+    return parse
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     checkpoint_dir: Path
@@ -84,15 +97,15 @@ class TrainConfig:
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--checkpoint-dir", type=Path, required=True, help="on the shared store")
-        parser.add_argument("--total-steps", type=int, required=True, help="global optimizer steps")
-        parser.add_argument("--global-batch-size", type=int, required=True, help="fixed at any world size")
-        parser.add_argument("--checkpoint-every", type=int, default=50)
-        parser.add_argument("--keep-checkpoints", type=int, default=3)
+        parser.add_argument("--total-steps", type=_at_least(1), required=True, help="global optimizer steps")
+        parser.add_argument("--global-batch-size", type=_at_least(1), required=True, help="fixed at any world size")
+        parser.add_argument("--checkpoint-every", type=_at_least(1), default=50)
+        parser.add_argument("--keep-checkpoints", type=_at_least(1), default=3)
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--tensorboard-dir", type=Path, default=None)
-        parser.add_argument("--num-workers", type=int, default=0, help="data-loader processes per rank")
+        parser.add_argument("--num-workers", type=_at_least(0), default=0, help="data-loader processes per rank")
         parser.add_argument("--step-delay-s", type=float, default=0.0)
-        parser.add_argument("--progress-every", type=int, default=1, help="steps between progress events")
+        parser.add_argument("--progress-every", type=_at_least(1), default=1, help="steps between progress events")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> TrainConfig:
