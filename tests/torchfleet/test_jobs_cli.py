@@ -69,6 +69,30 @@ USAGE_ERRORS = [
     ("sweep-bad-param", ["sweep", "s", *BASE, "--param", "lr", *CMD], "--param: expected KEY=V1,V2"),
     ("sweep-empty-value", ["sweep", "s", *BASE, "--param", "lr=0.1,", *CMD], "--param: expected KEY=V1,V2"),
     ("sweep-dup-key", ["sweep", "s", *BASE, "--param", "lr=1", "--param", "lr=2", *CMD], "--param lr: given twice"),
+    # Regression: `--cloud local --gpu t4` said "local offers:  " (an empty list).
+    ("local-cloud-gpu", ["submit", "j", "--cloud", "local", "--gpu", "t4", "--image", "r/t:1", *CMD],
+     "--gpu: the local stack is CPU-only (it has no GPU machines); submit a CPU job with --cpu"),
+    ("local-stack-gpu-suggests-cpu", ["submit", "j", "--stack", "local", "--gpu", "t4", "--image", "r/t:1", *CMD],
+     "submit a CPU job with --cpu"),
+    ("local-stack-no-kind", ["submit", "j", "--stack", "local", "--image", "r/t:1", *CMD],
+     "--gpu or --cpu: required; stack local is CPU-only, so submit with --cpu"),
+    ("cpu-and-gpu", ["submit", "j", *BASE, "--cpu", *CMD], "--cpu: a CPU job asks for no GPU; drop --gpu t4"),
+    ("cpu-and-gpus-per-node", ["submit", "j", "--cpu", "--gpus-per-node", "2", "--image", "r/t:1", *CMD],
+     "--cpu: a CPU job asks for no GPU; drop --gpus-per-node"),
+    ("cpus-without-cpu", ["submit", "j", *BASE, "--cpus", "2", *CMD], "--cpus: only with --cpu"),
+    ("memory-without-cpu", ["submit", "j", "--memory", "4Gi", "--image", "r/t:1", *CMD], "--memory: only with --cpu"),
+    ("cpus-zero", ["submit", "j", "--cpu", "--cpus", "0", "--image", "r/t:1", *CMD], "--cpus: expected cores"),
+    ("cpus-words", ["submit", "j", "--cpu", "--cpus", "two", "--image", "r/t:1", *CMD], "--cpus: expected cores"),
+    ("memory-no-unit", ["submit", "j", "--cpu", "--memory", "4096", "--image", "r/t:1", *CMD],
+     "--memory: expected memory per pod in Mi or Gi"),
+    ("memory-tiny", ["submit", "j", "--cpu", "--memory", "16Mi", "--image", "r/t:1", *CMD], "at least 256Mi"),
+    ("egress-not-cidr", ["submit", "j", *BASE, "--allow-egress", "s3.amazonaws.com", *CMD],
+     "--allow-egress: expected a CIDR"),
+    ("egress-host-bits", ["submit", "j", *BASE, "--allow-egress", "10.1.2.3/8", *CMD],
+     "--allow-egress: '10.1.2.3/8' is not a network CIDR"),
+    ("egress-bad-prefix", ["submit", "j", *BASE, "--allow-egress", "10.0.0.0/33", *CMD], "--allow-egress: "),
+    ("sweep-egress-bad", ["sweep", "s", *BASE, "--param", "lr=1", "--allow-egress", "nope", *CMD],
+     "--allow-egress: "),
     ("run-as-root", ["submit", "j", *BASE, "--run-as-user", "0", *CMD], "--run-as-user: expected a uid above 0"),
     ("run-as-negative", ["submit", "j", *BASE, "--run-as-user", "-5", *CMD], "--run-as-user: expected a uid"),
     ("sweep-run-as-root", ["sweep", "s", *BASE, "--param", "lr=1", "--run-as-user", "0", *CMD], "--run-as-user"),
@@ -107,8 +131,9 @@ def test_pods_run_as_the_training_uid_unless_overridden(argv, uid, capsys):
     job, _ = _docs(out)
     security = job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["securityContext"]
     # The group stays the training group: it owns the shared store's root (mode 2775).
+    # OnRootMismatch: no recursive chown of the whole shared store at every pod start.
     assert security == {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": 10001, "fsGroup": 10001,
-                        "seccompProfile": {"type": "RuntimeDefault"}}
+                        "fsGroupChangePolicy": "OnRootMismatch", "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def _docs(out):
@@ -123,7 +148,7 @@ def test_dry_run_without_stack_uses_platform_defaults(capsys):
     assert policy["kind"] == "NetworkPolicy" and policy["metadata"]["name"] == "job-resnet"
     pod = job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]
     assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "shared-data"
-    assert pod["containers"][0]["args"] == ["--nproc_per_node=1", "train.py", "--lr", "0.1"]
+    assert pod["containers"][0]["args"] == ["--nproc_per_node=1", "--local-addr=$(POD_IP)", "train.py", "--lr", "0.1"]
     assert "no --stack: accepting any catalog GPU" in err
     assert schema.problems(job) == []
 
@@ -146,7 +171,7 @@ def test_options_after_name_and_before_it_combine(capsys):
     assert code == 0, err
     job, _ = _docs(out)
     container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["A"] == "1" and env["B"] == "2"
     assert job["metadata"]["annotations"]["torchfleet.io/zone"] == "us-west-2b"
 
@@ -162,7 +187,7 @@ def test_sweep_dry_run_one_job_per_combination(capsys):
                                       ["lr=0.01", "batch=64"], ["lr=0.01", "batch=128"]]
     outputs = set()
     for j in jobs:
-        env = {e["name"]: e["value"] for e in
+        env = {e["name"]: e.get("value") for e in
                j["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]}
         outputs.add(env["TORCHFLEET_OUTPUT_DIR"])
         assert j["metadata"]["labels"]["torchfleet.io/sweep"] == "grid"
@@ -181,4 +206,101 @@ def test_command_becomes_torchrun_script_args(command, args, capsys):
     code, out, _ = run(["submit", "j", *BASE, "--dry-run", "--", *command], capsys)
     assert code == 0
     job, _ = _docs(out)
-    assert job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"][1:] == args
+    assert job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"][2:] == args
+
+
+# ---------------------------------------------------------------- CPU jobs, egress
+
+
+def _pod_spec(job):
+    spec = job["spec"]
+    return (spec.get("replicaSpecs") or spec["pytorchReplicaSpecs"])["Worker"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("operator", ["torchelastic", "kubeflow"])
+def test_cpu_job_on_the_local_stack_asks_for_no_gpu(operator, capsys):
+    code, out, err = run(["submit", "tiny", "--stack", "local", "--cpu", "--cpus", "1.5", "--memory", "3Gi",
+                          "--operator", operator, "--image", "torchfleet/trainer:0.1.0", "--dry-run", *CMD], capsys)
+    assert code == 0, err
+    job, _ = _docs(out)
+    assert schema.problems(job) == []
+    pod = _pod_spec(job)
+    (container,) = pod["containers"]
+    assert "nodeSelector" not in pod and "tolerations" not in pod
+    assert "affinity" not in pod  # kind nodes carry no zone label: a zone affinity would leave pods Pending
+    assert container["resources"] == {"requests": {"cpu": "1500m", "memory": "3072Mi"},
+                                      "limits": {"memory": "3072Mi"}}
+    assert "nvidia.com/gpu" not in out and "torchfleet.io/gpu" not in out
+    assert container["args"][:2] == ["--nproc_per_node=1", "--local-addr=$(POD_IP)"]
+    assert container["imagePullPolicy"] == "IfNotPresent"  # `kind load docker-image`, never pulled
+    assert job["metadata"]["annotations"]["torchfleet.io/machine"] == "cpu"
+    if operator == "kubeflow":
+        assert job["spec"]["nprocPerNode"] == "1"
+
+
+def test_cpu_job_defaults_its_size(capsys):
+    code, out, err = run(["submit", "tiny", "--cpu", "--image", "r/t:1", "--dry-run", *CMD], capsys)
+    assert code == 0, err
+    job, _ = _docs(out)
+    resources = _pod_spec(job)["containers"][0]["resources"]
+    assert resources["requests"] == {"cpu": "1000m", "memory": "2048Mi"}
+    assert "manager pool" in err  # a cloud target: say where CPU pods land
+
+
+def test_allow_egress_adds_a_policy_for_the_job_only(capsys):
+    code, out, err = run(["submit", "dl", *BASE, "--allow-egress", "52.216.0.0/15", "--dry-run",
+                          "--allow-egress", "0.0.0.0/0", "--allow-egress", "52.216.0.0/15", *CMD], capsys)
+    assert code == 0, err
+    _, own, egress = _docs(out)
+    assert own["metadata"]["name"] == "job-dl"
+    assert egress["kind"] == "NetworkPolicy" and egress["metadata"]["name"] == "job-dl-egress"
+    assert egress["spec"]["podSelector"] == {"matchLabels": {"torchfleet.io/job": "dl"}}
+    assert egress["spec"]["policyTypes"] == ["Egress"] and "ingress" not in egress["spec"]
+    # in flag order, once each; the cloud metadata endpoint stays closed even to 0.0.0.0/0
+    assert egress["spec"]["egress"] == [{"to": [
+        {"ipBlock": {"cidr": "52.216.0.0/15"}},
+        {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}},
+    ]}]
+    assert "&id" not in out and "*id" not in out  # plain YAML, no anchors
+
+
+def test_no_egress_policy_unless_asked(capsys):
+    code, out, _ = run(["submit", "dl", *BASE, "--dry-run", *CMD], capsys)
+    assert code == 0
+    assert [d["metadata"]["name"] for d in _docs(out)] == ["dl", "job-dl"]
+
+
+def test_sweep_members_each_get_their_egress_policy(capsys):
+    code, out, err = run(["sweep", "g", *BASE, "--param", "lr=1,2", "--allow-egress", "10.0.0.0/8",
+                          "--dry-run", *CMD], capsys)
+    assert code == 0, err
+    names = [d["metadata"]["name"] for d in _docs(out)]
+    assert names == ["g-0", "job-g-0", "job-g-0-egress", "g-1", "job-g-1", "job-g-1-egress"]
+
+
+# ---------------------------------------------------------------- README
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _readme_commands(section: str) -> list[list[str]]:
+    import shlex
+
+    text = README.read_text()
+    start = text.index(f"## {section}")
+    end = text.find("\n## ", start + 1)
+    body = text[start:end].replace("\\\n", " ")
+    return [shlex.split(line, comments=True) for line in body.splitlines()
+            if line.lstrip().startswith("torchfleet submit")]
+
+
+def test_readme_local_quickstart_submit_is_a_valid_cpu_job(capsys):
+    """The quickstart's `torchfleet submit ... --stack local --cpu`, run as a dry run."""
+    (argv,) = _readme_commands("Local quickstart (kind)")
+    assert argv[:2] == ["torchfleet", "submit"] and "--cpu" in argv and argv[argv.index("--stack") + 1] == "local"
+    code, out, err = run([*argv[1:argv.index("--")], "--dry-run", *argv[argv.index("--"):]], capsys)
+    assert code == 0, err
+    job, _ = _docs(out)
+    assert schema.problems(job) == []
+    assert "nvidia.com/gpu" not in out

@@ -126,6 +126,31 @@ def test_submit_creates_the_validated_job_then_its_network_policy(api, kubeconfi
     assert "submitted ElasticJob resnet to namespace elastic-job" in out
 
 
+def test_submit_allow_egress_creates_both_policies_owned_by_the_job(api, kubeconfig, capsys):
+    api.get_namespaced_custom_object.side_effect = not_found()
+    api.create_namespaced_custom_object.side_effect = lambda self, *a, body, **k: {**body, "metadata": {
+        **body["metadata"], "uid": "1234"}}
+    code, _, err = cli([*SUBMIT[:2], "--allow-egress", "0.0.0.0/0", *SUBMIT[2:]], kubeconfig, capsys)
+    assert code == 0, err
+    calls = api.create_namespaced_network_policy.call_args_list
+    assert [c.args[2]["metadata"]["name"] for c in calls] == ["job-resnet", "job-resnet-egress"]
+    for c in calls:
+        assert c.args[1] == "elastic-job"
+        assert [o["uid"] for o in c.args[2]["metadata"]["ownerReferences"]] == ["1234"]
+    assert calls[1].args[2]["spec"]["policyTypes"] == ["Egress"]
+
+
+def test_submit_egress_policy_failure_removes_the_job_and_exits_1(api, kubeconfig, capsys):
+    api.get_namespaced_custom_object.side_effect = not_found()
+    api.create_namespaced_custom_object.side_effect = lambda self, *a, body, **k: {**body, "metadata": {
+        **body["metadata"], "uid": "1"}}
+    api.create_namespaced_network_policy.side_effect = [None, ApiException(status=403, reason="Forbidden")]
+    code, _, err = cli([*SUBMIT[:2], "--allow-egress", "10.0.0.0/8", *SUBMIT[2:]], kubeconfig, capsys)
+    assert code == 1 and "403" in err
+    api.delete_namespaced_custom_object.assert_called_once_with(
+        mock.ANY, *EJ, "resnet", propagation_policy="Background", _request_timeout=TIMEOUT)
+
+
 def test_submit_kubeflow_goes_to_pytorchjobs(api, kubeconfig, capsys):
     api.get_namespaced_custom_object.side_effect = not_found()
     api.create_namespaced_custom_object.side_effect = lambda self, *a, body, **k: {**body, "metadata": {

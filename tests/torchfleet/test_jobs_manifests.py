@@ -36,6 +36,18 @@ CASES = [
      dict(gpu="t4", nodes="1:1", gpus_per_node=1, command=["bash", "run.sh"])),
     ("sweep-member", lambda: targets.defaults("aws"),
      dict(gpu="t4", nodes="1:2", gpus_per_node=1, overrides=("lr=0.1", "batch=64"), sweep="s", name="s-0")),
+    ("egress", lambda: targets.defaults("aws"),
+     dict(gpu="t4", nodes="1:2", gpus_per_node=1, allow_egress=["0.0.0.0/0", "2600:1f00::/24"], sweep="s")),
+]
+# CPU jobs (--cpu): no GPU anywhere in the pod.
+CPU_CASES = [
+    ("local-stack-cpu", lambda: targets.from_stack("local"), dict(cpu=True, gpu=None, nodes="1:2", gpus_per_node=None)),
+    ("local-stack-cpu-sized", lambda: targets.from_stack("local"),
+     dict(cpu=True, gpu=None, nodes="2", gpus_per_node=None, cpus="500m", memory="768Mi",
+          allow_egress=["10.96.0.0/12"])),
+    ("aws-stack-cpu-zone", lambda: targets.from_stack("aws-usw2"),
+     dict(cpu=True, gpu=None, nodes="1:3", gpus_per_node=None, cpus="4", memory="8Gi", zone="us-west-2a")),
+    ("defaults-cpu", lambda: targets.defaults("gcp"), dict(cpu=True, gpu=None, nodes="1", gpus_per_node=None)),
 ]
 
 
@@ -62,10 +74,45 @@ def test_job_passes_its_crd_schema_and_core_schemas(case, operator):
     req, t, job = _build(case, operator)
     assert schema.problems(job) == []
     pod = _pod(job)
-    policy = manifests.network_policy(req, t)
+    policies = manifests.network_policies(req, t)
+    assert len(policies) == (2 if req.egress else 1)
     for version in K8S_VERSIONS:
         kubernetes_validate.validate(pod, version, strict=True)
-        kubernetes_validate.validate(policy, version, strict=True)
+        for policy in policies:
+            kubernetes_validate.validate(policy, version, strict=True)
+
+
+@pytest.mark.parametrize("operator", platform.OPERATORS)
+@pytest.mark.parametrize("case", CPU_CASES, ids=[c[0] for c in CPU_CASES])
+def test_cpu_job_passes_the_schemas_and_asks_for_no_gpu(case, operator):
+    test_job_passes_its_crd_schema_and_core_schemas(case, operator)
+    req, t, job = _build(case, operator)
+    pod = manifests.worker_spec(job)["template"]
+    spec = pod["spec"]
+    (container,) = spec["containers"]
+    assert req.cpu and req.nproc_per_node == 1
+    assert "tolerations" not in spec
+    assert platform.LABEL_GPU not in spec.get("nodeSelector", {})
+    assert platform.LABEL_GPU not in job["metadata"]["labels"]
+    for kind in ("requests", "limits"):
+        assert platform.GPU_RESOURCE not in container["resources"][kind]
+    assert container["resources"]["requests"]["cpu"] == f"{req.sizing.cpu_millis}m"
+    assert container["resources"]["limits"]["memory"] == f"{req.sizing.memory_mib}Mi"
+    assert container["args"][:2] == ["--nproc_per_node=1", manifests.LOCAL_ADDR_ARG]
+    if req.zone:
+        assert spec["nodeSelector"] == {platform.LABEL_ZONE: req.zone}
+    # kind/minikube nodes have no zone label: a required zone affinity would keep pods Pending.
+    assert ("affinity" in spec) == (t.cloud != "local" and not req.zone)
+    if operator == "kubeflow":
+        assert job["spec"]["nprocPerNode"] == "1"
+
+
+def test_cpu_sizes_from_the_flags():
+    t = targets.from_stack("local")
+    req = build_request(t, name="a", gpu=None, cpu=True, nodes="1", gpus_per_node=None, image="r/t:1",
+                        command=["t.py"], cpus="2.5", memory="6Gi")
+    assert (req.sizing.cpu_millis, req.sizing.memory_mib, req.sizing.shm_mib) == (2500, 6144, 1536)
+    assert req.sizing.loader_workers == 1 and req.sizing.machine == "cpu"
 
 
 @pytest.mark.parametrize("operator", platform.OPERATORS)
@@ -92,6 +139,17 @@ def test_job_carries_the_platform_contract(case, operator):
     assert container["name"] == ("elasticjob-worker" if operator == "torchelastic" else "pytorch")
     assert container["command"] == ["python", "-m", "elastic_trainer.launcher"]
     assert container["args"][0] == f"--nproc_per_node={req.gpus_per_node}"
+    # Regression (multi-node rendezvous): torch advertised socket.getfqdn(), the pod's hostname,
+    # which may not resolve (or name the replaced pod) for ~30 s; the pod IP always routes. Before
+    # the script: the ElasticJob controller prepends its own args, and script args follow it.
+    assert container["args"][1] == "--local-addr=$(POD_IP)"
+    script_at = container["args"].index(req.command[0], 2)
+    assert container["args"][script_at:] == list(req.command)
+    assert container["env"][0] == {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    # The ports each controller looks up by name (ElasticJob: a Service per pod from it).
+    port = {"torchelastic": ("elasticjob-port", 10291), "kubeflow": ("pytorchjob-port", 23456)}[operator]
+    assert [(p["name"], p["containerPort"]) for p in container["ports"]] == [port]
+    assert spec["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
     assert container["resources"]["requests"][platform.GPU_RESOURCE] == str(req.gpus_per_node)
     assert container["resources"]["limits"][platform.GPU_RESOURCE] == str(req.gpus_per_node)
     assert spec["terminationGracePeriodSeconds"] == t.grace_s
@@ -100,7 +158,7 @@ def test_job_carries_the_platform_contract(case, operator):
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes[mounts[req.mount]]["persistentVolumeClaim"]["claimName"] == t.claim
     assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["TORCHFLEET_CHECKPOINT_DIR"] == f"{req.mount}/{req.name}/checkpoints"
     assert env["TORCHFLEET_OUTPUT_DIR"] == f"{req.mount}/{req.name}/output"
     assert int(env["TORCHFLEET_DATALOADER_WORKERS"]) >= 1
@@ -184,3 +242,11 @@ def test_priority_class_exists_in_the_training_layer():
     assert manifests.PRIORITY_CLASS in names
     # A queued job must wait for the autoscaler, not evict another job's workers.
     assert names[manifests.PRIORITY_CLASS]["preemptionPolicy"] == "Never"
+
+
+def test_egress_policy_leaves_the_metadata_endpoint_out_of_wide_ranges():
+    assert manifests.ip_block("0.0.0.0/0") == {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}
+    assert manifests.ip_block("169.254.0.0/16") == {"cidr": "169.254.0.0/16", "except": ["169.254.169.254/32"]}
+    assert manifests.ip_block("52.216.0.0/15") == {"cidr": "52.216.0.0/15"}
+    assert manifests.ip_block("::/0") == {"cidr": "::/0"}
+    assert manifests.ip_block("169.254.169.254/32") == {"cidr": "169.254.169.254/32"}  # asked for by name

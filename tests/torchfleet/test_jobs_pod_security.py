@@ -10,7 +10,7 @@ import pytest
 
 from components import spec as platform
 from tests.k8s.pod_security import pod_templates, restricted_problems
-from tests.torchfleet.test_jobs_manifests import CASES
+from tests.torchfleet.test_jobs_manifests import CASES, CPU_CASES
 from torchfleet.jobs import manifests
 from torchfleet.jobs.spec import build_request
 
@@ -18,7 +18,7 @@ from torchfleet.jobs.spec import build_request
 UIDS = [(f"{case[0]}-default-uid", case, platform.TRAINING_UID) for case in CASES] + [
     ("run-as-user-1", CASES[0], 1),
     ("run-as-user-65532", CASES[4], 65532),
-]
+] + [(f"{case[0]}-default-uid", case, platform.TRAINING_UID) for case in CPU_CASES]
 
 
 def _job(case, operator, uid):

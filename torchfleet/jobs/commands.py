@@ -52,7 +52,18 @@ def _job_options(p: argparse.ArgumentParser, defaults: bool) -> None:
 
     p.add_argument("--gpu", default=d(None), help="GPU type, e.g. t4 (with --stack: one of the stack's pools)")
     p.add_argument("--nodes", default=d("1"), help="MIN:MAX nodes (e.g. 2:8) or one count (default 1)")
-    p.add_argument("--gpus-per-node", type=int, default=d(1), help="GPUs (training processes) per node (default 1)")
+    p.add_argument("--gpus-per-node", type=int, default=d(None),
+                   help="GPUs (training processes) per node (default 1)")
+    p.add_argument("--cpu", action="store_true", default=d(False),
+                   help="a CPU job (no --gpu/--gpus-per-node): one training process per pod, sized by --cpus and "
+                        "--memory; the only kind the local stack runs")
+    p.add_argument("--cpus", default=d(None),
+                   help=f"with --cpu: cores per pod, e.g. 2, 1.5 or 500m (default {jobspec.DEFAULT_CPUS})")
+    p.add_argument("--memory", default=d(None),
+                   help=f"with --cpu: memory per pod, e.g. 4Gi or 512Mi (default {jobspec.DEFAULT_MEMORY})")
+    p.add_argument("--allow-egress", action="append", default=d([]), metavar="CIDR",
+                   help="let the job's pods reach this network (repeatable, e.g. 0.0.0.0/0 for S3, HTTPS and "
+                        "dataset downloads); by default they reach only their own job, etcd and DNS")
     p.add_argument("--image", default=d(None), help="training image as REPO:TAG (a fixed version, not latest)")
     p.add_argument("--zone", default=d(None), help="run every pod in this zone (default: wherever the first lands)")
     p.add_argument("--env", action="append", default=d([]), metavar="K=V", help="environment variable (repeatable)")
@@ -140,7 +151,7 @@ def _split_after_name(args: argparse.Namespace) -> list[str]:
     if before:
         extra = args._options.parse_args(before)
         for key, value in vars(extra).items():
-            if key in ("env", "param"):
+            if key in ("env", "param", "allow_egress"):
                 value = [*getattr(args, key), *value]
             setattr(args, key, value)
     if not command:
@@ -205,29 +216,43 @@ def job_client(args: argparse.Namespace, session: Session):
 
 def _request(args: argparse.Namespace, t: targets.Target, name: str, command: Sequence[str],
              overrides: Sequence[str] = (), sweep: str | None = None) -> jobspec.JobRequest:
-    if not args.gpu:
+    if not (args.gpu or args.cpu or args.cpus or args.memory):  # --cpus alone: build_request says why
+        if t.cloud == "local" or t.pools == ():
+            where = f"stack {t.stack}" if t.stack else f"the {t.cloud} stack"
+            raise UsageError(f"--gpu or --cpu: required; {where} is CPU-only, so submit with --cpu "
+                             f"(--cpus {jobspec.DEFAULT_CPUS} --memory {jobspec.DEFAULT_MEMORY} by default)")
         raise UsageError("--gpu: required, e.g. --gpu t4" + (f" (stack {t.stack} has: "
-                         f"{', '.join(sorted({p.gpu for p in t.pools}))})" if t.pools else ""))
+                         f"{', '.join(sorted({p.gpu for p in t.pools}))})" if t.pools else "")
+                         + ", or --cpu for a CPU job")
     if not args.image:
         raise UsageError("--image: required, e.g. --image registry.example.com/team/train:1.4.2")
     return jobspec.build_request(
         t, name=name, gpu=args.gpu, nodes=args.nodes, gpus_per_node=args.gpus_per_node, image=args.image,
         command=command, zone=args.zone, env=args.env, mount=args.mount, overrides=overrides, sweep=sweep,
-        run_as_user=args.run_as_user,
+        run_as_user=args.run_as_user, cpu=args.cpu, cpus=args.cpus, memory=args.memory,
+        allow_egress=args.allow_egress,
     )
 
 
-def _documents(req: jobspec.JobRequest, t: targets.Target) -> tuple[dict[str, Any], dict[str, Any]]:
+def _documents(req: jobspec.JobRequest, t: targets.Target) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The job and its network policies (its own, then the --allow-egress one if asked)."""
     job = manifests.build(req, t)
     schema.validate(job)  # before anything is sent, and before a dry run prints it
-    return job, manifests.network_policy(req, t)
+    return job, manifests.network_policies(req, t)
+
+
+class _NoAliasDumper(yaml.SafeDumper):
+    """Spell out a dict used twice (the job policy's peer selector) instead of &id001/*id001."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _print_yaml(documents: Sequence[dict[str, Any]]) -> None:
-    sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False, explicit_start=True))
+    sys.stdout.write(yaml.dump_all(documents, Dumper=_NoAliasDumper, sort_keys=False, explicit_start=True))
 
 
-Planned = list[tuple[jobspec.JobRequest, dict[str, Any], dict[str, Any]]]
+Planned = list[tuple[jobspec.JobRequest, dict[str, Any], list[dict[str, Any]]]]
 
 
 def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Planned]) -> int:
@@ -237,7 +262,7 @@ def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Plann
     for note in planned[0][0].notes:
         print(f"note: {note}", file=sys.stderr)
     if args.dry_run:
-        _print_yaml([doc for _, job, policy in planned for doc in (job, policy)])
+        _print_yaml([doc for _, job, policies in planned for doc in (job, *policies)])
         return EXIT_OK
     session = resolve_target(args, need_cluster=True)
     planned = plan(session.target)  # the deployed stack's outputs may name another namespace or claim
@@ -249,16 +274,20 @@ def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Plann
             f"NAME: job(s) {', '.join(taken)} already exist in namespace {t.namespace}; choose another name "
             "or delete them first (nothing was submitted)"
         )
-    for req, job, policy in planned:
+    for req, job, policies in planned:
         created = jobs.create(job)
         try:
-            jobs.create_network_policy(policy, created)
+            for policy in policies:
+                jobs.create_network_policy(policy, created)
         except JobError:
-            # Without its policy the job's pods cannot reach each other: do not leave it half-made.
+            # Without its policies the job's pods cannot reach each other (or what the job asked
+            # for): do not leave it half-made. The job owns the policies already created.
             jobs.delete(req.name)
             raise
+        s = req.sizing
+        what = f"CPU ({s.cpu_millis}m, {s.memory_mib}Mi)" if req.cpu else f"{req.gpus_per_node} {req.gpu} ({s.machine})"
         print(f"submitted {job['kind']} {req.name} to namespace {t.namespace}: {req.min_nodes}-{req.max_nodes} "
-              f"x {req.gpus_per_node} {req.gpu} ({req.sizing.machine}); checkpoints in {req.checkpoint_dir}")
+              f"x {what}; checkpoints in {req.checkpoint_dir}")
     return EXIT_OK
 
 

@@ -6,6 +6,7 @@ the same dicts against the CRD schemas.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from components import spec as platform
@@ -39,6 +40,19 @@ SHM_VOLUME = "dshm"
 # ExitCode: 1-127 end the job (a bug will not fix itself on retry), 128-255 recreate the pod
 # (130/137/138/143: spot preemption, OOM kill, SIGTERM; the launcher maps SIGTERM to 143).
 RESTART_POLICY = "ExitCode"
+# torch's dynamic rendezvous advertises socket.getfqdn() as the node's address unless torchrun
+# gets --local-addr; a pod's own DNS record may not exist, or name the pod it replaced for ~30 s.
+# The pod IP from the downward API always routes. $(POD_IP) is expanded by the kubelet.
+POD_IP_ENV = "POD_IP"
+LOCAL_ADDR_ARG = f"--local-addr=$({POD_IP_ENV})"
+# The port each controller looks up by name: the ElasticJob controller makes a Service per pod
+# from "elasticjob-port" (pytorch/elastic kubernetes/api/v1alpha1 DefaultContainerPortName);
+# the training operator defaults "pytorchjob-port" (pytorch_defaults.go). Declared so the
+# Services exist and the operator's diff is empty.
+CONTAINER_PORT = {
+    "torchelastic": {"name": "elasticjob-port", "containerPort": 10291, "protocol": "TCP"},
+    "kubeflow": {"name": "pytorchjob-port", "containerPort": 23456, "protocol": "TCP"},
+}
 
 
 def labels(req: JobRequest) -> dict[str, str]:
@@ -49,7 +63,7 @@ def labels(req: JobRequest) -> dict[str, str]:
     return out
 
 
-def environment(req: JobRequest) -> list[dict[str, str]]:
+def environment(req: JobRequest) -> list[dict[str, Any]]:
     env = {
         "TORCHFLEET_JOB": req.name,
         "TORCHFLEET_CHECKPOINT_DIR": req.checkpoint_dir,
@@ -60,11 +74,15 @@ def environment(req: JobRequest) -> list[dict[str, str]]:
         "PYTHONUNBUFFERED": "1",  # logs reach `torchfleet logs` as they are written
     }
     env.update(dict(req.env))
-    return [{"name": k, "value": v} for k, v in env.items()]
+    # First: a variable can only refer to ones defined before it.
+    pod_ip = {"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    return [pod_ip, *({"name": k, "value": v} for k, v in env.items())]
 
 
-def _affinity(req: JobRequest) -> dict[str, Any] | None:
-    if req.zone:
+def _affinity(req: JobRequest, target: Target) -> dict[str, Any] | None:
+    if req.zone or target.cloud == "local":
+        # local: one node, and kind/minikube nodes carry no zone label; a required affinity on
+        # a label no node has leaves every pod Pending.
         return None
     # No zone given: the first pod lands anywhere (a required pod affinity that matches only the
     # pod itself is allowed), and every later pod must join its zone. Cross-zone traffic is slow
@@ -92,6 +110,9 @@ def pod_security(req: JobRequest) -> dict[str, Any]:
         "runAsUser": req.run_as_user,
         "runAsGroup": platform.TRAINING_UID,
         "fsGroup": platform.TRAINING_UID,
+        # Drivers that apply fsGroup would otherwise chown the whole shared store, recursively, at
+        # every pod start; the store's root already belongs to the training group.
+        "fsGroupChangePolicy": "OnRootMismatch",
         "seccompProfile": {"type": "RuntimeDefault"},
     }
 
@@ -100,34 +121,52 @@ def container_security() -> dict[str, Any]:
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def pod_template(req: JobRequest, target: Target) -> dict[str, Any]:
-    s = req.sizing
-    gpus = str(req.gpus_per_node)
-    selector = {platform.LABEL_GPU: req.gpu}
+def _placement(req: JobRequest) -> dict[str, Any]:
+    """GPU jobs: the GPU's nodes, tolerating the GPU and spot taints. CPU jobs: no GPU selector
+    and no toleration, so they never take a GPU node."""
+    selector = {} if req.cpu else {platform.LABEL_GPU: req.gpu}
     if req.zone:
         selector[platform.LABEL_ZONE] = req.zone
+    out: dict[str, Any] = {"nodeSelector": selector} if selector else {}
+    if not req.cpu:
+        out["tolerations"] = [
+            {**platform.GPU_TAINT, "operator": "Equal"},
+            {**platform.AKS_SPOT_TAINT, "operator": "Equal"},
+        ]
+    return out
+
+
+def _resources(req: JobRequest) -> dict[str, Any]:
+    # CPU unlimited: a throttled data loader starves the GPU. Memory limit = request, so an
+    # over-eager loader is killed alone (137, retried) instead of evicting a neighbour.
+    s = req.sizing
+    requests = {"cpu": f"{s.cpu_millis}m", "memory": f"{s.memory_mib}Mi"}
+    limits = {"memory": f"{s.memory_mib}Mi"}
+    if not req.cpu:
+        requests[platform.GPU_RESOURCE] = limits[platform.GPU_RESOURCE] = str(req.gpus_per_node)
+    return {"requests": requests, "limits": limits}
+
+
+def pod_template(req: JobRequest, target: Target) -> dict[str, Any]:
     container = {
         "name": CONTAINER_NAME[target.operator],
         "image": req.image,
-        "imagePullPolicy": "Always",  # a recreated pod re-resolves the tag: cheap, layers are cached
+        # A recreated pod re-resolves the tag: cheap, layers are cached. The local stack runs
+        # images loaded into the node (`kind load docker-image`), which a pull would not find.
+        "imagePullPolicy": "IfNotPresent" if target.cloud == "local" else "Always",
         "command": list(LAUNCHER),
-        "args": [f"--nproc_per_node={req.gpus_per_node}", *req.command],
+        # The ElasticJob controller prepends its rendezvous args: the launcher's options come
+        # before the user's script, whose own args follow it.
+        "args": [f"--nproc_per_node={req.nproc_per_node}", LOCAL_ADDR_ARG, *req.command],
         "env": environment(req),
-        "resources": {
-            # CPU unlimited: a throttled data loader starves the GPU. Memory limit = request, so
-            # an over-eager loader is killed alone (137, retried) instead of evicting a neighbour.
-            "requests": {"cpu": f"{s.cpu_millis}m", "memory": f"{s.memory_mib}Mi", platform.GPU_RESOURCE: gpus},
-            "limits": {"memory": f"{s.memory_mib}Mi", platform.GPU_RESOURCE: gpus},
-        },
+        "ports": [dict(CONTAINER_PORT[target.operator])],
+        "resources": _resources(req),
         "securityContext": container_security(),
         "volumeMounts": [
             {"name": SHARED_VOLUME, "mountPath": req.mount},
             {"name": SHM_VOLUME, "mountPath": "/dev/shm"},  # noqa: S108 (a volume, not a temp file)
         ],
     }
-    if target.operator == "kubeflow":
-        # The operator defaults this port (pytorch_defaults.go); declared so the diff is empty.
-        container["ports"] = [{"name": "pytorchjob-port", "containerPort": 23456, "protocol": "TCP"}]
     spec: dict[str, Any] = {
         "serviceAccountName": SERVICE_ACCOUNT,
         "automountServiceAccountToken": False,  # training code has no business with the API
@@ -138,18 +177,14 @@ def pod_template(req: JobRequest, target: Target) -> dict[str, Any]:
         "securityContext": pod_security(req),
         # The spot notice window: SIGTERM starts a checkpoint that must finish before the node goes.
         "terminationGracePeriodSeconds": target.grace_s,
-        "nodeSelector": selector,
-        "tolerations": [
-            {**platform.GPU_TAINT, "operator": "Equal"},
-            {**platform.AKS_SPOT_TAINT, "operator": "Equal"},
-        ],
+        **_placement(req),
         "containers": [container],
         "volumes": [
             {"name": SHARED_VOLUME, "persistentVolumeClaim": {"claimName": target.claim}},
-            {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{s.shm_mib}Mi"}},
+            {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{req.sizing.shm_mib}Mi"}},
         ],
     }
-    affinity = _affinity(req)
+    affinity = _affinity(req, target)
     if affinity:
         spec["affinity"] = affinity
     return {"metadata": {"labels": labels(req)}, "spec": spec}
@@ -166,7 +201,7 @@ def _metadata(req: JobRequest, target: Target) -> dict[str, Any]:
     return {
         "name": req.name,
         "namespace": target.namespace,
-        "labels": {**labels(req), platform.LABEL_GPU: req.gpu},
+        "labels": {**labels(req), **({} if req.cpu else {platform.LABEL_GPU: req.gpu})},
         "annotations": annotations,
     }
 
@@ -212,7 +247,7 @@ def pytorch_job(req: JobRequest, target: Target) -> dict[str, Any]:
                 "maxReplicas": req.max_nodes,
             },
             # spec.nprocPerNode (a string); elasticPolicy.nProcPerNode is deprecated since v1.7.
-            "nprocPerNode": str(req.gpus_per_node),
+            "nprocPerNode": str(req.nproc_per_node),
             "pytorchReplicaSpecs": {
                 "Worker": {
                     "replicas": req.max_nodes,
@@ -240,7 +275,6 @@ def worker_spec(job: dict[str, Any]) -> dict[str, Any]:
     return ((spec.get("replicaSpecs") or spec.get("pytorchReplicaSpecs") or {}).get("Worker")) or {}
 
 
-
 def network_policy(req: JobRequest, target: Target) -> dict[str, Any]:
     """The job's own network policy. The namespace denies everything by default and admits only
     etcd and DNS for training pods; this is the per-job hole that lets the job's pods reach each
@@ -251,3 +285,45 @@ def network_policy(req: JobRequest, target: Target) -> dict[str, Any]:
     if req.sweep:
         policy["metadata"]["labels"][LABEL_SWEEP] = req.sweep
     return policy
+
+
+def egress_policy_name(job: str) -> str:
+    return f"job-{job}-egress"
+
+
+# The cloud metadata endpoint (AWS IMDS, GCP and Azure metadata servers) hands out the node's
+# credentials: a wide --allow-egress (0.0.0.0/0) still leaves it out.
+METADATA_CIDR = ipaddress.ip_network("169.254.169.254/32")
+
+
+def ip_block(cidr: str) -> dict[str, Any]:
+    network = ipaddress.ip_network(cidr)
+    if network.version == METADATA_CIDR.version and METADATA_CIDR.subnet_of(network) and network != METADATA_CIDR:
+        return {"cidr": cidr, "except": [str(METADATA_CIDR)]}
+    return {"cidr": cidr}
+
+
+def egress_policy(req: JobRequest, target: Target) -> dict[str, Any] | None:
+    """The opt-in hole for ``--allow-egress CIDR``: the namespace lets training pods reach only
+    their own job, etcd and DNS (components/kube), so S3, HTTPS and dataset downloads fail unless
+    the job asks. Policies add up: this one only widens what the job's pods may reach, on any
+    port. Owned by the job, like the job's own policy, so deleting the job removes it."""
+    if not req.egress:
+        return None
+    policy = kube_manifests.job_network_policy(target.namespace, req.name)
+    meta = policy["metadata"]
+    meta["name"] = egress_policy_name(req.name)
+    if req.sweep:
+        meta["labels"][LABEL_SWEEP] = req.sweep
+    policy["spec"] = {
+        "podSelector": policy["spec"]["podSelector"],
+        "policyTypes": ["Egress"],
+        "egress": [{"to": [{"ipBlock": ip_block(cidr)} for cidr in req.egress]}],
+    }
+    return policy
+
+
+def network_policies(req: JobRequest, target: Target) -> list[dict[str, Any]]:
+    """Every policy submit creates for the job: its own, then the opt-in egress one."""
+    egress = egress_policy(req, target)
+    return [network_policy(req, target), *([egress] if egress else [])]

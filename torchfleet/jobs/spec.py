@@ -6,6 +6,7 @@ starts with the flag and says what would be valid.
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import re
 from collections.abc import Sequence
@@ -25,7 +26,14 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NODES = re.compile(r"^\s*(\d+)\s*(?::\s*(\d+)\s*)?$")
 _PARAM_KEY = re.compile(r"^[+~]{0,2}[A-Za-z_][\w.\-/@]*$")  # Hydra override keys (a.b, +new, ~drop)
 # Environment the CLI sets itself; a user value would break the per-job folders or identity.
-RESERVED_ENV = ("TORCHFLEET_JOB", "TORCHFLEET_CHECKPOINT_DIR", "TORCHFLEET_OUTPUT_DIR")
+# POD_IP: the pod's address from the downward API, which torchrun advertises (--local-addr).
+RESERVED_ENV = ("TORCHFLEET_JOB", "TORCHFLEET_CHECKPOINT_DIR", "TORCHFLEET_OUTPUT_DIR", "POD_IP")
+# A CPU job (--cpu) is sized by hand; the defaults fit two workers on a laptop's kind node.
+DEFAULT_CPUS = "1"
+DEFAULT_MEMORY = "2Gi"
+CPU_MACHINE = "cpu"  # the machine annotation of a CPU job
+_CPUS = re.compile(r"^\s*(?:(\d+(?:\.\d{1,3})?)|(\d+)m)\s*$")
+_MEMORY = re.compile(r"^\s*(\d+)\s*(Mi|Gi)\s*$")
 
 
 @dataclass(frozen=True)
@@ -33,7 +41,7 @@ class Sizing:
     """What one pod (one node's worth of the job) requests, derived from its machine type."""
 
     machine: str
-    gpus: int
+    gpus: int  # 0: a CPU job
     cpu_millis: int
     memory_mib: int
     shm_mib: int
@@ -43,7 +51,7 @@ class Sizing:
 @dataclass(frozen=True)
 class JobRequest:
     name: str
-    gpu: str
+    gpu: str | None  # None: a CPU job (--cpu)
     min_nodes: int
     max_nodes: int
     gpus_per_node: int
@@ -58,7 +66,17 @@ class JobRequest:
     # The pods' uid: the training image's user by default. The group stays TRAINING_UID, which
     # owns the shared store (mode 2775), so another uid can still write there.
     run_as_user: int = TRAINING_UID
+    egress: tuple[str, ...] = ()  # --allow-egress CIDRs, normalized
     notes: tuple[str, ...] = field(default=(), compare=False)  # said to the user, not errors
+
+    @property
+    def cpu(self) -> bool:
+        return self.gpu is None
+
+    @property
+    def nproc_per_node(self) -> int:
+        # A CPU job runs one training process per pod (gloo); a GPU job one per GPU.
+        return 1 if self.cpu else self.gpus_per_node
 
     @property
     def job_dir(self) -> str:
@@ -119,6 +137,41 @@ def parse_params(items: Sequence[str]) -> list[tuple[str, list[str]]]:
     if not params:
         raise UsageError("--param: a sweep needs at least one, e.g. --param lr=0.1,0.01")
     return params
+
+
+def parse_cpus(text: str) -> int:
+    """``--cpus 2`` / ``1.5`` / ``500m`` -> millicores."""
+    m = _CPUS.match(text or "")
+    millis = (round(float(m.group(1)) * 1000) if m.group(1) else int(m.group(2))) if m else 0
+    if millis < 100:
+        raise UsageError(f"--cpus: expected cores per pod, at least 0.1 (e.g. 2, 1.5 or 500m), got {text!r}")
+    return millis
+
+
+def parse_memory(text: str) -> int:
+    """``--memory 4Gi`` / ``512Mi`` -> MiB."""
+    m = _MEMORY.match(text or "")
+    mib = int(m.group(1)) * (1024 if m.group(2) == "Gi" else 1) if m else 0
+    if mib < 256:
+        raise UsageError(f"--memory: expected memory per pod in Mi or Gi, at least 256Mi (e.g. 4Gi), got {text!r}")
+    return mib
+
+
+def parse_egress(items: Sequence[str]) -> tuple[str, ...]:
+    """``--allow-egress 10.0.0.0/16`` (repeatable) -> the CIDRs, as the API server will store them."""
+    cidrs: list[str] = []
+    for item in items:
+        try:
+            network = ipaddress.ip_network(item.strip(), strict=True) if "/" in item else None
+        except ValueError as error:
+            raise UsageError(f"--allow-egress: {item!r} is not a network CIDR ({error}); e.g. 52.216.0.0/15 "
+                             "or 0.0.0.0/0 for anywhere") from None
+        if network is None:
+            raise UsageError(f"--allow-egress: expected a CIDR such as 52.216.0.0/15 (one address: {item}/32), "
+                             f"got {item!r}")
+        if str(network) not in cidrs:
+            cidrs.append(str(network))
+    return tuple(cidrs)
 
 
 def combinations(params: list[tuple[str, list[str]]]) -> list[tuple[str, ...]]:
@@ -238,6 +291,12 @@ def size(machine: catalog.Machine, gpus_per_node: int) -> Sizing:
     return Sizing(machine.type, gpus_per_node, cpu, memory, shm, workers)
 
 
+def size_cpu(cpu_millis: int, memory_mib: int) -> Sizing:
+    """A CPU job's requests, as given; /dev/shm a quarter of the memory, one loader per spare core."""
+    shm = max(64, memory_mib // 4 // 64 * 64)
+    return Sizing(CPU_MACHINE, 0, cpu_millis, memory_mib, shm, max(1, cpu_millis // 1000 - 1))
+
+
 # ---------------------------------------------------------------- the request
 
 
@@ -276,7 +335,8 @@ def resolve_machine(
         pools = [p for p in target.pools if p.gpu == gpu]
         if not pools:
             have = sorted({p.gpu for p in target.pools})
-            detail = f"its GPU pools have: {', '.join(have)}" if have else "it has no GPU pools (CPU-only)"
+            detail = (f"its GPU pools have: {', '.join(have)}" if have
+                      else "it has no GPU pools (CPU-only): submit a CPU job with --cpu instead of --gpu")
             raise UsageError(f"--gpu: stack {target.stack} has no {gpu!r} pool; {detail}")
         zones = [p.zone for p in pools]
         if zone is not None and zone not in zones:
@@ -296,6 +356,9 @@ def resolve_machine(
         # first, as the example stacks do, that is machines[0].
         machines = [m for p in candidates for m in p.machines]
         return min(machines, key=lambda m: (m.gpus, m.vcpus, m.memory_gib)), notes
+    if not catalog.offered_on(target.cloud):
+        raise UsageError(f"--gpu: the {target.cloud} stack is CPU-only (it has no GPU machines); "
+                         "submit a CPU job with --cpu instead of --gpu")
     offer = catalog.offering(gpu, target.cloud)
     if gpu not in catalog.load():
         raise UsageError(f"--gpu: unknown GPU {gpu!r}; the catalog has: {', '.join(catalog.gpu_keys())}")
@@ -325,9 +388,9 @@ def build_request(
     target: Target,
     *,
     name: str,
-    gpu: str,
+    gpu: str | None,
     nodes: str,
-    gpus_per_node: int,
+    gpus_per_node: int | None,
     image: str,
     command: Sequence[str],
     zone: str | None = None,
@@ -336,15 +399,43 @@ def build_request(
     overrides: Sequence[str] = (),
     sweep: str | None = None,
     run_as_user: int = TRAINING_UID,
+    cpu: bool = False,
+    cpus: str | None = None,
+    memory: str | None = None,
+    allow_egress: Sequence[str] = (),
 ) -> JobRequest:
+    """A job request; ``cpu=True`` makes a CPU job (no GPU, sized from ``cpus``/``memory``)."""
     lo, hi = parse_nodes(nodes)
     check_run_as_user(run_as_user)
     check_name(name, hi)
     check_image(image)
     env_pairs = parse_env(env)
+    egress = parse_egress(allow_egress)
     script = training_command(command)
     if not mount.startswith("/") or mount.rstrip("/") in ("", "/dev", "/proc", "/sys"):
         raise UsageError(f"--mount: expected an absolute path such as {DEFAULT_MOUNT}, got {mount!r}")
+    common = dict(
+        name=name, min_nodes=lo, max_nodes=hi, image=image, command=script + tuple(overrides), env=env_pairs,
+        mount=mount.rstrip("/"), overrides=tuple(overrides), sweep=sweep, run_as_user=run_as_user, egress=egress,
+    )
+    if cpu:
+        if gpu:
+            raise UsageError(f"--cpu: a CPU job asks for no GPU; drop --gpu {gpu} (or drop --cpu)")
+        if gpus_per_node is not None:
+            raise UsageError("--cpu: a CPU job asks for no GPU; drop --gpus-per-node (or drop --cpu)")
+        zone_label = zone_names(target, zone)[1] if zone else None
+        notes = [] if target.cloud == "local" else [
+            "--cpu: the pods go to nodes without the GPU taint (on a cloud stack, the manager pool), "
+            "never to a GPU node"
+        ]
+        sizing = size_cpu(parse_cpus(cpus or DEFAULT_CPUS), parse_memory(memory or DEFAULT_MEMORY))
+        return JobRequest(gpu=None, gpus_per_node=0, sizing=sizing, zone=zone_label, notes=tuple(notes), **common)
+    for flag, value in (("--cpus", cpus), ("--memory", memory)):
+        if value is not None:
+            raise UsageError(f"{flag}: only with --cpu; a GPU job is sized from its machine type")
+    if not gpu:
+        raise UsageError("--gpu: required, e.g. --gpu t4 (or --cpu for a CPU job)")
+    gpus_per_node = 1 if gpus_per_node is None else gpus_per_node
     if gpus_per_node < 1:
         raise UsageError(f"--gpus-per-node: must be at least 1, got {gpus_per_node}")
     pool_zone, zone_label = zone_names(target, zone) if zone else (None, None)
@@ -360,19 +451,6 @@ def build_request(
             f"{target.max_gpus} GPUs; lower the maximum"
         )
     return JobRequest(
-        name=name,
-        gpu=gpu.lower(),
-        min_nodes=lo,
-        max_nodes=hi,
-        gpus_per_node=gpus_per_node,
-        image=image,
-        command=script + tuple(overrides),
-        sizing=size(machine, gpus_per_node),
-        zone=zone_label,
-        env=env_pairs,
-        mount=mount.rstrip("/"),
-        overrides=tuple(overrides),
-        sweep=sweep,
-        run_as_user=run_as_user,
-        notes=tuple(notes),
+        gpu=gpu.lower(), gpus_per_node=gpus_per_node, sizing=size(machine, gpus_per_node), zone=zone_label,
+        notes=tuple(notes), **common,
     )
