@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 from elastic_trainer import launcher
@@ -65,6 +67,56 @@ def test_user_values_win_over_defaults():
     assert parsed.max_restarts == 7
     assert parsed.rdzv_backend == "etcd-v2"
     assert parsed.training_script_args == SCRIPT[1:]
+
+
+# What Kubeflow's training operator sets from a PyTorchJob's elasticPolicy: torchrun reads PET_*
+# only as the defaults of its options, so the launcher's own options used to override them.
+KUBEFLOW_ENV = {"PET_RDZV_BACKEND": "c10d", "PET_MAX_RESTARTS": "3",
+                "PET_RDZV_CONF": "join_timeout=900,keep_alive_interval=2,keep_alive_max_attempt=2"}
+
+
+def test_kubeflow_pet_settings_replace_the_defaults():
+    # Regression (review): elasticPolicy's rdzvBackend, rdzvConf and maxRestarts were ignored.
+    plan = build_plan(["--nproc_per_node=1", *SCRIPT], KUBEFLOW_ENV)
+    assert opt(plan, "rdzv_backend") == ["c10d"]
+    assert opt(plan, "max_restarts") == ["3"]
+    assert plan.rdzv_conf == {"last_call_timeout": "1", "keep_alive_interval": "2",
+                              "keep_alive_max_attempt": "2", "join_timeout": "900"}
+
+
+def test_explicit_options_win_over_kubeflow_pet_settings():
+    plan = build_plan(["--rdzv_backend=etcd-v2", "--max_restarts=7", "--rdzv_conf=join_timeout=60,last_call_timeout=2",
+                       *SCRIPT], KUBEFLOW_ENV)
+    from torch.distributed.run import parse_args
+
+    parsed = parse_args(plan.torchrun_args)
+    assert (parsed.rdzv_backend, parsed.max_restarts) == ("etcd-v2", 7)
+    assert plan.rdzv_conf == {"last_call_timeout": "2", "keep_alive_interval": "2",
+                              "keep_alive_max_attempt": "2", "join_timeout": "60"}
+
+
+@pytest.mark.parametrize(
+    ("environ", "backend"),
+    [
+        ({"PET_RDZV_BACKEND": "etcd"}, "etcd-v2"),  # legacy etcd loses its keys after 2 h, as for ElasticJob
+        ({"PET_RDZV_BACKEND": "etcd", "TORCHFLEET_ALLOW_LEGACY_ETCD": "1"}, "etcd"),
+        ({"PET_RDZV_BACKEND": "etcd-v2"}, "etcd-v2"),
+    ],
+)
+def test_kubeflow_backend(environ, backend):
+    assert opt(build_plan(SCRIPT, environ), "rdzv_backend") == [backend]
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"PET_RDZV_CONF": "keep_alive_interval=1,keep_alive_max_attempt=2"}, "keep_alive_max_attempt"),
+        ({"PET_RDZV_CONF": "join_timeout"}, "PET_RDZV_CONF: expected key=value"),
+    ],
+)
+def test_unsafe_kubeflow_settings_are_refused(environ, message):
+    with pytest.raises(LaunchError, match=message):
+        build_plan(SCRIPT, environ)
 
 
 @pytest.mark.parametrize(
@@ -187,3 +239,29 @@ def test_the_forkserver_preload_does_not_initialise_cuda():
     )
     env = {"PYTHONPATH": str(IMAGE_DIR), "PATH": "/usr/bin:/bin"}
     assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True).returncode == 0
+
+
+@pytest.mark.slow
+def test_sigterm_while_waiting_for_the_rendezvous_exits_143_and_leaves_it_open(make_job, etcd):
+    # Regression (review): torchrun installs its signal handlers only when workers start, so a
+    # SIGTERM during the initial rendezvous (minutes, waiting for the minimum of --nnodes) was
+    # ignored by a container's PID 1 and the pod ended in 137 after its grace period.
+    job = make_job("--total-steps=5", "--global-batch-size=8", nnodes="2:2")
+    waiting = job.start_node("waiting")
+    key = f"http://{etcd.endpoint}/v2/keys/torch/elastic/rendezvous/{job.run_id}"
+    deadline = time.monotonic() + 60
+    while True:  # the node is in the rendezvous once it has written its state
+        try:
+            with urllib.request.urlopen(key, timeout=1):
+                break
+        except urllib.error.HTTPError:
+            assert time.monotonic() < deadline and waiting.running(), "the node never joined the rendezvous"
+            time.sleep(0.2)
+    time.sleep(1)  # well inside the wait: a round needs a second node
+    sent_at = waiting.sigterm()
+    assert waiting.wait(30) == 143
+    assert time.monotonic() - sent_at < 5
+    # and the rendezvous stays open for the pod's replacement (torchrun closes it for every node
+    # when its agent ends on any exception other than its own SignalException)
+    job.start_node(), job.start_node()
+    assert job.wait_for("done", 90)["step"] == 5

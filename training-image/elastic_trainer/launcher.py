@@ -26,7 +26,11 @@ What it adds (every item can be overridden, see README.md):
   ``--no-python`` or ``-m`` turns it off.
 - exit code 143 on SIGTERM. torchrun exits 1 on SIGTERM, which both controllers treat as a
   fatal job failure; 143 is retried. torchrun is run in this process so that its
-  ``SignalException`` can be mapped to 128 + signal number.
+  ``SignalException`` can be mapped to 128 + signal number. Before torchrun's own handler is
+  installed (it is, when workers start), SIGTERM and SIGINT end the launcher at once with
+  143 and 130: as PID 1 it would otherwise ignore them.
+- Kubeflow's ``PET_RDZV_BACKEND``, ``PET_RDZV_CONF`` and ``PET_MAX_RESTARTS`` (a PyTorchJob's
+  elasticPolicy) replace the defaults above; explicit options still win over them.
 
 ``TORCHFLEET_DRY_RUN=1`` prints the final torchrun arguments and environment and exits.
 """
@@ -35,9 +39,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import FrameType
 
 # Measured on the CI machine (DESIGN.md, torch 2.13, etcd-v2, 2 nodes): 6.1 s from SIGKILL to
 # the survivor's next step, stable under CPU load, against 47 s with torchrun's defaults
@@ -60,7 +66,9 @@ TORCH_DEFAULT_RDZV_CONF: dict[str, str] = {
 # silently split one job into two world-size-1 jobs writing the same checkpoint.
 HEARTBEAT_MARGIN_S = 1
 
-DEFAULT_OPTIONS: tuple[str, ...] = ("--rdzv_backend=etcd-v2", "--max_restarts=100")
+# Counts worker-group failures, not membership changes: a survivor's workers fail when a peer dies
+# (README.md "The launcher"), so one spot interruption costs each surviving node one restart.
+DEFAULT_MAX_RESTARTS = "100"
 DEFAULT_ENV: dict[str, str] = {
     "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
     "TORCHFLEET_PG_TIMEOUT_S": "300",
@@ -89,13 +97,13 @@ class LaunchPlan:
     preload: bool = False
 
 
-def parse_rdzv_conf(text: str) -> dict[str, str]:
+def parse_rdzv_conf(text: str, source: str = "--rdzv_conf") -> dict[str, str]:
     """``"a=1,b=2"`` -> ``{"a": "1", "b": "2"}`` (torchrun's own format)."""
     conf: dict[str, str] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise LaunchError(f"--rdzv_conf: expected key=value, got {item!r}")
+            raise LaunchError(f"{source}: expected key=value, got {item!r}")
         conf[key.strip()] = value.strip()
     return conf
 
@@ -173,14 +181,22 @@ def build_plan(argv: Sequence[str], environ: Mapping[str, str]) -> LaunchPlan:
     options, backends = _take(options, _BACKEND_FLAGS)
     options, confs = _take(options, _CONF_FLAGS)
 
-    backend = backends[-1] if backends else "etcd-v2"
+    # Kubeflow's PyTorchJob passes elasticPolicy as PET_* variables, which torchrun reads only as
+    # the defaults of its options: the options this launcher always passes would silently
+    # override them. So a PET_* value replaces our default, and an explicit option still wins.
+    backend = backends[-1] if backends else environ.get("PET_RDZV_BACKEND") or "etcd-v2"
+    # The legacy etcd backend loses its keys after 2 hours (DESIGN.md): a plain `etcd`, whether
+    # the ElasticJob controller's prepended arg or a PyTorchJob's rdzvBackend, becomes etcd-v2.
     if backend == "etcd" and environ.get("TORCHFLEET_ALLOW_LEGACY_ETCD") != "1":
         backend = "etcd-v2"
 
     conf = dict(TUNED_RDZV_CONF)
+    if environ.get("PET_RDZV_CONF"):
+        conf.update(parse_rdzv_conf(environ["PET_RDZV_CONF"], source="PET_RDZV_CONF"))
     for text in confs:
         conf.update(parse_rdzv_conf(text))
     check_rdzv_conf(conf)
+    max_restarts = environ.get("PET_MAX_RESTARTS") or DEFAULT_MAX_RESTARTS
 
     preload = (
         environ.get("TORCHFLEET_PRELOAD", "1") != "0"
@@ -188,7 +204,7 @@ def build_plan(argv: Sequence[str], environ: Mapping[str, str]) -> LaunchPlan:
         and not any(token.partition("=")[0] in _START_FLAGS for token in options)
     )
     torchrun_args = [
-        *(opt for opt in DEFAULT_OPTIONS if not opt.startswith(_BACKEND_FLAGS)),
+        f"--max_restarts={max_restarts}",  # before the user's options: a later --max_restarts wins
         *(PRELOAD_OPTIONS if preload else ()),
         *options,
         f"--rdzv_backend={backend}",
@@ -236,7 +252,33 @@ def _run_torchrun(torchrun_args: list[str]) -> int:
     return 0
 
 
+def _exit_before_torchrun_handles(signum: int, frame: FrameType | None) -> None:
+    # As a container's PID 1 a signal without a handler is ignored, and torchrun installs its
+    # own only when it starts workers (PContext.start): a SIGTERM during the imports or the
+    # initial rendezvous (minutes while it waits for --nnodes' minimum) was ignored, and the pod
+    # sat out its grace period to end in 137. No worker exists yet, so there is nothing to
+    # checkpoint: exit at once, 128 + signal like torchrun's own path. os._exit, not an
+    # exception: launch_agent closes the rendezvous for every node on any exception but
+    # torchrun's SignalException, and a raise in the middle of an etcd request may come back
+    # wrapped in another error.
+    print(f"[torchfleet] stopped by {signal.Signals(signum).name} before the workers started",
+          file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    # first thing: `import torch` alone takes seconds; torchrun's own handlers replace these
+    previous = {signum: signal.signal(signum, _exit_before_torchrun_handles)
+                for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _main(argv)
+    finally:  # for callers in-process (the tests); the process ends here otherwise
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         plan = build_plan(argv, os.environ)
