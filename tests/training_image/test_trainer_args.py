@@ -1,6 +1,7 @@
 """The trainer's command line refuses values that would crash or silently misbehave mid-run."""
 
 import argparse
+from pathlib import Path
 
 import pytest
 from elastic_trainer.trainer import TrainConfig
@@ -8,15 +9,47 @@ from elastic_trainer.trainer import TrainConfig
 REQUIRED = ["--checkpoint-dir", "/tmp/ckpt", "--total-steps", "10", "--global-batch-size", "8"]
 
 
-def _parse(*extra: str) -> TrainConfig:
+def _parse(*extra: str, required: list[str] = REQUIRED) -> TrainConfig:
     parser = argparse.ArgumentParser()
     TrainConfig.add_arguments(parser)
-    return TrainConfig.from_args(parser.parse_args([*REQUIRED, *extra]))
+    return TrainConfig.from_args(parser.parse_args([*required, *extra]))
+
+
+@pytest.fixture(autouse=True)
+def _no_job_env(monkeypatch):
+    monkeypatch.delenv("TORCHFLEET_CHECKPOINT_DIR", raising=False)
+    monkeypatch.delenv("TORCHFLEET_DATALOADER_WORKERS", raising=False)
 
 
 def test_defaults():
     cfg = _parse()
     assert (cfg.total_steps, cfg.global_batch_size, cfg.checkpoint_every, cfg.progress_every) == (10, 8, 50, 1)
+    assert cfg.num_workers == 0
+
+
+# The names torchfleet/jobs/manifests.py sets on a CLI-submitted job's pods.
+def test_defaults_come_from_the_job_environment(monkeypatch):
+    # Regression (review): --checkpoint-dir was required and --num-workers 0 inside a job that
+    # already says both in its environment.
+    monkeypatch.setenv("TORCHFLEET_CHECKPOINT_DIR", "/mnt/shared/output/job/checkpoints")
+    monkeypatch.setenv("TORCHFLEET_DATALOADER_WORKERS", "6")
+    cfg = _parse(required=["--total-steps", "10", "--global-batch-size", "8"])
+    assert (cfg.checkpoint_dir, cfg.num_workers) == (Path("/mnt/shared/output/job/checkpoints"), 6)
+    cfg = _parse("--checkpoint-dir", "/elsewhere", "--num-workers", "1")  # flags still win
+    assert (cfg.checkpoint_dir, cfg.num_workers) == (Path("/elsewhere"), 1)
+
+
+def test_without_the_job_environment_the_checkpoint_dir_is_required(capsys):
+    with pytest.raises(SystemExit):
+        _parse(required=["--total-steps", "10", "--global-batch-size", "8"])
+    assert "--checkpoint-dir" in capsys.readouterr().err
+
+
+def test_a_bad_worker_count_in_the_environment_names_the_flag(monkeypatch, capsys):
+    monkeypatch.setenv("TORCHFLEET_DATALOADER_WORKERS", "-2")
+    with pytest.raises(SystemExit):
+        _parse()
+    assert "argument --num-workers: must be >= 0" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

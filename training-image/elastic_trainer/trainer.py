@@ -48,6 +48,9 @@ from elastic_trainer.signals import StopRequest
 # checkpoint of <step> is written and before it is committed.
 FAULT_STALL_COMMIT = "TORCHFLEET_FAULT_STALL_COMMIT"
 EXIT_FENCED = 3
+# Set on every pod of a job the torchfleet CLI submits (torchfleet/jobs/manifests.py environment()).
+ENV_CHECKPOINT_DIR = "TORCHFLEET_CHECKPOINT_DIR"
+ENV_LOADER_WORKERS = "TORCHFLEET_DATALOADER_WORKERS"
 
 
 class Task(Protocol):
@@ -96,14 +99,20 @@ class TrainConfig:
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--checkpoint-dir", type=Path, required=True, help="on the shared store")
+        # A job submitted with the torchfleet CLI has these in its pods' environment
+        # (torchfleet/jobs/manifests.py): defaults from there, so a script needs no flags for them.
+        env_checkpoint_dir = os.environ.get(ENV_CHECKPOINT_DIR) or None
+        parser.add_argument("--checkpoint-dir", type=Path, required=env_checkpoint_dir is None,
+                            default=env_checkpoint_dir, help=f"on the shared store (default: ${ENV_CHECKPOINT_DIR})")
         parser.add_argument("--total-steps", type=_at_least(1), required=True, help="global optimizer steps")
         parser.add_argument("--global-batch-size", type=_at_least(1), required=True, help="fixed at any world size")
         parser.add_argument("--checkpoint-every", type=_at_least(1), default=50)
         parser.add_argument("--keep-checkpoints", type=_at_least(1), default=3)
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--tensorboard-dir", type=Path, default=None)
-        parser.add_argument("--num-workers", type=_at_least(0), default=0, help="data-loader processes per rank")
+        # argparse converts a string default with `type`: a bad value is a usage error naming the flag
+        parser.add_argument("--num-workers", type=_at_least(0), default=os.environ.get(ENV_LOADER_WORKERS) or 0,
+                            help=f"data-loader processes per rank (default: ${ENV_LOADER_WORKERS}, else 0)")
         parser.add_argument("--step-delay-s", type=float, default=0.0)
         parser.add_argument("--progress-every", type=_at_least(1), default=1, help="steps between progress events")
 
