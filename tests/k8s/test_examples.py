@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import yaml
@@ -42,6 +43,58 @@ def test_pods_carry_the_labels_the_policies_select(name):
 def test_worker_container_is_the_one_the_controller_reads(name):
     _, pod = job_and_pod(name)
     assert [c["name"] for c in pod["spec"]["containers"]] == ["elasticjob-worker"]
+
+
+LAUNCHER = ["python", "-m", "elastic_trainer.launcher"]
+
+
+@pytest.mark.parametrize("name", JOBS)
+def test_pods_advertise_their_ip_to_the_rendezvous(name):
+    # Regression: torch's dynamic rendezvous advertised socket.getfqdn() (the pod hostname),
+    # whose DNS record may not exist, or name the replaced pod, for ~30 s after a replacement.
+    _, pod = job_and_pod(name)
+    (container,) = pod["spec"]["containers"]
+    assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in container["env"]
+    args = container["args"]
+    script = next(i for i, a in enumerate(args) if a.endswith(".py"))
+    assert "--local-addr=$(POD_IP)" in args[:script]  # a launcher option, not the script's
+    assert container["command"] == LAUNCHER
+
+
+@pytest.mark.parametrize("name", JOBS)
+def test_examples_teach_etcd_v2_not_the_legacy_backend(name):
+    # The controller prepends --rdzv_backend=etcd (keys lost after 2 hours); a later one wins.
+    _, pod = job_and_pod(name)
+    args = pod["spec"]["containers"][0]["args"]
+    script = next(i for i, a in enumerate(args) if a.endswith(".py"))
+    assert [a for a in args[:script] if a.startswith("--rdzv_backend")] == ["--rdzv_backend=etcd-v2"]
+
+
+@pytest.mark.parametrize("name", JOBS)
+def test_pods_declare_the_port_the_controller_looks_up(name):
+    # The ElasticJob controller finds "elasticjob-port" by name to create each pod's Service.
+    _, pod = job_and_pod(name)
+    ports = pod["spec"]["containers"][0]["ports"]
+    assert [(p["name"], p["containerPort"]) for p in ports] == [("elasticjob-port", 10291)]
+
+
+@pytest.mark.parametrize("name", JOBS)
+def test_pods_do_not_chown_the_store_at_every_start(name):
+    _, pod = job_and_pod(name)
+    assert pod["spec"]["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
+
+
+@pytest.mark.parametrize("name", JOBS)
+def test_comments_name_the_uid_pods_run_as(name):
+    # Regression: imagenet.yaml said "the job runs as uid 1000"; pods run as TRAINING_UID.
+    text = (EXAMPLES / f"{name}.yaml").read_text()
+    assert not re.search(r"uid 1000\b", text)
+
+
+def test_pinned_zone_is_a_zone_of_the_aws_example_stack_and_says_so():
+    text = (EXAMPLES / "imagenet.yaml").read_text()
+    zone = POD["spec"]["nodeSelector"][LABEL_ZONE]
+    assert zone == "us-west-2a" and "change it" in text and "Pulumi.aws-usw2.yaml" in text
 
 
 def test_pods_tolerate_the_gpu_taints_and_stay_in_one_zone():
