@@ -86,6 +86,9 @@ def _demo(args: argparse.Namespace, workdir: Path) -> int:
         workdir=workdir,
         script_args=[f"--total-steps={args.steps}", "--global-batch-size=32", f"--checkpoint-every={every}",
                      f"--step-delay-s={args.step_delay}"],
+        # Node0 alone waits before the last quarter of the steps until node2 joins: on a slow
+        # machine the survivor would otherwise finish before the replacement is up (review).
+        extra_env={"TORCHFLEET_HOLD_FOR_WORLD": f"{args.steps - args.steps // 4}:2"},
     ) as job:
         timeline.say(f"etcd (v2 API) on {etcd.endpoint}; rendezvous {format_rdzv_conf(TUNED_RDZV_CONF)}")
         job.start_node("node0"), job.start_node("node1")

@@ -48,6 +48,11 @@ from elastic_trainer.signals import StopRequest
 # checkpoint of <step> is written and before it is committed.
 FAULT_STALL_COMMIT = "TORCHFLEET_FAULT_STALL_COMMIT"
 EXIT_FENCED = 3
+# For tests and the demo: "<step>:<world>" makes a group of fewer than <world> ranks wait before
+# <step> until it is stopped (its agent restarts the workers when a node joins), so a slow
+# machine cannot finish the job before a replacement has joined; a group that size or larger
+# never waits.
+HOLD_FOR_WORLD = "TORCHFLEET_HOLD_FOR_WORLD"
 # Set on every pod of a job the torchfleet CLI submits (torchfleet/jobs/manifests.py environment()).
 ENV_CHECKPOINT_DIR = "TORCHFLEET_CHECKPOINT_DIR"
 ENV_LOADER_WORKERS = "TORCHFLEET_DATALOADER_WORKERS"
@@ -156,6 +161,11 @@ def _seed_rank(seed: int, step: int, rank: int) -> None:
     random.seed(value)
 
 
+def _hold_for_world() -> tuple[int, int] | None:
+    step, _, world = os.environ.get(HOLD_FOR_WORLD, "").partition(":")
+    return (int(step), int(world)) if world else None
+
+
 def _stall_commit_at() -> tuple[int, float] | None:
     spec = os.environ.get(FAULT_STALL_COMMIT)
     if not spec:
@@ -177,6 +187,7 @@ class _Run:
         self.store = CheckpointStore(cfg.checkpoint_dir, keep=cfg.keep_checkpoints)
         self.scalars = Scalars(cfg.tensorboard_dir, self.rank)
         self.stall = _stall_commit_at()
+        self.hold = _hold_for_world()
 
     # -- collectives helpers ----------------------------------------------------------------
     def _broadcast_object(self, obj: object) -> object:
@@ -284,6 +295,8 @@ class _Run:
         ddp_model.train()
         first_step = step + 1
         for batch in loader:
+            if self.hold and step + 1 == self.hold[0] and self.world < self.hold[1]:
+                self._hold()
             loss = self.task.loss_sum(ddp_model, batch, self.device)
             (loss * scale).backward()
             optimizer.step()
@@ -324,6 +337,18 @@ class _Run:
         if self.rank == 0:
             emit("done", step=step, world=self.world, gen=generation)
         return 0
+
+    def _hold(self) -> None:
+        """Wait (HOLD_FOR_WORLD) until any rank is asked to stop; then this step runs and all stop."""
+        if self.rank == 0:
+            emit("hold", step=self.hold[0], world=self.world, until_world=self.hold[1])
+        flag = torch.zeros(1, device=self.device)
+        while True:  # collective, so a stop request on any rank releases every rank
+            flag.fill_(1.0 if self.stop else 0.0)
+            dist.all_reduce(flag)
+            if flag.item() > 0:
+                return
+            time.sleep(0.05)
 
     def _checkpoint(self, model, optimizer, scheduler, sampler, step, generation, reason) -> None:
         # every rank's RNG state, so a resume at the same world size continues exactly
