@@ -131,3 +131,19 @@ def test_stack_sizing_fits_the_smallest_machine_a_pool_may_get(tmp_path):
     req = build_request(t, name="a", gpu="t4", nodes="1", gpus_per_node=1, image="r/t:1", command=["t.py"])
     assert req.sizing.machine == "g4dn.xlarge"
     assert req.sizing.cpu_millis < 4000
+
+
+def test_list_and_status_show_a_cpu_job_as_cpu():
+    """A --cpu job has no GPU label or resource: `list` said "-" and `status` "- x? per node"."""
+    from torchfleet.jobs import manifests
+    from torchfleet.jobs import target as targets
+    from torchfleet.jobs.spec import build_request
+
+    t = targets.from_stack("local")
+    req = build_request(t, name="c", gpu=None, cpu=True, nodes="1:2", gpus_per_node=None, image="r/t:1",
+                        command=["t.py"], cpus="2", memory="4Gi")
+    job = manifests.build(req, t)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    assert table.job_row(job, [], lambda name: None, now).gpu == "cpu"
+    text = table.render_status(job, [], [], lambda name: None, None, now)
+    assert "none (a CPU job: 2000m cpu, 4096Mi memory per node)" in text

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from components import spec as platform
 from torchfleet.jobs import manifests
 from torchfleet.jobs.progress import CheckpointInfo
+from torchfleet.jobs.spec import CPU_MACHINE
 
 if TYPE_CHECKING:  # the kubernetes package takes 0.2 s to import; every torchfleet command would pay it
     from kubernetes import client
@@ -92,7 +93,9 @@ class JobRow:
 def job_row(job: dict[str, Any], pods: Sequence[client.V1Pod], node_labels, now: datetime) -> JobRow:
     meta = job.get("metadata") or {}
     lo, hi = manifests.min_max(job)
-    gpu = (meta.get("labels") or {}).get(platform.LABEL_GPU) or "-"
+    machine = (meta.get("annotations") or {}).get(manifests.ANNOTATION_MACHINE)
+    cpu_job = "cpu" if machine == CPU_MACHINE else "-"  # --cpu jobs carry no GPU label
+    gpu = (meta.get("labels") or {}).get(platform.LABEL_GPU) or cpu_job
     return JobRow(
         name=meta.get("name", "?"),
         state=state(job),
@@ -145,7 +148,10 @@ def render_status(
         ("Job", f"{row.name} ({job.get('kind')}, namespace {meta.get('namespace', '?')})"),
         ("State", row.state),
         ("Nodes", f"{running(pods)} running (min {lo}, max {hi})"),
-        ("GPU", f"{row.gpu} x{gpus} per node, sized for {ann.get(manifests.ANNOTATION_MACHINE, '?')}"),
+        ("GPU", f"{row.gpu} x{gpus} per node, sized for {ann.get(manifests.ANNOTATION_MACHINE, '?')}"
+         if row.gpu != "cpu" else "none (a CPU job: " + ", ".join(
+             f"{v} {k}" for k, v in ((container.get("resources") or {}).get("requests") or {}).items())
+         + " per node)"),
         ("Zone", row.zone),
         ("Image", container.get("image", "?")),
         ("Checkpoints", ann.get(manifests.ANNOTATION_CHECKPOINTS, "?")),
