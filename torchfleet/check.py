@@ -14,9 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from components import policy
-from components.spec import ConfigError
-
-NOT_IMPLEMENTED = "cannot check this stack: its cloud is not implemented yet"
+from torchfleet.synth import synth_or_report
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,18 +38,8 @@ def resources_of(recorded: list[Any]) -> list[policy.Resource]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchfleet.preview.runner import synth_file
-
-    if not args.stack_file.is_file():
-        print(f"--stack-file: {args.stack_file} does not exist", file=sys.stderr)
-        return 2
-    try:
-        result = synth_file(args.stack_file)
-    except ConfigError as error:
-        print(error, file=sys.stderr)
-        return 2
-    except NotImplementedError as error:  # a cloud module still being built: nothing to judge yet
-        print(f"{args.stack_file}: {NOT_IMPLEMENTED}: {error}", file=sys.stderr)
+    result = synth_or_report(args.stack_file)
+    if result is None:
         return 2
     guardrails = result.spec.guardrails
     limits = policy.Limits(guardrails.max_gpus, guardrails.allow_on_demand_gpus)

@@ -23,16 +23,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def synth_or_report(stack_file: Path):
+    """The stack synthesized under mocks, or None after printing why it cannot be (exit 2).
+
+    Shared by `synth` and `check`: a missing file or an invalid config is the user's to fix.
+    """
     from torchfleet.preview.runner import synth_file
 
-    if not args.stack_file.is_file():
-        print(f"--stack-file: {args.stack_file} does not exist", file=sys.stderr)
-        return 2
+    if not stack_file.is_file():
+        print(f"--stack-file: {stack_file} does not exist", file=sys.stderr)
+        return None
     try:
-        result = synth_file(args.stack_file)
+        return synth_file(stack_file)
     except ConfigError as error:
         print(error, file=sys.stderr)
+        return None
+
+
+def run(args: argparse.Namespace) -> int:
+    result = synth_or_report(args.stack_file)
+    if result is None:
         return 2
     if args.out:
         write_manifests(result.kubernetes_objects(), args.out)
