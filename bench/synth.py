@@ -6,7 +6,7 @@ Each run is a fresh synth (new mocks, new recording monitor, the stack file read
 one process. The first synth of a stack is reported on its own as "cold": it pays the lazy imports
 (the cloud's provider SDK, the Kubernetes resource modules) that later runs find loaded. The
 program's own imports are timed once, before any stack. Then --runs warm synths give the median,
-min and max. A stack whose cloud still raises NotImplementedError is reported, not fatal.
+min and max.
 A benchmark prints figures; no test asserts on them (DESIGN.md: bench/).
 """
 
@@ -32,17 +32,6 @@ def _stacks() -> list[str]:
     return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in STACKS_DIR.glob("Pulumi.*.yaml"))
 
 
-def _not_implemented(error: BaseException) -> NotImplementedError | None:
-    """The NotImplementedError behind an error, if the synth failed because a cloud is unfinished."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, NotImplementedError):
-            return error
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return None
-
-
 def _timed_synth(stack: str) -> tuple[float, int]:
     from torchfleet.preview.runner import synth_file
 
@@ -66,8 +55,6 @@ def bench_stack(stack: str, runs: int) -> dict[str, Any]:
             warm.append(seconds)
             counts.add(count)
     except Exception as error:
-        if missing := _not_implemented(error):
-            return {"status": "not yet implemented", "detail": str(missing)}
         if isinstance(error, ConfigError):
             return {"status": "invalid config", "detail": str(error)}
         return {"status": "error", "detail": f"{type(error).__name__}: {error}"}

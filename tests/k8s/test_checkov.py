@@ -16,7 +16,7 @@ import yaml
 
 from components.kube import K8S_DIR
 from tests.harness import REPO, STACKS
-from tests.k8s.rendered import STATIC_FILES, render_unless_unwritten
+from tests.k8s.rendered import STATIC_FILES, render
 
 CHECKOV = REPO / ".venv-tools" / "bin" / "checkov"
 SKIPS: dict[str, str] = yaml.safe_load((Path(__file__).parent / "checkov_skips.yaml").read_text())
@@ -50,20 +50,16 @@ def run_checkov(directory: Path) -> dict[str, list[dict]]:
 
 
 @pytest.fixture(scope="module")
-def scanned(tmp_path_factory) -> tuple[dict[str, list[dict]], dict[str, str]]:
-    """(checkov results, stacks not rendered -> why) for k8s/ and every stack's manifests."""
+def scanned(tmp_path_factory) -> dict[str, list[dict]]:
+    """checkov results for k8s/ and every stack's manifests."""
     root = tmp_path_factory.mktemp("checkov")
     for path in STATIC_FILES:
         target = root / STATIC / path.relative_to(K8S_DIR)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, target)
-    unwritten = {}
     for stack in STACKS:
-        try:
-            render_unless_unwritten(stack, root / stack)
-        except NotImplementedError as error:
-            unwritten[stack] = str(error)
-    return run_checkov(root), unwritten
+        render(stack, root / stack)
+    return run_checkov(root)
 
 
 def under(checks: list[dict], folder: str) -> list[dict]:
@@ -76,11 +72,8 @@ def failures(checks: list[dict]) -> list[str]:
 
 @pytest.mark.parametrize("folder", [STATIC, *STACKS])
 def test_no_failed_check(scanned, folder):
-    results, unwritten = scanned
-    if folder in unwritten:
-        pytest.xfail(f"{folder}: cloud module not written yet ({unwritten[folder]})")
-    assert under(results["passed"], folder), f"checkov checked nothing in {folder}: it would pass anything"
-    assert failures(under(results["failed"], folder)) == []
+    assert under(scanned["passed"], folder), f"checkov checked nothing in {folder}: it would pass anything"
+    assert failures(under(scanned["failed"], folder)) == []
 
 
 def test_checkov_does_report_a_bad_manifest(tmp_path):

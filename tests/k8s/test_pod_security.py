@@ -34,10 +34,7 @@ def test_examples_are_found():
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_training_namespace_pods_are_restricted(stack):
-    try:
-        result = synth_file(STACKS_DIR / f"Pulumi.{stack}.yaml")
-    except NotImplementedError as error:
-        pytest.xfail(f"{stack}: cloud module not written yet ({error})")
+    result = synth_file(STACKS_DIR / f"Pulumi.{stack}.yaml")
     namespace = result.outputs["namespace"]
     workloads = [o for o in result.kubernetes_objects()
                  if o["kind"] in ("Deployment", "StatefulSet") and o["metadata"].get("namespace") == namespace]

@@ -1,12 +1,9 @@
 """`torchfleet check` end to end: stack files in tmp_path -> synth -> rules -> lines and exit code.
 
-Cloud stacks start asserting as each cloud module lands: until then synth raises
-NotImplementedError and only that is an expected failure (any other error fails the test).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -17,8 +14,7 @@ import yaml
 
 from components import policy
 from tests.harness import REPO, STACKS, STACKS_DIR, synth_stack
-from torchfleet import check as check_command
-from torchfleet.check import NOT_IMPLEMENTED, resources_of
+from torchfleet.check import resources_of
 from torchfleet.cli import main
 
 CLOUD_STACKS = [s for s in STACKS if s != "local"]
@@ -37,8 +33,6 @@ def example_config(stack: str) -> dict:
 def check(capsys, stack_file: Path, *extra: str) -> tuple[int, list[str], str]:
     code = main(["check", "--stack-file", str(stack_file), *extra])
     out, err = capsys.readouterr()
-    if code == 2 and NOT_IMPLEMENTED in err:  # the cloud module is still being built
-        pytest.xfail(err)
     return code, out.splitlines(), err
 
 
@@ -99,10 +93,7 @@ def test_allow_on_demand_and_a_higher_cap_make_the_same_pools_pass(capsys, tmp_p
 @pytest.mark.parametrize("stack", CLOUD_STACKS)
 def test_synthesized_gpu_pools_lose_their_taint_and_zone_and_are_caught(stack):
     """Rules the config cannot break (the program always taints and pins pools): break the synth."""
-    try:
-        result = synth_stack(stack)
-    except NotImplementedError as error:
-        pytest.xfail(f"cloud not implemented yet: {error}")
+    result = synth_stack(stack)
     resources = resources_of(result.resources)
     pools = policy.gpu_pools(resources)
     assert pools, "the example stack has GPU pools"
@@ -119,18 +110,6 @@ def test_synthesized_gpu_pools_lose_their_taint_and_zone_and_are_caught(stack):
     assert {(v.rule, v.resource) for v in found} == {
         (rule, pool.label) for pool in pools for rule in ("gpu-pool-tainted", "gpu-pool-one-zone")
     }
-
-
-def test_a_cloud_not_implemented_yet_exits_2_and_says_so(capsys, monkeypatch):
-    def not_yet(stack_file):
-        raise NotImplementedError("the aws cloud is being built")
-
-    monkeypatch.setattr("torchfleet.preview.runner.synth_file", not_yet)
-    code = check_command.run(argparse.Namespace(
-        stack_file=STACKS_DIR / "Pulumi.aws-usw2.yaml", policy_config_out=None))
-    out, err = capsys.readouterr()
-    assert (code, out) == (2, "")
-    assert NOT_IMPLEMENTED in err and "being built" in err
 
 
 def test_policy_config_out_writes_the_stacks_limits_for_crossguard(capsys, tmp_path):
@@ -183,10 +162,7 @@ def _break_stores_ips_and_pins(resources: list[dict]) -> set[tuple[str, str]]:
 
 @pytest.mark.parametrize("stack", CLOUD_STACKS)
 def test_synthesized_stack_with_public_ips_unpinned_images_or_an_open_store_is_caught(stack):
-    try:
-        result = synth_stack(stack)
-    except NotImplementedError as error:
-        pytest.xfail(f"cloud not implemented yet: {error}")
+    result = synth_stack(stack)
     resources = resources_of(result.resources)
     expected = _break_stores_ips_and_pins(resources)
     assert {rule for rule, _ in expected} >= {"no-public-node-ips", "pinned-versions"}

@@ -1,7 +1,6 @@
 """TrainingLayer under Pulumi's mocks: what every stack's cluster really gets.
 
-Parametrized over every stack in stacks/; a cloud whose module still raises
-NotImplementedError is xfailed (and only then), so its checks start running when it lands.
+Parametrized over every stack in stacks/.
 """
 
 from __future__ import annotations
@@ -34,16 +33,9 @@ TRAINING_POD = {LABEL_ROLE: ROLE_TRAINING, LABEL_JOB: "any-job"}
 GPU_NODE = {LABEL_POOL: "gpu", LABEL_GPU: "t4", LABEL_CAPACITY: "spot", LABEL_GPU_PRESENT: "true"}
 
 
-def synth_or_xfail(stack: str) -> SynthResult:
-    try:
-        return synth_stack(stack)
-    except NotImplementedError as error:
-        pytest.xfail(f"{stack}: cloud module not written yet ({error})")
-
-
 @pytest.fixture(scope="module", params=STACKS)
 def result(request) -> SynthResult:
-    return synth_or_xfail(request.param)
+    return synth_stack(request.param)
 
 
 @pytest.fixture(scope="module")
