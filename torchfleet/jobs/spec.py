@@ -249,28 +249,26 @@ def _reserved_memory_mib(total_mib: int) -> int:
     # plus the 100 MiB eviction threshold and ~512 MiB for daemonsets (device plugin, CNI, CSI).
     # https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_and_cpu_reservations
     bands = [(4096, 0.25), (4096, 0.20), (8192, 0.10), (114688, 0.06), (float("inf"), 0.02)]
-    left, reserved = total_mib, 0.0
-    for size, share in bands:
-        part = min(left, size)
-        reserved += part * share
-        left -= part
-        if left <= 0:
-            break
-    return int(reserved) + 100 + 512
+    return int(_banded(total_mib, bands)) + 100 + 512
 
 
 def _reserved_cpu_millis(vcpus: int) -> int:
     # GKE's table: 6% of the first core, 1% of the next, 0.5% of the next 2, 0.25% above 4;
     # plus 400m for daemonsets, which request CPU on every GPU node.
     bands = [(1000, 0.06), (1000, 0.01), (2000, 0.005), (float("inf"), 0.0025)]
-    left, reserved = vcpus * 1000, 0.0
+    return int(_banded(vcpus * 1000, bands)) + 400
+
+
+def _banded(total: float, bands: list[tuple[float, float]]) -> float:
+    """What a tiered reservation takes from `total`: each (size, share) band reserves its share."""
+    left, reserved = total, 0.0
     for size, share in bands:
         part = min(left, size)
         reserved += part * share
         left -= part
         if left <= 0:
             break
-    return int(reserved) + 400
+    return reserved
 
 
 def size(machine: catalog.Machine, gpus_per_node: int) -> Sizing:
