@@ -1,6 +1,6 @@
 import pytest
 
-from components.clouds.aws.efs import EFS_CSI_ADDON_VERSION, NFS_PORT
+from components.clouds.aws.efs import NFS_PORT
 from components.clouds.aws.options import store_options
 
 
@@ -41,21 +41,6 @@ def test_nfs_only_from_the_nodes(aws_example):
     ]
     for target in aws_example.of_type("aws:efs/mountTarget:MountTarget"):
         assert target.inputs["securityGroups"] == [f"{sg.name}-id"]
-
-
-def test_csi_driver_is_a_pinned_addon_with_its_own_identity(aws_example):
-    addon = next(a for a in aws_example.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "aws-efs-csi-driver")
-    assert addon.inputs["addonVersion"] == EFS_CSI_ADDON_VERSION
-    [association] = addon.inputs["podIdentityAssociations"]
-    assert association["serviceAccount"] == "efs-csi-controller-sa"
-    role = next(r for r in aws_example.of_type("aws:iam/role:Role") if association["roleArn"].endswith(f"/{r.name}"))
-    assert "pods.eks.amazonaws.com" in role.inputs["assumeRolePolicy"]
-    attached = [
-        a.inputs["policyArn"]
-        for a in aws_example.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
-        if a.inputs["role"] == role.name
-    ]
-    assert attached == ["arn:aws:iam::aws:policy/service-role/AmazonEFSCSIDriverPolicy"]
 
 
 def test_training_user_owns_the_store_through_an_access_point(aws_example):
