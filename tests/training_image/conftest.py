@@ -1,22 +1,22 @@
 """Real-run fixtures: one etcd for the whole session, a fresh rendezvous id per job.
 
-etcd is Debian's ``etcd-server`` (3.4, with ``--enable-v2=true``), which ``.ci/run`` installs.
+etcd is Debian's ``etcd-server`` (3.4, with ``--enable-v2=true``), which ``.ci/run`` installs; elsewhere
+``TORCHFLEET_ETCD_BINARY`` names the binary to run.
 """
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from elastic_trainer.localrun import Etcd, LocalJob
+from elastic_trainer.localrun import ENV_ETCD_BINARY, Etcd, LocalJob, etcd_binary
 
 
 @pytest.fixture(scope="session")
 def etcd() -> Iterator[Etcd]:
-    if shutil.which("etcd") is None and not shutil.which("/usr/bin/etcd"):
-        pytest.fail("etcd is not installed (apt-get install etcd-server)")
+    if etcd_binary() is None:
+        pytest.fail(f"etcd is not installed (apt-get install etcd-server), or ${ENV_ETCD_BINARY} is not executable")
     with Etcd() as server:
         yield server
 

@@ -75,11 +75,23 @@ def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
             return
 
 
+# An etcd binary that is not on PATH (a GPU machine with no etcd installed gets one copied in).
+ENV_ETCD_BINARY = "TORCHFLEET_ETCD_BINARY"
+
+
+def etcd_binary() -> str | None:
+    """The etcd to run: ``$TORCHFLEET_ETCD_BINARY``, else ``etcd`` on PATH or /usr/bin; None if none exists."""
+    chosen = os.environ.get(ENV_ETCD_BINARY)
+    if chosen:
+        return chosen if os.access(chosen, os.X_OK) else None
+    return shutil.which("etcd") or shutil.which("/usr/bin/etcd")
+
+
 class Etcd:
     """A throwaway single-member etcd with the v2 API (torch's etcd-v2 rendezvous needs it)."""
 
     def __init__(self, binary: str | None = None) -> None:
-        self.binary = binary or shutil.which("etcd") or "/usr/bin/etcd"
+        self.binary = binary or os.environ.get(ENV_ETCD_BINARY) or etcd_binary() or "/usr/bin/etcd"
         self.proc: subprocess.Popen[bytes] | None = None
         self.data_dir: str | None = None
         self.endpoint = ""
