@@ -1,4 +1,4 @@
-"""Validate ElasticJob objects against our CRD's own schema (k8s/crds/elasticjob.yaml).
+"""Validate ElasticJob objects against our CRD's own schema (k8s/base/crds/elasticjob.yaml).
 
 The API server prunes unknown fields of a structural schema and, with strict field validation
 (kubectl's default since 1.27), rejects them; plain JSON Schema would let a typo such as

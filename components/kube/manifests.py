@@ -12,12 +12,12 @@ from typing import Any
 
 from components.spec import LABEL_JOB, LABEL_ROLE, ROLE_TRAINING
 
-ETCD_NAME = "etcd"  # the StatefulSet and the client Service in k8s/etcd/
+ETCD_NAME = "etcd"  # the StatefulSet and the client Service in k8s/base/etcd/
 ETCD_PEERS = "etcd-peers"  # the headless Service that names the members
 ETCD_CLIENT_PORT = 2379
 ETCD_PEER_PORT = 2380
 NFS_PORT = 2049
-STATIC_CLAIM_NAME = "shared-data"  # metadata.name in k8s/storage/claim.yaml
+STATIC_CLAIM_NAME = "shared-data"  # metadata.name in k8s/base/storage/claim.yaml
 PART_OF = {"app.kubernetes.io/part-of": "torchfleet"}
 # Volume sources a PersistentVolume may carry mountOptions with; the API server rejects them on
 # others (hostPath): https://kubernetes.io/docs/concepts/storage/persistent-volumes/#mount-options

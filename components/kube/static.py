@@ -1,4 +1,4 @@
-"""The static manifests in k8s/: which files the program applies, read from k8s/kustomization.yaml.
+"""The static manifests in k8s/base/: which files the program applies, read from k8s/base/kustomization.yaml.
 
 One list for both ways in: `kubectl apply -k k8s/` and the Pulumi program read the same
 kustomization, so a file added there is applied by both. Pure Python (no pulumi import).
@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
-from components.kube import K8S_DIR
+from components.kube import K8S_BASE
 
-KUSTOMIZATION = K8S_DIR / "kustomization.yaml"
+KUSTOMIZATION = K8S_BASE / "kustomization.yaml"
 
 # Files only the TorchElastic operator needs; `training.operator: kubeflow` installs
 # Kubeflow's training-operator instead (kubeflow.py) and uses the same etcd.
@@ -25,13 +25,13 @@ STORAGE = "storage/"
 
 
 def kustomization_files() -> list[str]:
-    """The `resources:` of k8s/kustomization.yaml, relative to k8s/, in order."""
+    """The `resources:` of k8s/base/kustomization.yaml, relative to k8s/base/, in order."""
     doc = yaml.safe_load(KUSTOMIZATION.read_text())
     return list(doc["resources"])
 
 
 def files_for(operator: str) -> list[str]:
-    """The k8s/ files the program applies for this operator, in kustomization order."""
+    """The k8s/base/ files the program applies for this operator, in kustomization order."""
     files = kustomization_files()
     if operator == "torchelastic":
         return files
@@ -39,12 +39,12 @@ def files_for(operator: str) -> list[str]:
 
 
 def load(relative: str) -> dict[str, Any]:
-    """The one object a k8s/ file holds (one object per file is the rule of k8s/)."""
-    docs = [d for d in yaml.safe_load_all((K8S_DIR / relative).read_text()) if d]
+    """The one object a k8s/base/ file holds (one object per file is the rule of k8s/)."""
+    docs = [d for d in yaml.safe_load_all((K8S_BASE / relative).read_text()) if d]
     if len(docs) != 1:
-        raise ValueError(f"k8s/{relative}: expected exactly one object, found {len(docs)}")
+        raise ValueError(f"k8s/base/{relative}: expected exactly one object, found {len(docs)}")
     return docs[0]
 
 
 def path(relative: str) -> Path:
-    return K8S_DIR / relative
+    return K8S_BASE / relative

@@ -75,7 +75,7 @@ def check_store(settings: transforms.LayerSettings, store: SharedStore) -> None:
 
 
 def config_file_name(relative: str) -> str:
-    """k8s/etcd/statefulset.yaml -> etcd-statefulset."""
+    """k8s/base/etcd/statefulset.yaml -> etcd-statefulset."""
     return "-".join(PurePosixPath(relative).with_suffix("").parts)
 
 

@@ -68,7 +68,7 @@ def _pod_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def set_manager_selector(obj: dict[str, Any], selector: dict[str, str]) -> None:
-    """Put control pods (every Deployment/StatefulSet in k8s/) on the manager pool."""
+    """Put control pods (every Deployment/StatefulSet in k8s/base/) on the manager pool."""
     pod = _pod_spec(obj)
     if pod is None:
         return
@@ -103,7 +103,7 @@ def set_etcd_members(obj: dict[str, Any], replicas: int) -> None:
     flag = "--initial-cluster="
     args = [a for a in container["args"] if not a.startswith(flag)]
     if len(args) != len(container["args"]) - 1:
-        raise ValueError(f"k8s/etcd/statefulset.yaml: expected one {flag} argument")
+        raise ValueError(f"k8s/base/etcd/statefulset.yaml: expected one {flag} argument")
     index = next(i for i, a in enumerate(container["args"]) if a.startswith(flag))
     args.insert(index, flag + manifests.etcd_initial_cluster(replicas))
     container["args"] = args

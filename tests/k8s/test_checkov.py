@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.kube import K8S_DIR
+from components.kube import K8S_BASE, K8S_ROOT
 from tests.harness import REPO, STACKS
 from tests.k8s.rendered import STATIC_FILES, render
 
@@ -54,7 +54,7 @@ def scanned(tmp_path_factory) -> dict[str, list[dict]]:
     """checkov results for k8s/ and every stack's manifests."""
     root = tmp_path_factory.mktemp("checkov")
     for path in STATIC_FILES:
-        target = root / STATIC / path.relative_to(K8S_DIR)
+        target = root / STATIC / path.relative_to(K8S_ROOT)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, target)
     for stack in STACKS:
@@ -78,7 +78,7 @@ def test_no_failed_check(scanned, folder):
 
 def test_checkov_does_report_a_bad_manifest(tmp_path):
     """The check can fail: a privileged root container is reported."""
-    deployment = yaml.safe_load((K8S_DIR / "controller" / "deployment.yaml").read_text())
+    deployment = yaml.safe_load((K8S_BASE / "controller" / "deployment.yaml").read_text())
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     container["securityContext"] = {"privileged": True, "runAsUser": 0}
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(deployment))

@@ -1,4 +1,4 @@
-"""k8s/examples/ follows the contract jobs must keep (labels, taints, zone, shared claim)."""
+"""k8s/examples/ and k8s/overlays/kind/ follow the contract jobs must keep (labels, taints, zone, shared claim)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import pytest
 import yaml
 
 from components.clouds.local import LOCAL_STORE_PATH
-from components.kube import K8S_DIR, manifests, static, transforms
+from components.kube import K8S_EXAMPLES, K8S_ROOT, manifests, static, transforms
 from components.spec import AKS_SPOT_TAINT, DEFAULT_CLAIM, DEFAULT_NAMESPACE, GPU_TAINT, LABEL_GPU, LABEL_ZONE
 from tests.k8s.rendered import load_one
 
-EXAMPLES = K8S_DIR / "examples"
+EXAMPLES = K8S_EXAMPLES
+KIND_OVERLAY = K8S_ROOT / "overlays" / "kind"
 JOB = load_one(EXAMPLES / "imagenet.yaml")
 POD = JOB["spec"]["replicaSpecs"]["Worker"]["template"]
 JOBS = ["imagenet", "synthetic-cpu"]
@@ -137,7 +138,7 @@ def test_cpu_example_asks_for_no_gpu():
 
 def test_hostpath_volume_file_is_what_the_program_makes_for_local():
     source = {"hostPath": {"path": LOCAL_STORE_PATH, "type": "DirectoryOrCreate"}}
-    assert load_one(EXAMPLES / "kind" / "shared-volume-hostpath.yaml") == manifests.persistent_volume(
+    assert load_one(KIND_OVERLAY / "shared-volume-hostpath.yaml") == manifests.persistent_volume(
         DEFAULT_NAMESPACE, DEFAULT_CLAIM, source, "20Gi"
     )
 
@@ -145,7 +146,7 @@ def test_hostpath_volume_file_is_what_the_program_makes_for_local():
 # ---------------------------------------------------------------- the kind overlay
 
 
-KIND = yaml.safe_load((EXAMPLES / "kind" / "kustomization.yaml").read_text())
+KIND = yaml.safe_load((KIND_OVERLAY / "kustomization.yaml").read_text())
 
 
 def json_patch(obj: dict, ops: list[dict]) -> dict:
@@ -169,7 +170,7 @@ def json_patch(obj: dict, ops: list[dict]) -> dict:
 
 
 def test_kind_overlay_builds_on_the_layer_and_adds_the_volume():
-    assert KIND["resources"] == ["../..", "shared-volume-hostpath.yaml"]
+    assert KIND["resources"] == ["../../base", "shared-volume-hostpath.yaml"]
 
 
 def test_kind_overlay_makes_etcd_what_the_local_stack_makes():

@@ -7,14 +7,14 @@ import copy
 
 import pytest
 
-from components.kube import K8S_DIR
+from components.kube import K8S_EXAMPLES
 from components.spec import TRAINING_UID
 from tests.harness import STACKS, STACKS_DIR
 from tests.k8s.pod_security import pod_templates, restricted_problems
 from tests.k8s.rendered import load_one
 from torchfleet.preview.runner import synth_file
 
-EXAMPLES = sorted(p for p in (K8S_DIR / "examples").glob("*.yaml") if pod_templates(load_one(p)))
+EXAMPLES = sorted(p for p in K8S_EXAMPLES.glob("*.yaml") if pod_templates(load_one(p)))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
@@ -48,7 +48,7 @@ def test_training_namespace_pods_are_restricted(stack):
 
 
 def _good() -> dict:
-    (_, pod), = pod_templates(load_one(K8S_DIR / "examples" / "synthetic-cpu.yaml"))
+    (_, pod), = pod_templates(load_one(K8S_EXAMPLES / "synthetic-cpu.yaml"))
     return copy.deepcopy(pod)
 
 

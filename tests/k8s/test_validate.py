@@ -5,40 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
-from kubernetes_validate.utils import SchemaNotFoundError
 
-from components.kube import K8S_DIR, crd
+from components.kube import K8S_BASE, K8S_EXAMPLES, K8S_ROOT
 from tests.harness import STACKS
-from tests.k8s.rendered import K8S_VERSIONS, STATIC_FILES, load_one, render
-
-
-def problems_of(obj: dict, version: str) -> list[str]:
-    """kubernetes-validate --strict, and our CRD schema for ElasticJobs."""
-    if obj.get("kind") == crd.KIND:
-        found = crd.validate_elasticjob(obj)
-        for name, replica in obj["spec"]["replicaSpecs"].items():
-            template = replica["template"]
-            pod = {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": f"{obj['metadata']['name']}-{name.lower()}", **template.get("metadata", {})},
-                "spec": template["spec"],
-            }
-            found += [f"replicaSpecs.{name}.template: {p}" for p in problems_of(pod, version)]
-        return found
-    try:
-        kubernetes_validate.validate(obj, version, strict=True)
-    except kubernetes_validate.ValidationError as error:
-        return [f"{'.'.join(str(p) for p in error.path)}: {error.message}"]
-    except SchemaNotFoundError as error:
-        return [f"no schema for {obj.get('apiVersion')} {obj.get('kind')} in {version}: {error}"]
-    return []
+from tests.k8s.rendered import K8S_VERSIONS, STATIC_FILES, load_one, problems_of, render
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
-@pytest.mark.parametrize("path", STATIC_FILES, ids=lambda p: str(p.relative_to(K8S_DIR)))
+@pytest.mark.parametrize("path", STATIC_FILES, ids=lambda p: str(p.relative_to(K8S_ROOT)))
 def test_static_file_is_valid(path: Path, version: str):
     assert problems_of(load_one(path), version) == []
 
@@ -57,13 +32,13 @@ def test_rendered_manifests_are_valid(rendered: list[Path], version: str):
 
 # The checks above must be able to fail: each of these breaks one thing.
 def _broken_statefulset() -> dict:
-    obj = load_one(K8S_DIR / "etcd" / "statefulset.yaml")
+    obj = load_one(K8S_BASE / "etcd" / "statefulset.yaml")
     obj["spec"]["replica"] = 3
     return obj
 
 
 def _elasticjob(**spec_changes) -> dict:
-    obj = load_one(K8S_DIR / "examples" / "imagenet.yaml")
+    obj = load_one(K8S_EXAMPLES / "imagenet.yaml")
     obj["spec"].update(spec_changes)
     return obj
 

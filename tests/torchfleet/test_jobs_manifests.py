@@ -188,12 +188,12 @@ def test_pytorch_job_fields(case):
 
 
 def test_default_etcd_endpoint_matches_the_training_layer_service():
-    # k8s/etcd/service.yaml: Service "etcd", port 2379, in the job namespace.
+    # k8s/base/etcd/service.yaml: Service "etcd", port 2379, in the job namespace.
     import yaml
 
-    from components.kube import K8S_DIR
+    from components.kube import K8S_BASE
 
-    service = yaml.safe_load((K8S_DIR / "etcd" / "service.yaml").read_text())
+    service = yaml.safe_load((K8S_BASE / "etcd" / "service.yaml").read_text())
     port = service["spec"]["ports"][0]["port"]
     assert targets.defaults().etcd_endpoint == f"{service['metadata']['name']}.elastic-job.svc:{port}"
 
@@ -201,9 +201,9 @@ def test_default_etcd_endpoint_matches_the_training_layer_service():
 def test_service_account_exists_in_the_training_layer():
     import yaml
 
-    from components.kube import K8S_DIR
+    from components.kube import K8S_BASE
 
-    accounts = [yaml.safe_load(p.read_text()) for p in K8S_DIR.rglob("*.yaml")
+    accounts = [yaml.safe_load(p.read_text()) for p in K8S_BASE.rglob("*.yaml")
                 if "kind: ServiceAccount" in p.read_text()]
     assert manifests.SERVICE_ACCOUNT in {a["metadata"]["name"] for a in accounts}
 
@@ -233,10 +233,10 @@ def test_small_machine_still_gets_one_loader_and_fits_its_requests():
 def test_priority_class_exists_in_the_training_layer():
     import yaml
 
-    from components.kube import K8S_DIR
+    from components.kube import K8S_BASE
     from components.kube.static import kustomization_files
 
-    files = [K8S_DIR / f for f in kustomization_files()]
+    files = [K8S_BASE / f for f in kustomization_files()]
     classes = [yaml.safe_load(f.read_text()) for f in files if "kind: PriorityClass" in f.read_text()]
     names = {c["metadata"]["name"]: c for c in classes}
     assert manifests.PRIORITY_CLASS in names

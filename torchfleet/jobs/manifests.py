@@ -6,11 +6,11 @@ the same dicts against the CRD schemas.
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 from components import spec as platform
 from components.kube import manifests as kube_manifests
+from torchfleet.jobs.egress import ip_block
 from torchfleet.jobs.spec import JobRequest
 from torchfleet.jobs.target import Target
 
@@ -27,8 +27,8 @@ CONTAINER_NAME = {"torchelastic": "elasticjob-worker", "kubeflow": "pytorch"}
 # *args*, so the launcher must be the command and the user's script the args; the launcher turns
 # the prepended legacy `etcd` backend into `etcd-v2`.
 LAUNCHER = ("python", "-m", "elastic_trainer.launcher")
-SERVICE_ACCOUNT = "training-job"  # k8s/jobs/serviceaccount.yaml
-PRIORITY_CLASS = "torchfleet-training"  # k8s/cluster/priorityclass-training.yaml
+SERVICE_ACCOUNT = "training-job"  # k8s/base/jobs/serviceaccount.yaml
+PRIORITY_CLASS = "torchfleet-training"  # k8s/base/cluster/priorityclass-training.yaml
 MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_SWEEP = "torchfleet.io/sweep"
 ANNOTATION_ZONE = "torchfleet.io/zone"
@@ -100,7 +100,7 @@ def _affinity(req: JobRequest, target: Target) -> dict[str, Any] | None:
 
 
 # The training namespace enforces the `restricted` Pod Security level
-# (k8s/namespace.yaml): the API server refuses a pod without each of these fields.
+# (k8s/base/namespace.yaml): the API server refuses a pod without each of these fields.
 # https://kubernetes.io/docs/concepts/security/pod-security-standards/#restricted
 def pod_security(req: JobRequest) -> dict[str, Any]:
     """Non-root as the request's uid; group and fsGroup the training group, which owns the shared
@@ -291,23 +291,11 @@ def egress_policy_name(job: str) -> str:
     return f"job-{job}-egress"
 
 
-# The cloud metadata endpoint (AWS IMDS, GCP and Azure metadata servers) hands out the node's
-# credentials: a wide --allow-egress (0.0.0.0/0) still leaves it out.
-METADATA_CIDR = ipaddress.ip_network("169.254.169.254/32")
-
-
-def ip_block(cidr: str) -> dict[str, Any]:
-    network = ipaddress.ip_network(cidr)
-    if network.version == METADATA_CIDR.version and METADATA_CIDR.subnet_of(network) and network != METADATA_CIDR:
-        return {"cidr": cidr, "except": [str(METADATA_CIDR)]}
-    return {"cidr": cidr}
-
-
 def egress_policy(req: JobRequest, target: Target) -> dict[str, Any] | None:
     """The opt-in hole for ``--allow-egress CIDR``: the namespace lets training pods reach only
     their own job, etcd and DNS (components/kube), so S3, HTTPS and dataset downloads fail unless
-    the job asks. Policies add up: this one only widens what the job's pods may reach, on any
-    port. Owned by the job, like the job's own policy, so deleting the job removes it."""
+    the job asks; the clouds' metadata endpoints stay closed inside any CIDR (egress.py). Policies
+    add up: this one only widens what the job's pods may reach, on any port. Owned by the job, like the job's own policy, so deleting the job removes it."""
     if not req.egress:
         return None
     policy = kube_manifests.job_network_policy(target.namespace, req.name)

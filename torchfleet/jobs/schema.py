@@ -27,7 +27,7 @@ def _elasticjob_crd_path() -> Path:
 
 @functools.cache
 def elasticjob_schema() -> dict[str, Any]:
-    """versions[0].schema.openAPIV3Schema of our ElasticJob CRD (k8s/crds/elasticjob.yaml)."""
+    """versions[0].schema.openAPIV3Schema of our ElasticJob CRD (k8s/base/crds/elasticjob.yaml)."""
     path = _elasticjob_crd_path()
     if not path.is_file():
         raise UsageError(f"cannot validate the ElasticJob: the CRD file {path} is missing from this checkout")
@@ -94,7 +94,7 @@ def _elasticjob_rules(job: dict[str, Any]) -> list[str]:
     containers = ((((spec.get("replicaSpecs") or {}).get("Worker") or {}).get("template") or {})
                   .get("spec") or {}).get("containers") or []
     if not any(c.get("name") == "elasticjob-worker" for c in containers):
-        # The controller reads exit codes only from this container (DESIGN.md).
+        # The controller reads exit codes only from this container (training-image/README.md).
         return [".spec.replicaSpecs.Worker: needs a container named 'elasticjob-worker'"]
     return []
 

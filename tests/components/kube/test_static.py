@@ -1,15 +1,13 @@
-"""static.py and k8s/: one object per file, and the kustomization lists exactly the layer's files."""
+"""static.py and k8s/base/: one object per file, and the kustomization lists exactly the layer's files."""
 
 from __future__ import annotations
 
 import pytest
 
-from components.kube import ELASTICJOB_CRD, K8S_DIR, static
+from components.kube import ELASTICJOB_CRD, K8S_BASE, static
 
 LAYER_FILES = sorted(
-    str(p.relative_to(K8S_DIR))
-    for p in K8S_DIR.rglob("*.yaml")
-    if p.name != "kustomization.yaml" and "examples" not in p.relative_to(K8S_DIR).parts
+    str(p.relative_to(K8S_BASE)) for p in K8S_BASE.rglob("*.yaml") if p.name != "kustomization.yaml"
 )
 
 
@@ -32,7 +30,7 @@ def test_one_object_per_file(relative):
 
 def test_load_refuses_a_file_with_two_objects(tmp_path, monkeypatch):
     (tmp_path / "two.yaml").write_text("kind: A\n---\nkind: B\n")
-    monkeypatch.setattr(static, "K8S_DIR", tmp_path)
+    monkeypatch.setattr(static, "K8S_BASE", tmp_path)
     with pytest.raises(ValueError, match="exactly one object, found 2"):
         static.load("two.yaml")
 
@@ -46,7 +44,7 @@ def test_kubeflow_drops_the_torchelastic_crd_and_controller_only():
 
 
 def test_the_crd_constant_names_the_applied_crd():
-    assert str(ELASTICJOB_CRD.relative_to(K8S_DIR)) in static.files_for("torchelastic")
+    assert str(ELASTICJOB_CRD.relative_to(K8S_BASE)) in static.files_for("torchelastic")
     crd = static.load("crds/elasticjob.yaml")
     assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
     assert (crd["spec"]["group"], crd["spec"]["names"]["kind"]) == ("elastic.pytorch.org", "ElasticJob")
