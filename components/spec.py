@@ -148,6 +148,8 @@ class AutoscalerSpec:
 class GuardrailSpec:
     max_gpus: int = 64
     allow_on_demand_gpus: bool = False
+    # The public-endpoint rule (an API endpoint open to 0.0.0.0/0) is advisory unless this is true.
+    restrict_public_endpoint: bool = False
 
 
 @dataclass(frozen=True)
@@ -206,7 +208,7 @@ _STORAGE_KEYS = {"protect", "tier", "sizeGb"}
 _TRAINING_KEYS = {"operator", "namespace", "etcdReplicas"}
 _NETWORK_KEYS = {"cidr", "publicAccessCidrs", "natGateways"}
 _AUTOSCALER_KEYS = {"scaleDownUnneededTime", "scaleDownDelayAfterAdd"}
-_GUARDRAIL_KEYS = {"maxGpus", "allowOnDemandGpus"}
+_GUARDRAIL_KEYS = {"maxGpus", "allowOnDemandGpus", "restrictPublicEndpoint"}
 
 
 def _unknown_keys(p: _Problems, key: str, value: dict, allowed: set[str]) -> None:
@@ -555,4 +557,5 @@ def _parse_guardrails(p: _Problems, value: Any) -> GuardrailSpec:
     return GuardrailSpec(
         max_gpus=_int(p, f"{key}.maxGpus", obj.get("maxGpus"), default.max_gpus, minimum=1) or default.max_gpus,
         allow_on_demand_gpus=_bool(p, f"{key}.allowOnDemandGpus", obj.get("allowOnDemandGpus"), False),
+        restrict_public_endpoint=_bool(p, f"{key}.restrictPublicEndpoint", obj.get("restrictPublicEndpoint"), False),
     )
