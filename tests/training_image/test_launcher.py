@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import signal
 import subprocess
@@ -213,7 +214,7 @@ def test_preloaded_workers(extra, environ, preload):
     assert ("--run_path" in plan.torchrun_args) is preload
 
 
-def test_imagenet_example_imports_torchvision_only_when_it_runs(tmp_path):
+def test_imagenet_example_without_torchvision_says_so(tmp_path):
     script = IMAGE_DIR / "examples" / "imagenet.py"
     env = {"PYTHONPATH": str(IMAGE_DIR), "PATH": "/usr/bin:/bin"}
     shown = subprocess.run([sys.executable, str(script), "--help"], env=env, capture_output=True, text=True)
@@ -265,3 +266,110 @@ def test_sigterm_while_waiting_for_the_rendezvous_exits_143_and_leaves_it_open(m
     # when its agent ends on any exception other than its own SignalException)
     job.start_node(), job.start_node()
     assert job.wait_for("done", 90)["step"] == 5
+
+
+# -- the forkserver preloads the script's imports (issue 11: torchvision took ~7 s per fresh GPU worker) --
+SCRIPT_SOURCE = '''
+from __future__ import annotations
+import json
+import torch.nn as nn
+from elastic_trainer.trainer import train
+from . import sibling
+try:
+    import torchvision
+except ImportError:
+    torchvision = None
+if json:
+    import torch.utils.data
+def main():
+    import lazy_inside_a_function
+'''
+
+
+def test_script_imports_are_read_at_the_top_level_only():
+    assert launcher.script_imports(SCRIPT_SOURCE) == [
+        "json", "torch.nn", "elastic_trainer.trainer", "torchvision", "torch.utils.data"]
+
+
+@pytest.mark.parametrize(
+    ("module", "safe"),
+    [
+        ("json", True),  # stdlib
+        ("torch.nn", True),  # site-packages
+        ("elastic_trainer.precision", True),  # this library
+        ("no_such_module_anywhere", False),
+        ("user_module", False),  # on sys.path, but the user's code: its import may touch CUDA
+    ],
+)
+def test_only_installed_modules_are_safe_to_preload(module, safe, tmp_path, monkeypatch):
+    (tmp_path / "user_module.py").write_text("raise SystemExit('must not be imported by the check')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert launcher.is_safe_to_preload(module) is safe
+
+
+def test_the_plan_preloads_the_scripts_installed_imports_and_the_users_list(tmp_path, monkeypatch):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT_SOURCE + "import user_module\n")
+    (tmp_path / "user_module.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plan = build_plan([*CONTROLLER, str(script)], {"TORCHFLEET_PRELOAD_MODULES": " mypkg.model ,json"})
+    # torchvision only where it is installed (not in the CPU CI venv); user_module never
+    expected = ["json", "torch.nn", "elastic_trainer.trainer", "torchvision", "torch.utils.data", "mypkg.model"]
+    if importlib.util.find_spec("torchvision") is None:
+        expected.remove("torchvision")
+    assert list(plan.preload_modules) == expected
+    assert build_plan([*CONTROLLER, str(script)], {"TORCHFLEET_PRELOAD": "0"}).preload_modules == ()
+    assert build_plan([*CONTROLLER, str(tmp_path / "missing.py")], {}).preload_modules == ()
+
+
+def test_the_imagenet_examples_torchvision_is_preloaded_where_installed():
+    plan = build_plan([*CONTROLLER, str(IMAGE_DIR / "examples" / "imagenet.py"), "--synthetic-images=8"], {})
+    assert "elastic_trainer.precision" in plan.preload_modules
+    assert ("torchvision" in plan.preload_modules) is (importlib.util.find_spec("torchvision") is not None)
+
+
+def test_a_bad_preload_module_name_is_refused_naming_the_variable(monkeypatch, capsys):
+    environ = {"TORCHFLEET_PRELOAD_MODULES": "torchvision,not a module"}
+    with pytest.raises(LaunchError, match="TORCHFLEET_PRELOAD_MODULES: 'not a module' is not a module name"):
+        build_plan([*CONTROLLER, *SCRIPT], environ)
+    monkeypatch.setenv("TORCHFLEET_PRELOAD_MODULES", "torchvision,not a module")
+    assert launcher.main([*CONTROLLER, *SCRIPT]) == 2
+    assert "TORCHFLEET_PRELOAD_MODULES" in capsys.readouterr().err
+
+
+def test_a_preloaded_module_that_fails_to_import_does_not_kill_the_forkserver(tmp_path):
+    # multiprocessing's own preload forgives only ImportError: anything else would end the
+    # forkserver and with it every worker start. warm.py imports each module guarded.
+    (tmp_path / "broken_at_import.py").write_text("raise RuntimeError('no data mounted')\n")
+    (tmp_path / "fine_module.py").write_text("VALUE = 1\n")
+    code = "import sys, elastic_trainer.warm\nprint('fine_module' in sys.modules, 'broken_at_import' in sys.modules)\n"
+    env = {"PYTHONPATH": f"{IMAGE_DIR}:{tmp_path}", "PATH": "/usr/bin:/bin",
+           "TORCHFLEET_WARM_MODULES": "broken_at_import,fine_module,no_such_module"}
+    ran = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["True", "False"]
+    assert "broken_at_import not preloaded (RuntimeError: no data mounted)" in ran.stderr
+    assert "no_such_module not preloaded (ModuleNotFoundError" in ran.stderr
+
+
+PRELOAD_PROBE = """
+import sys
+print("probe", "marker_module" in sys.modules, flush=True)  # before this script imports it
+import marker_module
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("environ", "preloaded"), [({}, "True"), ({"TORCHFLEET_PRELOAD": "0"}, "False")])
+def test_workers_start_with_the_scripts_imports_already_loaded(tmp_path, environ, preloaded):
+    # A real torchrun through the launcher: the worker is forked from the forkserver, which
+    # imported the module while the agent was in the rendezvous.
+    (tmp_path / "marker_module.py").write_text("")
+    script = tmp_path / "probe.py"
+    script.write_text(PRELOAD_PROBE)
+    env = {"PYTHONPATH": f"{IMAGE_DIR}:{tmp_path}", "PATH": "/usr/bin:/bin",
+           "TORCHFLEET_PRELOAD_MODULES": "marker_module", **environ}
+    ran = subprocess.run([sys.executable, "-m", "elastic_trainer.launcher", "--standalone", "--nproc_per_node=1",
+                          str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert f"probe {preloaded}" in ran.stdout

@@ -22,7 +22,9 @@ What it adds (every item can be overridden, see README.md):
 - workers forked from a warm forkserver (``--run_path --start_method=forkserver``, preloading
   ``elastic_trainer.warm``) for ``.py`` scripts: ``import torch`` and torch.optim's lazy imports
   are paid while the agent is still in the rendezvous, not after it (DESIGN.md: about 2 s of a
-  6 s recovery on an idle machine). ``TORCHFLEET_PRELOAD=0`` or your own ``--start_method``,
+  6 s recovery on an idle machine), and so are the script's own top-level imports of installed
+  packages (torchvision: ~7 s on a GPU machine), found by parsing the script, plus
+  ``TORCHFLEET_PRELOAD_MODULES``. ``TORCHFLEET_PRELOAD=0`` or your own ``--start_method``,
   ``--no-python`` or ``-m`` turns it off.
 - exit code 143 on SIGTERM. torchrun exits 1 on SIGTERM, which both controllers treat as a
   fatal job failure; 143 is retried. torchrun is run in this process so that its
@@ -37,12 +39,16 @@ What it adds (every item can be overridden, see README.md):
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import json
 import os
 import signal
 import sys
+import sysconfig
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 
 # Measured on the CI machine (DESIGN.md, torch 2.13, etcd-v2, 2 nodes): 6.1 s from SIGKILL to
@@ -78,6 +84,16 @@ DEFAULT_ENV: dict[str, str] = {
 # forkserver is started, with torch imported, while the agent is still in the rendezvous.
 PRELOAD_OPTIONS: tuple[str, ...] = ("--run_path", "--start_method=forkserver")
 PRELOAD_MODULES: tuple[str, ...] = ("elastic_trainer.warm",)
+# The script's own imports are preloaded too (warm.py imports them): on an H100 machine a fresh
+# worker spent 5.4 s in `import torch` and ~7 s more in `import torchvision`, which only torch's
+# preload took off the restart path (README.md's GPU figures). Only modules installed with Python
+# (stdlib, site-packages) and this library are taken from the script: its neighbours are the
+# user's code, whose import-time side effects (touching CUDA, reading data) must not run in the
+# forkserver. TORCHFLEET_PRELOAD_MODULES adds any module by name (comma-separated).
+ENV_PRELOAD_MODULES = "TORCHFLEET_PRELOAD_MODULES"
+# launcher -> forkserver: the modules warm.py imports after torch (each guarded, see warm.py)
+ENV_WARM_MODULES = "TORCHFLEET_WARM_MODULES"
+_OWN_PACKAGE = "elastic_trainer"
 # a user choosing how workers start keeps that choice
 _START_FLAGS = ("--run_path", "--run-path", "--start_method", "--start-method", "--no_python", "--no-python",
                 "-m", "--module")
@@ -95,6 +111,7 @@ class LaunchPlan:
     env: dict[str, str] = field(default_factory=dict)
     rdzv_conf: dict[str, str] = field(default_factory=dict)
     preload: bool = False
+    preload_modules: tuple[str, ...] = ()  # imported by the forkserver after elastic_trainer.warm
 
 
 def parse_rdzv_conf(text: str, source: str = "--rdzv_conf") -> dict[str, str]:
@@ -175,6 +192,74 @@ def _take(options: list[str], flags: tuple[str, ...]) -> tuple[list[str], list[s
     return rest, values
 
 
+def script_imports(source: str) -> list[str]:
+    """Absolute modules a script imports at its top level (in ``try``/``if`` blocks too), in order.
+
+    Parsed, never run. Imports inside functions are left out: they may be deliberately lazy.
+    """
+    found: list[str] = []
+
+    def visit(statements: list[ast.stmt]) -> None:
+        for node in statements:
+            if isinstance(node, ast.Import):
+                found.extend(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.append(node.module)
+            elif isinstance(node, ast.Try | ast.If):
+                visit(node.body)
+                visit(node.orelse)
+                for handler in getattr(node, "handlers", ()):
+                    visit(handler.body)
+                visit(getattr(node, "finalbody", []))
+
+    visit(ast.parse(source).body)
+    return [name for name in dict.fromkeys(found) if name != "__future__"]
+
+
+def _installed_roots() -> tuple[Path, ...]:
+    names = ("stdlib", "platstdlib", "purelib", "platlib")
+    return tuple(dict.fromkeys(Path(path).resolve() for key in names if (path := sysconfig.get_paths().get(key))))
+
+
+def is_safe_to_preload(module: str, roots: Sequence[Path] | None = None) -> bool:
+    """``module``'s top-level package is this library or installed with Python (no import is run)."""
+    top = module.partition(".")[0]
+    if top == _OWN_PACKAGE:
+        return True
+    try:
+        spec = importlib.util.find_spec(top)  # a top-level name: found on sys.path, not imported
+    except (ImportError, ValueError):
+        return False
+    if spec is None:
+        return False
+    if spec.origin in ("built-in", "frozen"):
+        return True
+    locations = [spec.origin] if spec.origin else list(spec.submodule_search_locations or ())
+    roots = _installed_roots() if roots is None else roots
+    return bool(locations) and all(
+        any(Path(location).resolve().is_relative_to(root) for root in roots) for location in locations
+    )
+
+
+def preload_modules(script: str, environ: Mapping[str, str]) -> tuple[str, ...]:
+    """What the forkserver imports for ``script`` besides torch: its safe imports, then the user's list."""
+    try:
+        source = Path(script).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        source = ""  # torchrun reports a missing script itself; nothing to preload
+    try:
+        imported = script_imports(source)
+    except SyntaxError:
+        imported = []  # the worker will report it where the user looks for it
+    chosen = [name for name in imported if is_safe_to_preload(name)]
+    extra = [name.strip() for name in environ.get(ENV_PRELOAD_MODULES, "").split(",") if name.strip()]
+    for name in extra:
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise LaunchError(f"{ENV_PRELOAD_MODULES}: {name!r} is not a module name "
+                              "(expected e.g. torchvision,mypkg.model)")
+    return tuple(name for name in dict.fromkeys([*chosen, *extra]) if name not in PRELOAD_MODULES)
+
+
 def build_plan(argv: Sequence[str], environ: Mapping[str, str]) -> LaunchPlan:
     """The torchrun argv and worker environment for ``argv`` (pure: no process is started)."""
     options, script = _split_script(argv)
@@ -219,13 +304,18 @@ def build_plan(argv: Sequence[str], environ: Mapping[str, str]) -> LaunchPlan:
         raise LaunchError(
             f"TORCHFLEET_PG_TIMEOUT_S={env['TORCHFLEET_PG_TIMEOUT_S']!r}: must be a positive number of seconds"
         ) from None
-    return LaunchPlan(torchrun_args=torchrun_args, env=env, rdzv_conf=conf, preload=preload)
+    return LaunchPlan(torchrun_args=torchrun_args, env=env, rdzv_conf=conf, preload=preload,
+                      preload_modules=preload_modules(script[0], environ) if preload else ())
 
 
-def _start_forkserver() -> None:
+def _start_forkserver(modules: Sequence[str] = ()) -> None:
     import multiprocessing
     import multiprocessing.forkserver
 
+    # The forkserver inherits this environment; warm.py imports these after torch, each guarded:
+    # multiprocessing's own preload only forgives an ImportError, and any other error raised by
+    # a module's import would kill the forkserver, and with it every worker start.
+    os.environ[ENV_WARM_MODULES] = ",".join(modules)
     multiprocessing.set_forkserver_preload(list(PRELOAD_MODULES))
     # now, so that warming up overlaps the rendezvous instead of following it
     multiprocessing.forkserver.ensure_running()
@@ -286,12 +376,13 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"torchfleet launcher: {exc}", file=sys.stderr)
         return 2
     if os.environ.get("TORCHFLEET_DRY_RUN") == "1":
-        print(json.dumps({"torchrun": plan.torchrun_args, "env": plan.env}, indent=2))
+        print(json.dumps({"torchrun": plan.torchrun_args, "env": plan.env, "preload": list(plan.preload_modules)},
+                         indent=2))
         return 0
     os.environ.update(plan.env)  # inherited by the workers torchrun starts
     print("[torchfleet] torchrun " + " ".join(plan.torchrun_args), file=sys.stderr, flush=True)
     if plan.preload:
-        _start_forkserver()
+        _start_forkserver(plan.preload_modules)
     return _run_torchrun(plan.torchrun_args)
 
 
