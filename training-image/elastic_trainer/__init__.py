@@ -15,7 +15,7 @@ This package must stay importable without torch (the launcher's argument handlin
 and ``localrun`` are used by tools that never train).
 """
 
-__all__ = ["EXIT_MEMBERSHIP_CHANGE", "EXIT_SIGTERM"]
+__all__ = ["EXIT_CHECKPOINT_FAILED", "EXIT_FENCED", "EXIT_MEMBERSHIP_CHANGE", "EXIT_SIGTERM"]
 
 # A worker that stopped for a spot notice exits like a process killed by SIGTERM
 # (128 + 15): both controllers retry 143 and treat exit code 1 as fatal (DESIGN.md).
@@ -23,3 +23,10 @@ EXIT_SIGTERM = 143
 # A worker whose peer left at a coordinated stop: the agent restarts it, which
 # re-enters the rendezvous with the remaining nodes (EX_TEMPFAIL from sysexits.h).
 EXIT_MEMBERSHIP_CHANGE = 75
+# A worker of a group that is no longer the newest (fence.py): it must not write; its agent's
+# restart joins the current rendezvous round as a newer generation.
+EXIT_FENCED = 3
+# Rank 0 could not write the checkpoint of a stop or of the last step (e.g. the store is full):
+# the steps since the last committed checkpoint are lost, and the restarted workers resume from
+# it (EX_IOERR from sysexits.h). A failed periodic checkpoint is reported and training goes on.
+EXIT_CHECKPOINT_FAILED = 74

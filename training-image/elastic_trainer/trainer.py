@@ -36,8 +36,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from elastic_trainer import EXIT_MEMBERSHIP_CHANGE
-from elastic_trainer.checkpoint import CheckpointStore
+from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_FENCED, EXIT_MEMBERSHIP_CHANGE
+from elastic_trainer.checkpoint import Checkpoint, CheckpointStore, CheckpointWriteError, CorruptCheckpointError
 from elastic_trainer.comm import all_gather_objects, broadcast_object
 from elastic_trainer.data.sampler import ElasticBatchSampler
 from elastic_trainer.events import Scalars, emit, log, setup_logging
@@ -47,7 +47,8 @@ from elastic_trainer.signals import StopRequest
 # Fault injection for the kill-while-writing test: "<step>:<seconds>" stalls rank 0 after the
 # checkpoint of <step> is written and before it is committed.
 FAULT_STALL_COMMIT = "TORCHFLEET_FAULT_STALL_COMMIT"
-EXIT_FENCED = 3
+# What a resume reads from a checkpoint's state (run()): one without them is skipped like a corrupt one.
+REQUIRED_KEYS = ("model", "optimizer", "sampler", "rng", "step")
 # For tests and the demo: "<step>:<world>" makes a group of fewer than <world> ranks wait before
 # <step> until it is stopped (its agent restarts the workers when a node joins), so a slow
 # machine cannot finish the job before a replacement has joined; a group that size or larger
@@ -147,11 +148,23 @@ def _rng_state() -> dict:
     return state
 
 
+def _cpu_bytes(rng: torch.Tensor) -> torch.Tensor:
+    """An RNG state as torch.set_rng_state and torch.cuda.set_rng_state take it: a CPU ByteTensor.
+
+    Issue 11: a checkpoint loaded with map_location=cuda put the saved states on the GPU, and
+    set_rng_state raised "RNG state must be a torch.ByteTensor" on every restart. The CUDA
+    generators' states are CPU tensors too (torch.cuda.get_rng_state returns one).
+    """
+    return rng.detach().to(device="cpu").contiguous()
+
+
 def _set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
+    torch.set_rng_state(_cpu_bytes(state["torch"]))
     random.setstate(state["python"])
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        # a node with fewer GPUs than the writer's restores the ones it has
+        for index, cuda in enumerate(state["cuda"][: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(_cpu_bytes(cuda), index)
 
 
 def _seed_rank(seed: int, step: int, rank: int) -> None:
@@ -206,23 +219,51 @@ class _Run:
             )
         return int(self._broadcast_object(generation))
 
+    def _gather_objects(self, obj: object) -> list[object]:
+        return all_gather_objects(obj, self.device)
+
     def _pick_checkpoint(self) -> tuple[dict, dict] | None:
-        """Rank 0 verifies and picks; the others load the very checkpoint it picked."""
-        chosen = None
-        if self.rank == 0:
-            for checkpoint in self.store.committed():
+        """The state and meta of the newest checkpoint every rank could load; None to start afresh.
+
+        Rank 0 verifies (the only hashing of a resume), loads and checks the candidates, newest
+        first, falling back past any that is corrupt, refused by torch.load or lacks a key of
+        REQUIRED_KEYS (issue 11: such a checkpoint crash-looped every restart). It broadcasts
+        its choice; the other ranks only deserialize that one, and report back whether they
+        could: if one could not, all fall back together to the one before it, so every rank
+        always resumes from the same checkpoint.
+
+        Loaded to the CPU, deliberately: the RNG states must be CPU ByteTensors (issue 11),
+        ``load_state_dict`` copies model and optimizer state onto the parameters' device anyway,
+        and torch.load reads every storage into host memory first even with map_location=cuda,
+        so loading to the GPU would only add a second, transient copy of the state there.
+        """
+        passed_over: list[Checkpoint] = []
+
+        def skipped(checkpoint: Checkpoint, reason: str) -> None:
+            passed_over.append(checkpoint)
+            emit("ckpt_skipped", name=checkpoint.path.name, reason=reason)
+
+        while True:
+            found = None
+            if self.rank == 0:
+                found = self.store.load_latest("cpu", required=REQUIRED_KEYS, exclude=passed_over, on_skip=skipped)
+            chosen = self._broadcast_object(None if found is None else (found[2], found[1]))
+            if chosen is None:
+                return None
+            checkpoint, meta = chosen
+            state, error = (found[0], None) if found is not None else (None, None)
+            if self.rank != 0:
                 try:
-                    self.store.verify(checkpoint)
-                except Exception as exc:
-                    log.warning("skipping checkpoint: %s; trying the previous one", exc)
-                    emit("ckpt_skipped", name=checkpoint.path.name, reason=str(exc))
-                    continue
-                chosen = checkpoint
-                break
-        chosen = self._broadcast_object(chosen)
-        if chosen is None:
-            return None
-        return self.store.load(chosen, map_location=self.device)
+                    state, _ = self.store.load(checkpoint, "cpu", verified=True, required=REQUIRED_KEYS)
+                except CorruptCheckpointError as exc:
+                    error = str(exc)
+            failed = [(rank, e) for rank, e in enumerate(self._gather_objects(error)) if e]
+            if not failed:
+                return state, meta
+            if self.rank == 0:
+                reason = "; ".join(f"rank {rank}: {e}" for rank, e in failed)
+                log.warning("skipping checkpoint: %s; trying the previous one", reason)
+                skipped(checkpoint, reason)
 
     # -- the run ------------------------------------------------------------------------------
     def run(self) -> int:
@@ -238,7 +279,7 @@ class _Run:
         if loaded is None:
             _seed_rank(cfg.seed, 0, self.rank)
             if self.rank == 0:
-                emit("start", world=self.world, gen=generation)
+                emit("start", world=self.world, gen=generation, device=str(self.device))
         else:
             state, meta = loaded
             saved = state["sampler"]
@@ -261,7 +302,7 @@ class _Run:
                 log.info("resumed from %s at step %d (world size %d -> %d)",
                          meta.get("step"), step, meta.get("world_size"), self.world)
                 emit("resumed", step=step, world=self.world, gen=generation, from_gen=meta["generation"],
-                     from_world=meta.get("world_size"))
+                     from_world=meta.get("world_size"), device=str(self.device))
 
         if self.world > 1:
             ddp_model: nn.Module = nn.parallel.DistributedDataParallel(
@@ -294,6 +335,7 @@ class _Run:
             return 0
         ddp_model.train()
         first_step = step + 1
+        failed_save = 0  # EXIT_CHECKPOINT_FAILED once a stop or final checkpoint could not be written
         for batch in loader:
             if self.hold and step + 1 == self.hold[0] and self.world < self.hold[1]:
                 self._hold()
@@ -326,14 +368,23 @@ class _Run:
                     log.error("%s", exc)
                     emit("fenced", rank=self.rank, step=step, gen=generation)
                     return EXIT_FENCED
+                except CheckpointWriteError as exc:
+                    # e.g. the store is full: the previous checkpoints stand; only rank 0 writes
+                    log.error("the %s checkpoint of step %d failed: %s", reason, step, exc)
+                    emit("ckpt_failed", rank=self.rank, step=step, gen=generation, reason=reason, error=str(exc))
+                    if reason != "periodic":
+                        failed_save = EXIT_CHECKPOINT_FAILED
             if stopping:
                 # a stop is rare: make sure rank 0's commit is done before anyone leaves
                 dist.barrier()
-                code = 128 + self.stop.signum if self.stop else EXIT_MEMBERSHIP_CHANGE
+                code = failed_save or (128 + self.stop.signum if self.stop else EXIT_MEMBERSHIP_CHANGE)
                 emit("exit", rank=self.rank, step=step, code=code)
                 return code
             if reason == "final":
                 break
+        if failed_save:
+            emit("exit", rank=self.rank, step=step, code=failed_save)
+            return failed_save
         if self.rank == 0:
             emit("done", step=step, world=self.world, gen=generation)
         return 0
