@@ -13,10 +13,13 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
+from components.clouds.traits import CLOUD_TRAITS
 from components.spec import PlatformSpec, parse
 
 # Provider keys the spec reads besides the torchfleet namespace.
 _PROVIDER_KEYS = ("aws:region", "gcp:region", "gcp:project", "azure-native:location")
+# Every cloud provider's namespace: a key of another cloud than the stack's is reported, not ignored.
+_CLOUD_NAMESPACES = {ns for traits in CLOUD_TRAITS.values() for ns in traits.config_namespaces}
 
 
 def decode_value(value: Any) -> Any:
@@ -30,9 +33,15 @@ def decode_value(value: Any) -> Any:
 
 
 def raw_config() -> dict[str, Any]:
-    """Every torchfleet:* key (so typos can be reported) plus the provider keys we read."""
+    """Every torchfleet:* key (so typos can be reported), the provider keys we read, and every key
+    of a cloud provider's namespace (so another cloud's key is reported).
+
+    Under `pulumi up` the Pulumi CLI has parsed the stack file (torchfleet synth and check use
+    torchfleet/preview/stack_file.py instead); the values are validated by spec.parse either way.
+    """
     keys = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
-    wanted = [k for k in keys if k.startswith("torchfleet:")] + list(_PROVIDER_KEYS)
+    namespaced = [k for k in keys if k.split(":", 1)[0] in {"torchfleet", *_CLOUD_NAMESPACES}]
+    wanted = list(dict.fromkeys(namespaced + list(_PROVIDER_KEYS)))
     out = {}
     for key in wanted:
         value = runtime_config.get_config(key)

@@ -14,8 +14,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from components import catalog
-from components.clouds.traits import CLOUD_TRAITS, CloudTraits
+from components import catalog, limits
+from components.catalog import kubernetes as kubernetes_versions
+from components.catalog import machines, regions
+from components.clouds.traits import CLOUD_TRAITS, MAX_ETCD_MEMBERS, CloudTraits
 
 NS = "torchfleet"
 DEFAULT_KUBERNETES_VERSION = "1.33"
@@ -53,6 +55,26 @@ LABEL_JOB = "torchfleet.io/job"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _K8S_VERSION = re.compile(r"^1\.\d{2}$")
 _DURATION = re.compile(r"^\d+(s|m|h)$")
+# https://cloud.google.com/resource-manager/docs/creating-managing-projects#before_you_begin:
+# 6 to 30 characters, lowercase letters, digits and hyphens, starting with a letter, not ending
+# with a hyphen.
+_GCP_PROJECT_ID = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
+# Past this a number counts nothing real, and would leave the program as a float (maxSize: 1e+20).
+_INT_CEILING = 2**31 - 1
+# Private ranges a cluster network may use (RFC 1918, and RFC 6598's shared space).
+_PRIVATE_RANGES = tuple(
+    ipaddress.IPv4Network(c) for c in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+)
+_REGION_EXAMPLE = {"aws": "us-west-2", "gcp": "us-central1", "azure": "eastus"}
+
+
+def _r(value: Any, limit: int = 100) -> str:
+    """repr() of a user's value, cut short: a problem line stays one line whatever was written."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's digit limit for str()
+        return "<a number too long to print>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class ConfigError(ValueError):
@@ -216,31 +238,41 @@ def _unknown_keys(p: _Problems, key: str, value: dict, allowed: set[str]) -> Non
         if k not in allowed:
             close = difflib.get_close_matches(k, sorted(allowed), n=1)
             hint = f"did you mean '{close[0]}'?" if close else f"valid keys: {', '.join(sorted(allowed))}"
-            p.add(f"{key}.{k}", f"unknown key; {hint}")
+            p.add(f"{key}.{k if isinstance(k, str) else _r(k)}", f"unknown key; {hint}")
 
 
 def _obj(p: _Problems, key: str, value: Any, allowed: set[str]) -> dict:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        p.add(key, f"expected an object with keys {', '.join(sorted(allowed))}, got {value!r}")
+        p.add(key, f"expected an object with keys {', '.join(sorted(allowed))}, got {_r(value)}")
         return {}
     _unknown_keys(p, key, value, allowed)
     return value
 
 
-def _int(p: _Problems, key: str, value: Any, default: int | None, minimum: int = 0) -> int | None:
+def _int(
+    p: _Problems, key: str, value: Any, default: int | None, minimum: int = 0, maximum: int | None = None,
+    why: str = "",
+) -> int | None:
+    """A whole number in [minimum, maximum]; `why` cites where the maximum comes from."""
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
         # Top-level scalars arrive from Pulumi as strings.
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 20:
             value = int(value)
         else:
-            p.add(key, f"expected a whole number, got {value!r}")
+            p.add(key, f"expected a whole number, got {_r(value)}")
             return default
     if value < minimum:
-        p.add(key, f"must be >= {minimum}, got {value}")
+        p.add(key, f"must be >= {minimum}, got {_r(value)}")
+        return value
+    limit = _INT_CEILING if maximum is None else maximum
+    if value > limit:
+        reason = why or "the largest number a config value takes"
+        p.add(key, f"must be <= {limit} ({reason}), got {_r(value)}")
+        return default
     return value
 
 
@@ -251,7 +283,7 @@ def _bool(p: _Problems, key: str, value: Any, default: bool) -> bool:
         return value
     if isinstance(value, str) and value.lower() in ("true", "false"):
         return value.lower() == "true"
-    p.add(key, f"expected true or false, got {value!r}")
+    p.add(key, f"expected true or false, got {_r(value)}")
     return default
 
 
@@ -259,7 +291,7 @@ def _str_list(p: _Problems, key: str, value: Any) -> list[str] | None:
     if value is None:
         return None
     if not isinstance(value, list) or not all(isinstance(v, (str, int)) for v in value):
-        p.add(key, f"expected a list of strings, got {value!r}")
+        p.add(key, f"expected a list of strings, got {_r(value)}")
         return None
     return [str(v) for v in value]
 
@@ -279,32 +311,35 @@ def parse(raw: dict[str, Any], stack: str = "dev") -> PlatformSpec:
             p.add(key, f"unknown key; {hint}")
 
     cloud = raw.get(_k("cloud"))
-    if cloud not in CLOUD_TRAITS:
-        p.add(_k("cloud"), f"must be one of {', '.join(CLOUD_TRAITS)}, got {cloud!r}")
+    if not isinstance(cloud, str) or cloud not in CLOUD_TRAITS:
+        p.add(_k("cloud"), f"must be one of {', '.join(CLOUD_TRAITS)}, got {_r(cloud)}")
         raise ConfigError(p.items)  # nothing else can be checked without knowing the cloud
     traits = CLOUD_TRAITS[cloud]
+    _other_clouds_keys(p, raw, cloud)
 
-    region = None
-    if traits.region_key:
-        region = raw.get(traits.region_key)
-        if not region:
-            p.add(traits.region_key, f"required for cloud {cloud}")
+    region = _parse_region(p, raw, cloud, traits)
     for required in traits.required_keys:
         if not raw.get(required):
             p.add(required, f"required for cloud {cloud}")
+    project = raw.get("gcp:project")
+    if cloud == "gcp" and project and (not isinstance(project, str) or not _GCP_PROJECT_ID.match(project)):
+        p.add(
+            "gcp:project",
+            f"{_r(project)} is not a project id: 6-30 lowercase letters, digits and '-', starting with a "
+            "letter and not ending with '-' (the id, not the display name: `gcloud projects list` shows both)",
+        )
 
     zones = _parse_zones(p, raw, cloud, traits, region)
-    version = str(raw.get(_k("kubernetesVersion")) or DEFAULT_KUBERNETES_VERSION)
-    if not _K8S_VERSION.match(version):
-        p.add(_k("kubernetesVersion"), f'expected a minor version like "1.33" (quoted), got {version!r}')
-    elif traits.kubernetes_versions and version not in traits.kubernetes_versions:
-        p.add(_k("kubernetesVersion"), f"{cloud} supports {', '.join(traits.kubernetes_versions)}, got {version!r}")
+    version = _parse_kubernetes_version(p, raw.get(_k("kubernetesVersion")), cloud, traits)
+    _parse_stack_name(p, stack, cloud, tuple(zones))
 
     manager = _parse_manager(p, raw.get(_k("managerPool")), cloud)
     gpu_pools = _parse_gpu_pools(p, raw.get(_k("gpuPools")), cloud, traits, zones)
+    if region and gpu_pools:
+        _check_region_offers(p, cloud, region, raw.get(_k("gpuPools")), gpu_pools)
     storage = _parse_storage(p, raw.get(_k("storage")), traits)
-    training = _parse_training(p, raw.get(_k("training")), traits)
-    network = _parse_network(p, raw.get(_k("network")))
+    training = _parse_training(p, raw.get(_k("training")), cloud, traits)
+    network = _parse_network(p, raw.get(_k("network")), cloud, traits)
     autoscaler = _parse_autoscaler(p, raw.get(_k("autoscaler")))
     if not traits.autoscaler_timings and isinstance(raw.get(_k("autoscaler")), dict):
         for name in raw[_k("autoscaler")]:
@@ -326,8 +361,112 @@ def parse(raw: dict[str, Any], stack: str = "dev") -> PlatformSpec:
         network=network,
         autoscaler=autoscaler,
         guardrails=guardrails,
-        project=raw.get("gcp:project"),
+        project=project if isinstance(project, str) else None,
     )
+
+
+def _other_clouds_keys(p: _Problems, raw: dict, cloud: str) -> None:
+    """Keys of another cloud's provider (gcp:project on an AWS stack) would be ignored: say so."""
+    own = set(CLOUD_TRAITS[cloud].config_namespaces)
+    for key in raw:
+        namespace = key.split(":", 1)[0]
+        if namespace in own:
+            continue
+        for other, traits in CLOUD_TRAITS.items():
+            if namespace in traits.config_namespaces:
+                p.add(key, f"a key of {other}'s provider, but torchfleet:cloud is {cloud}: it would be ignored; "
+                           "remove it")
+
+
+def _parse_region(p: _Problems, raw: dict, cloud: str, traits: CloudTraits) -> str | None:
+    """The region (location on Azure), if it is one the catalog (catalog/regions.yaml) knows."""
+    key = traits.region_key
+    if key is None:
+        return None
+    value = raw.get(key)
+    example = _REGION_EXAMPLE.get(cloud, "")
+    if value is None or value == "":
+        p.add(key, f"required for cloud {cloud}")
+        return None
+    if not isinstance(value, str):
+        p.add(key, f"expected one region name like {example}, got {_r(value)}")
+        return None
+    known = regions.load().get(cloud)
+    if known is None or value in known.regions:
+        return value
+    # Azure's display names ("East US 2") are not location names ("eastus2").
+    squeezed = re.sub(r"[^a-z0-9-]", "", value.lower())
+    close = difflib.get_close_matches(squeezed, sorted(known.regions), n=1, cutoff=0.7)
+    hint = f"did you mean {close[0]}?" if close else f"e.g. {example}"
+    p.add(
+        key,
+        f"unknown {cloud} region {_r(value)}; {hint} ({len(known.regions)} regions known as of {known.checked}: "
+        f"{known.source}; a newer one goes into components/catalog/regions.yaml)",
+    )
+    return None
+
+
+def _parse_kubernetes_version(p: _Problems, value: Any, cloud: str, traits: CloudTraits) -> str:
+    key = _k("kubernetesVersion")
+    if value is not None and value != "" and not isinstance(value, str):
+        p.add(key, f'expected a minor version like "1.33" (quoted), got {_r(value)}')
+        return DEFAULT_KUBERNETES_VERSION
+    version = value or DEFAULT_KUBERNETES_VERSION
+    if not _K8S_VERSION.match(version):
+        p.add(key, f'expected a minor version like "1.33" (quoted), got {_r(version)}')
+        return version
+    service = kubernetes_versions.service_for(cloud)
+    offered = service.minors if service else traits.kubernetes_versions
+    buildable = traits.kubernetes_versions
+    allowed = [v for v in offered if not buildable or v in buildable]
+    if allowed and version not in allowed:
+        if service:
+            why = f"{service.name.upper()} offers {', '.join(offered)} ({service.source}, as of {service.checked})"
+        else:
+            why = f"{cloud} supports {', '.join(offered)}"
+        if buildable and set(buildable) != set(offered):
+            why += f", and the cluster autoscaler image Torchfleet pins exists for {', '.join(buildable)}"
+        p.add(key, f"{why}; use one of {', '.join(allowed)}, got {_r(version)}")
+    return version
+
+
+def _parse_stack_name(p: _Problems, stack: str, cloud: str, zones: tuple[str, ...]) -> None:
+    """The stack name flows into cloud names (the EKS cluster, tags): refuse one that breaks them."""
+    fix = "rename the stack (`pulumi stack rename`, and its file stacks/Pulumi.<stack>.yaml)"
+    rule = limits.NAME_RULES["pulumi-stack"]
+    if (why := rule.problem(stack)) is not None:
+        p.add("stack", f"{_r(stack)} is not a Pulumi stack name: {why} ({rule.source}); {fix}")
+        return
+    for kind, name, what in limits.derived_names(cloud, stack, zones):
+        rule = limits.NAME_RULES[kind]
+        if (why := rule.problem(name)) is None:
+            continue
+        if len(name) > rule.max_len:
+            advice = f"{fix} to at most {rule.max_len - (len(name) - len(stack))} characters"
+        else:
+            advice = f"{fix} using only {rule.allowed}"
+        p.add("stack", f"the stack name {_r(stack)} makes {what} {_r(name)}: {why} ({rule.source}); {advice}")
+
+
+def _check_region_offers(p: _Problems, cloud: str, region: str, entries: Any, pools: list[GpuPoolSpec]) -> None:
+    """Where the catalog knows a region's GPUs (catalog/regions.yaml `gpus`), a pool must use one of them."""
+    known = regions.region(cloud, region)
+    if known is None or known.gpus is None:
+        return
+    reported = set()
+    for pool in pools:
+        if pool.gpu in known.gpus or pool.gpu in reported:
+            continue
+        reported.add(pool.gpu)
+        index = next(
+            (i for i, e in enumerate(entries) if isinstance(e, dict) and str(e.get("gpu", "")).lower() == pool.gpu), 0
+        )
+        elsewhere = [r.name for r in regions.load()[cloud].regions.values() if r.gpus and pool.gpu in r.gpus]
+        p.add(
+            f"{_k('gpuPools')}[{index}].gpu",
+            f"{pool.gpu} is not offered in {region} (it offers {', '.join(known.gpus)}); "
+            f"pick one of those or a region that has {pool.gpu}, e.g. {', '.join(elsewhere[:3]) or 'see the catalog'}",
+        )
 
 
 def _parse_zones(p: _Problems, raw: dict, cloud: str, traits: CloudTraits, region: str | None) -> list[str]:
@@ -344,18 +483,35 @@ def _parse_zones(p: _Problems, raw: dict, cloud: str, traits: CloudTraits, regio
         p.add(key, f"each zone once, got {zones}")
     if traits.max_zones and len(set(zones)) > traits.max_zones:
         p.add(key, f"at most {traits.max_zones} zones on {cloud}, got {len(set(zones))}; pick {traits.max_zones}")
-    if region or "{region}" not in traits.zone_pattern:  # Azure's zones need no region to check
+    known = regions.region(cloud, region) if region else None
+    if known is not None and not known.zones:
+        p.add(
+            key,
+            f"location {region} has no availability zones, and every GPU pool lives in one zone; "
+            f"pick a location with zones, e.g. eastus, westus2",
+        )
+    elif known is not None:
+        for i, zone in enumerate(zones):
+            if zone not in known.zones:
+                listed = ", ".join(f'"{z}"' if cloud == "azure" else z for z in known.zones)
+                where = f"location {region}" if cloud == "azure" else f"region {region}"
+                p.add(f"{key}[{i}]", f"zone {_r(zone)} is not in {where}; its zones: {listed}")
+    elif region or "{region}" not in traits.zone_pattern:  # Azure's zones need no region to check
         pattern = re.compile(traits.zone_pattern.replace("{region}", re.escape(region or "")))
         for i, zone in enumerate(zones):
             if not pattern.match(zone):
                 where = f"region {region}" if "{region}" in traits.zone_pattern else cloud
-                p.add(f"{key}[{i}]", f"zone {zone!r} is not in {where}; expected like {traits.zone_example}")
+                p.add(f"{key}[{i}]", f"zone {_r(zone)} is not in {where}; expected like {traits.zone_example}")
     return list(dict.fromkeys(zones))  # a repeated zone is reported above, not again by every pool
 
 
-def _parse_min_max(p: _Problems, key: str, obj: dict, default_min: int) -> tuple[int, int]:
-    lo = _int(p, f"{key}.minNodes", obj.get("minNodes"), default_min)
-    hi = _int(p, f"{key}.maxNodes", obj.get("maxNodes"), None, minimum=1)
+def _parse_min_max(
+    p: _Problems, key: str, obj: dict, default_min: int, traits: CloudTraits | None = None
+) -> tuple[int, int]:
+    most = traits.max_nodes_per_pool if traits else None
+    why = "the most nodes one node pool of this cloud holds (clouds/traits.py cites the quota)"
+    lo = _int(p, f"{key}.minNodes", obj.get("minNodes"), default_min, maximum=most, why=why)
+    hi = _int(p, f"{key}.maxNodes", obj.get("maxNodes"), None, minimum=1, maximum=most, why=why)
     if hi is None and "maxNodes" not in obj:
         p.add(f"{key}.maxNodes", "required: the most nodes the autoscaler may add (>= 1)")
     if lo is not None and hi is not None and lo > hi:
@@ -369,12 +525,24 @@ def _parse_manager(p: _Problems, value: Any, cloud: str) -> NodePoolSpec:
         obj = _obj(p, key, value, _MANAGER_KEYS)
         return NodePoolSpec(machine_type="", min_nodes=0, max_nodes=0)
     obj = _obj(p, key, value if value is not None else {"maxNodes": 3}, _MANAGER_KEYS)
-    lo, hi = _parse_min_max(p, key, {"maxNodes": 3, **obj}, default_min=1)
+    traits = CLOUD_TRAITS[cloud]
+    lo, hi = _parse_min_max(p, key, {"maxNodes": 3, **obj}, default_min=1, traits=traits)
     machine = obj.get("machineType") or DEFAULT_MANAGER_MACHINE[cloud]
-    if catalog.find_machine(cloud, machine):
+    rules = machines.rules(cloud)
+    if not isinstance(machine, str):
+        example = DEFAULT_MANAGER_MACHINE[cloud]
+        p.add(f"{key}.machineType", f"expected one machine type like {example}, got {_r(machine)}")
+        machine = DEFAULT_MANAGER_MACHINE[cloud]
+    elif catalog.find_machine(cloud, machine):
         p.add(f"{key}.machineType", f"{machine} is a GPU machine; the manager pool is for control pods")
-    disk = _int(p, f"{key}.diskSizeGb", obj.get("diskSizeGb"), 100, minimum=20)
+    elif rules and (why := rules.problem(machine)) is not None:
+        p.add(f"{key}.machineType", why)
+    disk = _int(p, f"{key}.diskSizeGb", obj.get("diskSizeGb"), 100, minimum=20, **_disk_max(traits))
     return NodePoolSpec(machine_type=machine, min_nodes=lo, max_nodes=hi, disk_size_gb=disk or 100)
+
+
+def _disk_max(traits: CloudTraits) -> dict[str, Any]:
+    return {"maximum": traits.max_disk_gb, "why": "the largest root disk this cloud's nodes take (clouds/traits.py)"}
 
 
 def _resolve_offering(p: _Problems, key: str, gpu: Any, cloud: str) -> catalog.Offering | None:
@@ -383,7 +551,7 @@ def _resolve_offering(p: _Problems, key: str, gpu: Any, cloud: str) -> catalog.O
         p.add(f"{key}.gpu", f"required; {cloud} offers: {', '.join(catalog.offered_on(cloud))}")
         return None
     if not isinstance(gpu, str) or gpu.lower() not in known:
-        p.add(f"{key}.gpu", f"unknown GPU {gpu!r}; the catalog has: {', '.join(catalog.gpu_keys())}")
+        p.add(f"{key}.gpu", f"unknown GPU {_r(gpu)}; the catalog has: {', '.join(catalog.gpu_keys())}")
         return None
     gpu = gpu.lower()
     offer = catalog.offering(gpu, cloud)
@@ -409,23 +577,23 @@ def _parse_gpu_pools(p: _Problems, value: Any, cloud: str, traits: CloudTraits, 
         p.add(key, "list at least one GPU pool, e.g. [{gpu: t4, maxNodes: 4}]")
         return []
     if not isinstance(value, list):
-        p.add(key, f"expected a list of pools, got {value!r}")
+        p.add(key, f"expected a list of pools, got {_r(value)}")
         return []
     pools: list[GpuPoolSpec] = []
     seen: dict[tuple[str, str], int] = {}
     for i, entry in enumerate(value):
         pk = f"{key}[{i}]"
         if not isinstance(entry, dict):
-            p.add(pk, f"expected an object like {{gpu: t4, maxNodes: 4}}, got {entry!r}")
+            p.add(pk, f"expected an object like {{gpu: t4, maxNodes: 4}}, got {_r(entry)}")
             continue
         _unknown_keys(p, pk, entry, _GPU_POOL_KEYS)
-        lo, hi = _parse_min_max(p, pk, entry, default_min=0)
+        lo, hi = _parse_min_max(p, pk, entry, default_min=0, traits=traits)
         spot = _bool(p, f"{pk}.spot", entry.get("spot"), True)
-        disk = _int(p, f"{pk}.diskSizeGb", entry.get("diskSizeGb"), 200, minimum=50) or 200
+        disk = _int(p, f"{pk}.diskSizeGb", entry.get("diskSizeGb"), 200, minimum=50, **_disk_max(traits)) or 200
         pool_zones = _str_list(p, f"{pk}.zones", entry.get("zones"))
         for z in pool_zones or []:
             if z not in zones:
-                p.add(f"{pk}.zones", f"{z!r} is not one of {_k('zones')} {zones}")
+                p.add(f"{pk}.zones", f"{_r(z)} is not one of {_k('zones')} {zones}")
         offer = _resolve_offering(p, pk, entry.get("gpu"), cloud)
         if offer is None:
             continue
@@ -477,26 +645,41 @@ def _parse_storage(p: _Problems, value: Any, traits: CloudTraits) -> StorageSpec
                 p.add(f"{key}.{k}", "this cloud's store grows by itself; remove this key")
         return StorageSpec(protect=protect)
     tier = obj.get("tier") or traits.default_storage_tier
-    if tier not in traits.storage_tiers:
-        p.add(f"{key}.tier", f"must be one of {', '.join(traits.storage_tiers)}, got {tier!r}")
+    if not isinstance(tier, str) or tier not in traits.storage_tiers:
+        p.add(f"{key}.tier", f"must be one of {', '.join(traits.storage_tiers)}, got {_r(tier)}")
         return StorageSpec(protect=protect)
     minimum = traits.storage_tiers[tier]
-    size = _int(p, f"{key}.sizeGb", obj.get("sizeGb"), minimum)
+    size = _int(
+        p, f"{key}.sizeGb", obj.get("sizeGb"), minimum, maximum=traits.storage_max_gb.get(tier),
+        why=f"the largest {tier} store (clouds/traits.py cites the page)",
+    )
     if size is not None and size < minimum:
         p.add(f"{key}.sizeGb", f"tier {tier} needs at least {minimum} GiB, got {size}")
     return StorageSpec(protect=protect, tier=tier, size_gb=size)
 
 
-def _parse_training(p: _Problems, value: Any, traits: CloudTraits) -> TrainingSpec:
+def _parse_training(p: _Problems, value: Any, cloud: str, traits: CloudTraits) -> TrainingSpec:
     key = _k("training")
     obj = _obj(p, key, value, _TRAINING_KEYS)
     operator = obj.get("operator", "torchelastic")
-    if operator not in OPERATORS:
-        p.add(f"{key}.operator", f"must be one of {', '.join(OPERATORS)}, got {operator!r}")
+    if not isinstance(operator, str) or operator not in OPERATORS:
+        p.add(f"{key}.operator", f"must be one of {', '.join(OPERATORS)}, got {_r(operator)}")
     namespace = obj.get("namespace", DEFAULT_NAMESPACE)
+    longest = limits.max_namespace_length(cloud, DEFAULT_CLAIM)
     if not isinstance(namespace, str) or not _DNS_LABEL.match(namespace):
-        p.add(f"{key}.namespace", f"must be a DNS label (lowercase letters, digits, '-'), got {namespace!r}")
-    replicas = _int(p, f"{key}.etcdReplicas", obj.get("etcdReplicas"), traits.etcd_members, minimum=1)
+        p.add(f"{key}.namespace", f"must be a DNS label (lowercase letters, digits, '-'), got {_r(namespace)}")
+    elif len(namespace) > longest:
+        job = limits.store_owner_job(cloud, namespace, DEFAULT_CLAIM)
+        p.add(
+            f"{key}.namespace",
+            f"at most {longest} characters on {cloud}, got {len(namespace)} ({_r(namespace)}): the job that hands the "
+            f"shared store to the training user is named {job!r}, and a Job's name becomes its pods' job-name label "
+            "(63 characters at most); shorten the namespace",
+        )
+    replicas = _int(
+        p, f"{key}.etcdReplicas", obj.get("etcdReplicas"), traits.etcd_members, minimum=1,
+        maximum=MAX_ETCD_MEMBERS, why="etcd's own advice: no more than seven members, https://etcd.io/docs/v3.5/faq/",
+    )
     if replicas is not None and replicas % 2 == 0:
         p.add(f"{key}.etcdReplicas", f"etcd needs an odd member count for a quorum (1, 3, 5), got {replicas}")
     return TrainingSpec(
@@ -507,31 +690,63 @@ def _parse_training(p: _Problems, value: Any, traits: CloudTraits) -> TrainingSp
     )
 
 
-def _parse_network(p: _Problems, value: Any) -> NetworkSpec:
+def _parse_network(p: _Problems, value: Any, cloud: str, traits: CloudTraits) -> NetworkSpec:
     key = _k("network")
     obj = _obj(p, key, value, _NETWORK_KEYS)
     default = NetworkSpec()
     cidr = obj.get("cidr", default.cidr)
     try:
-        net = ipaddress.IPv4Network(str(cidr))  # ip_network() takes ints (16 -> 0.0.0.16/32) and IPv6
-        if net.prefixlen > 20:
-            p.add(f"{key}.cidr", f"{cidr} is too small for per-zone node subnets; use /20 or larger, e.g. 10.0.0.0/16")
+        if not isinstance(cidr, str):
+            raise TypeError(cidr)
+        net = ipaddress.IPv4Network(cidr)  # ip_network() takes ints (16 -> 0.0.0.16/32) and IPv6
     except (ValueError, TypeError):
-        p.add(f"{key}.cidr", f"expected an IPv4 CIDR like 10.0.0.0/16, got {cidr!r}")
+        p.add(f"{key}.cidr", f"expected an IPv4 CIDR like 10.0.0.0/16, got {_r(cidr)}")
+    else:
+        _check_network_range(p, f"{key}.cidr", net, cloud, traits)
     public = _str_list(p, f"{key}.publicAccessCidrs", obj.get("publicAccessCidrs"))
     for c in public or []:
         try:
             ipaddress.ip_network(c)
         except ValueError:
-            p.add(f"{key}.publicAccessCidrs", f"expected CIDRs like 203.0.113.0/24, got {c!r}")
+            p.add(f"{key}.publicAccessCidrs", f"expected CIDRs like 203.0.113.0/24, got {_r(c)}")
     nat = obj.get("natGateways", default.nat)
     if nat not in ("single", "perZone"):
-        p.add(f"{key}.natGateways", f"must be 'single' (cheaper) or 'perZone' (zone-redundant), got {nat!r}")
+        p.add(f"{key}.natGateways", f"must be 'single' (cheaper) or 'perZone' (zone-redundant), got {_r(nat)}")
     return NetworkSpec(
         cidr=cidr,
         public_access_cidrs=tuple(public) if public is not None else default.public_access_cidrs,
         nat=nat,
     )
+
+
+def _check_network_range(p: _Problems, key: str, net: ipaddress.IPv4Network, cloud: str, traits: CloudTraits) -> None:
+    largest, smallest = traits.network_prefix_range
+    if not any(net.subnet_of(r) for r in _PRIVATE_RANGES):
+        p.add(key, f"{net} is not a private range; use one inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16, "
+                   "e.g. 10.0.0.0/16")
+    elif net.prefixlen < largest:
+        p.add(key, f"{net} is larger than {cloud} allows (/{largest} to /{smallest}); use e.g. 10.0.0.0/16")
+    elif net.prefixlen > 20:
+        p.add(key, f"{net} is too small for per-zone node subnets; use /20 or larger, e.g. 10.0.0.0/16")
+    elif traits.service_range_candidates:
+        # The cloud module takes the first service range free of the network, then the first pod
+        # range free of both (azure/naming.py cluster_ranges): refuse here what it would refuse there.
+        service = _first_free(traits.service_range_candidates, net)
+        if service is None or _first_free(traits.pod_range_candidates, net, service) is None:
+            p.add(
+                key,
+                f"{net} overlaps every range {cloud} can give Kubernetes services and pods "
+                f"({', '.join(traits.service_range_candidates + traits.pod_range_candidates)}); "
+                "use a smaller range that leaves one of each free, e.g. 10.0.0.0/16",
+            )
+
+
+def _first_free(candidates: tuple[str, ...], *taken: ipaddress.IPv4Network) -> ipaddress.IPv4Network | None:
+    for c in candidates:
+        net = ipaddress.IPv4Network(c)
+        if not any(net.overlaps(t) for t in taken):
+            return net
+    return None
 
 
 def _parse_autoscaler(p: _Problems, value: Any) -> AutoscalerSpec:
@@ -545,7 +760,7 @@ def _parse_autoscaler(p: _Problems, value: Any) -> AutoscalerSpec:
     ):
         v = obj.get(name, getattr(default, attr))
         if not isinstance(v, str) or not _DURATION.match(v):
-            p.add(f"{key}.{name}", f"expected a duration like 5m, 300s or 1h, got {v!r}")
+            p.add(f"{key}.{name}", f"expected a duration like 5m, 300s or 1h, got {_r(v)}")
         out[attr] = v
     return AutoscalerSpec(**out)
 

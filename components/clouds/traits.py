@@ -34,6 +34,24 @@ class CloudTraits:
     machine_types_per_pool: int | None = None
     # Whether autoscaler.scaleDown* can be applied; GKE's built-in autoscaler has a profile instead.
     autoscaler_timings: bool = True
+    # The cloud's own ceilings (each cited below): nodes one pool may scale to (per zone), a node's
+    # root disk in GiB, the shared store's size per tier in GiB.
+    max_nodes_per_pool: int | None = None
+    max_disk_gb: int | None = None
+    storage_max_gb: dict[str, int] = field(default_factory=dict)
+    # Prefix lengths the cloud accepts for the VPC/VNet (AWS: /16 to /28).
+    network_prefix_range: tuple[int, int] = (8, 29)
+    # Provider config namespaces of this cloud: keys of another cloud's namespace are errors.
+    config_namespaces: tuple[str, ...] = ()
+    # Candidate service and pod ranges the cloud module picks from (the first free of the
+    # network): a network.cidr overlapping every candidate leaves the cluster no room.
+    service_range_candidates: tuple[str, ...] = ()
+    pod_range_candidates: tuple[str, ...] = ()
+
+
+# https://etcd.io/docs/v3.5/faq/#what-is-maximum-cluster-size: "an etcd cluster probably should
+# have no more than seven nodes"; more members slow every write (a quorum must ack it).
+MAX_ETCD_MEMBERS = 7
 
 
 CLOUD_TRAITS: dict[str, CloudTraits] = {
@@ -46,6 +64,14 @@ CLOUD_TRAITS: dict[str, CloudTraits] = {
         kubernetes_versions=("1.30", "1.31", "1.32", "1.33", "1.34"),
         # aws/network.py gives each zone a quarter of the VPC's private half.
         max_zones=4,
+        # "Nodes per managed node group: 450": https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html
+        max_nodes_per_pool=450,
+        # gp3 volumes up to 16 TiB: https://docs.aws.amazon.com/ebs/latest/userguide/ebs-volume-types.html
+        max_disk_gb=16384,
+        # "the allowed block size is between a /16 netmask and /28 netmask":
+        # https://docs.aws.amazon.com/vpc/latest/userguide/vpc-cidr-blocks.html
+        network_prefix_range=(16, 28),
+        config_namespaces=("aws",),
     ),
     "gcp": CloudTraits(
         region_key="gcp:region",
@@ -60,6 +86,16 @@ CLOUD_TRAITS: dict[str, CloudTraits] = {
         required_keys=("gcp:project",),
         machine_types_per_pool=1,
         autoscaler_timings=False,
+        # "Nodes per node pool zone: 1,000": https://cloud.google.com/kubernetes-engine/quotas
+        max_nodes_per_pool=1000,
+        # Persistent Disk up to 64 TiB: https://cloud.google.com/compute/docs/disks#introduction
+        max_disk_gb=65536,
+        # Basic tiers up to 63.9 TiB, zonal and regional up to 100 TiB (the same service-tiers page).
+        storage_max_gb={"BASIC_HDD": 65433, "BASIC_SSD": 65433, "ZONAL": 102400, "REGIONAL": 102400},
+        # Subnet primary ranges: the largest is /8 (components/clouds/gcp/network.py cuts it in 16ths).
+        # https://cloud.google.com/vpc/docs/subnets#valid-ranges
+        network_prefix_range=(8, 20),
+        config_namespaces=("gcp", "google-beta"),
     ),
     "azure": CloudTraits(
         region_key="azure-native:location",
@@ -71,6 +107,21 @@ CLOUD_TRAITS: dict[str, CloudTraits] = {
         # https://learn.microsoft.com/azure/storage/files/understanding-billing#provisioned-v1-model
         storage_tiers={"Premium_LRS": 100, "Premium_ZRS": 100},
         default_storage_tier="Premium_LRS",
+        # "Maximum nodes per node pool: 1,000": https://learn.microsoft.com/azure/aks/quotas-skus-regions
+        max_nodes_per_pool=1000,
+        # osDiskSizeGB maximum 2048: https://learn.microsoft.com/rest/api/aks/agent-pools/create-or-update
+        max_disk_gb=2048,
+        # A premium file share holds up to 100 TiB:
+        # https://learn.microsoft.com/azure/storage/files/storage-files-scale-targets
+        storage_max_gb={"Premium_LRS": 102400, "Premium_ZRS": 102400},
+        network_prefix_range=(8, 29),
+        config_namespaces=("azure-native", "azure"),
+        # AKS's service range and Azure CNI Overlay's pod range must overlap neither the VNet nor
+        # each other (https://learn.microsoft.com/azure/aks/azure-cni-overlay#ip-address-planning);
+        # azure/naming.py cluster_ranges takes the first free of each.
+        service_range_candidates=("172.16.0.0/16", "10.250.0.0/16", "192.168.0.0/16"),
+        # /14 leaves room for 1,024 nodes at one /24 per node.
+        pod_range_candidates=("10.244.0.0/14", "100.64.0.0/14", "172.20.0.0/14"),
     ),
     "local": CloudTraits(
         region_key=None,

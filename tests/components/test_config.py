@@ -76,9 +76,21 @@ def test_bad_json_is_reported_at_its_key(monitor):
     ]
 
 
-def test_raw_config_reads_only_the_provider_keys_the_spec_uses():
-    runtime_config.set_all_config(engine({**AWS, "aws:profile": "dev", "kubernetes:context": "kind-kind"}))
-    assert set(platform_config.raw_config()) == set(AWS)
+def test_raw_config_reads_the_spec_keys_and_every_cloud_namespace_but_no_other():
+    # Cloud namespaces are read so that another cloud's key (gcp:project on an AWS stack) is
+    # reported (issue 12); kubernetes:context is the provider's own business.
+    extra = {"aws:profile": "dev", "gcp:project": "my-ml-project", "kubernetes:context": "kind-kind"}
+    runtime_config.set_all_config(engine({**AWS, **extra}))
+    assert set(platform_config.raw_config()) == {*AWS, "aws:profile", "gcp:project"}
+
+
+def test_load_reports_another_clouds_key_under_pulumi_up(monitor):
+    runtime_config.set_all_config(engine({**AWS, "gcp:project": "my-ml-project"}))
+    with pytest.raises(ConfigError) as caught:
+        platform_config.load()
+    assert caught.value.problems == [
+        "gcp:project: a key of gcp's provider, but torchfleet:cloud is aws: it would be ignored; remove it"
+    ]
 
 
 def test_raw_config_reads_the_pulumi_config_environment(monkeypatch):

@@ -14,6 +14,7 @@ from pulumi.runtime import config as runtime_config
 
 from torchfleet.preview.mocks import TorchfleetMocks
 from torchfleet.preview.monitor import SECRET, Recorded, RecordingMonitor
+from torchfleet.preview.stack_file import load_stack_file
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT = "torchfleet"
@@ -87,7 +88,8 @@ def stack_config(stack_file: Path) -> tuple[str, dict[str, str], list[str]]:
         if isinstance(decl, dict) and "default" in decl:
             config[key if ":" in key else f"{PROJECT}:{key}"] = _engine_value(decl["default"])
     secret_keys = []
-    for key, value in ((yaml.safe_load(stack_file.read_text()) or {}).get("config") or {}).items():
+    # Size-budgeted, duplicate-refusing, shape-checked (raises StackFileError, a ConfigError: exit 2).
+    for key, value in load_stack_file(stack_file).items():
         if isinstance(value, dict) and set(value) == {"secure"}:
             secret_keys.append(key)
             value = SECRET

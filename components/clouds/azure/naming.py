@@ -22,6 +22,7 @@ import hashlib
 import ipaddress
 import re
 
+from components.clouds.traits import CLOUD_TRAITS
 from components.spec import GpuPoolSpec
 
 POOL_NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,11}$")
@@ -81,9 +82,10 @@ def endpoint_subnet_cidr(vnet_cidr: str) -> str:
 # virtual network wins. AKS's own default service CIDR 10.0.0.0/16 overlaps the default
 # `network.cidr` 10.0.0.0/16, and overlapping ranges are rejected by the API
 # (https://learn.microsoft.com/azure/aks/azure-cni-overlay#ip-address-planning).
-_SERVICE_CANDIDATES = ("172.16.0.0/16", "10.250.0.0/16", "192.168.0.0/16")
-# /14 leaves room for 1,024 nodes at one /24 per node.
-_POD_CANDIDATES = ("10.244.0.0/14", "100.64.0.0/14", "172.20.0.0/14")
+# The candidates are data in clouds/traits.py, so spec.parse refuses a network.cidr that leaves
+# no room before anything is created.
+_SERVICE_CANDIDATES = CLOUD_TRAITS["azure"].service_range_candidates
+_POD_CANDIDATES = CLOUD_TRAITS["azure"].pod_range_candidates
 
 
 def cluster_ranges(vnet_cidr: str) -> dict[str, str]:

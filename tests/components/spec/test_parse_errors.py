@@ -142,26 +142,29 @@ def test_gpu_the_cloud_does_not_offer(cloud, gpu, offered):
 
 
 @pytest.mark.parametrize(
-    "cloud, zone, example",
+    "cloud, zone, zones",
     [
-        ("aws", "us-east-1a", "us-west-2a"),
-        ("aws", "us-west-2", "us-west-2a"),
-        ("aws", "us-west-21a", "us-west-2a"),
-        ("gcp", "us-east1-b", "us-central1-a"),
-        ("gcp", "us-central1a", "us-central1-a"),
+        ("aws", "us-east-1a", "us-west-2a, us-west-2b, us-west-2c, us-west-2d"),
+        ("aws", "us-west-2", "us-west-2a, us-west-2b, us-west-2c, us-west-2d"),
+        ("aws", "us-west-21a", "us-west-2a, us-west-2b, us-west-2c, us-west-2d"),
+        ("aws", "us-west-2z", "us-west-2a, us-west-2b, us-west-2c, us-west-2d"),  # issue 12: accepted before
+        ("gcp", "us-east1-b", "us-central1-a, us-central1-b, us-central1-c, us-central1-f"),
+        ("gcp", "us-central1a", "us-central1-a, us-central1-b, us-central1-c, us-central1-f"),
+        ("gcp", "us-central1-d", "us-central1-a, us-central1-b, us-central1-c, us-central1-f"),
     ],
 )
-def test_zone_not_in_the_region(cloud, zone, example):
+def test_zone_not_in_the_region(cloud, zone, zones):
+    # The region catalog (components/catalog/regions.yaml) lists each region's zones.
     region = BASE[cloud][f"{cloud}:region"]
     raw = config(cloud, zones=[BASE[cloud]["torchfleet:zones"][0], zone])
     message = only(raw, "torchfleet:zones[1]")
-    assert message == f"zone {zone!r} is not in region {region}; expected like {example}"
+    assert message == f"zone {zone!r} is not in region {region}; its zones: {zones}"
 
 
 @pytest.mark.parametrize("zone", ["4", "0", "eastus-1", "1a"])
 def test_azure_zone_other_than_1_2_3(zone):
     message = only(config("azure", zones=["1", zone]), "torchfleet:zones[1]")
-    assert message == f'zone {zone!r} is not in azure; expected like "1"'
+    assert message == f'zone {zone!r} is not in location eastus; its zones: "1", "2", "3"'
 
 
 def test_azure_zone_is_checked_without_a_location():
@@ -383,11 +386,14 @@ def test_more_aws_zones_than_the_network_layout_holds():
     assert message == "at most 4 zones on aws, got 5; pick 4"
 
 
-@pytest.mark.parametrize("version", ["1.29", "1.35"])
-def test_aws_kubernetes_version_without_a_matching_autoscaler_image(version):
-    # The EKS cluster autoscaler image must match the cluster minor; only known pairs are accepted.
+@pytest.mark.parametrize("version", ["1.29", "1.30", "1.35"])
+def test_aws_kubernetes_version_eks_offers_and_the_autoscaler_image_matches(version):
+    # EKS offers 1.31-1.35 (catalog/kubernetes.yaml: 1.30 left extended support on 2026-07-23), and
+    # the cluster autoscaler image must match the cluster minor (pinned for 1.30-1.34): both must hold.
     message = only(config("aws", kubernetesVersion=version), "torchfleet:kubernetesVersion")
-    assert message == f"aws supports 1.30, 1.31, 1.32, 1.33, 1.34, got {version!r}"
+    assert message.startswith("EKS offers 1.31, 1.32, 1.33, 1.34, 1.35 (https://docs.aws.amazon.com/eks/")
+    assert "autoscaler image Torchfleet pins exists for 1.30, 1.31, 1.32, 1.33, 1.34" in message
+    assert message.endswith(f"use one of 1.31, 1.32, 1.33, 1.34, got {version!r}")
 
 
 # ---------------------------------------------------------------- every problem at once

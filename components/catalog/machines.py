@@ -1,0 +1,59 @@
+"""Manager-pool machine types per cloud (machines.yaml): the naming pattern, the known families and
+sizes, and real examples for a "did you mean". Pure Python: no pulumi import."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+MACHINES_FILE = Path(__file__).with_name("machines.yaml")
+
+
+@dataclass(frozen=True)
+class MachineRules:
+    cloud: str
+    source: str
+    pattern: re.Pattern[str]
+    families: tuple[str, ...]
+    sizes: tuple[str, ...]
+    examples: tuple[str, ...]
+
+    def problem(self, machine: str) -> str | None:
+        """Why `machine` cannot be a manager machine on this cloud, or None when it can."""
+        match = self.pattern.match(machine)
+        if match and match.group("family") in self.families and match.group("size") in self.sizes:
+            return None
+        close = difflib.get_close_matches(machine, self.examples, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}?" if close else f"e.g. {', '.join(self.examples[:4])}"
+        if not match:
+            why = f"is not named like a {self.cloud} machine type"
+        elif match.group("family") not in self.families:
+            why = f"is of family {match.group('family')}, not a known x86_64 family ({', '.join(self.families)})"
+        else:
+            why = f"has size {match.group('size')}, not one of {', '.join(self.sizes)}"
+        return f"{machine!r} {why}; {hint} (machine types: {self.source})"
+
+
+@functools.cache
+def load() -> dict[str, MachineRules]:
+    raw = yaml.safe_load(MACHINES_FILE.read_text())
+    return {
+        cloud: MachineRules(
+            cloud,
+            row["source"],
+            re.compile(row["pattern"]),
+            tuple(row["families"]),
+            tuple(str(s) for s in row["sizes"]),
+            tuple(row["examples"]),
+        )
+        for cloud, row in raw.items()
+    }
+
+
+def rules(cloud: str) -> MachineRules | None:
+    return load().get(cloud)
