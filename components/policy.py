@@ -6,16 +6,19 @@ Pure Python, no pulumi import: a rule is a function over a list of resources, ea
      "options": {"protect": bool, "propertyDependencies": {"subnetIds": [urn, ...]}}, "urn": "..."}
 
 which is what both the recording mock monitor (Recorded) and pulumi-policy (PolicyResource) see.
-`check(resources, max_gpus=..., allow_on_demand_gpus=...)` returns every violation, each naming its
-rule, the resource and why. During a real `pulumi preview` some values are not known yet; the pack
-passes them as UNKNOWN and a rule never judges an unknown value (it is judged again at `pulumi up`).
+`check(resources, max_gpus=..., allow_on_demand_gpus=..., restrict_public_endpoint=...)` returns every
+violation, each naming its rule, the resource and why, and whether it is only advisory (a rule
+whose level the stack's limits set: public-endpoint is advisory unless the stack restricts it).
+During a real `pulumi preview` some values are not known yet; the pack passes them as UNKNOWN and
+a rule never judges an unknown value (it is judged again at `pulumi up`).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from components import catalog
@@ -48,6 +51,7 @@ class Violation:
     resource: str
     why: str
     urn: str | None = None  # lets CrossGuard attach the violation to the resource
+    advisory: bool = False  # reported, but does not fail the check (see Rule.level)
 
     def line(self) -> str:
         return f"{self.rule}  {self.resource}  {self.why}"
@@ -59,6 +63,7 @@ class Limits:
 
     max_gpus: int = GuardrailSpec().max_gpus
     allow_on_demand_gpus: bool = GuardrailSpec().allow_on_demand_gpus
+    restrict_public_endpoint: bool = GuardrailSpec().restrict_public_endpoint
 
 
 # ---------------------------------------------------------------- helpers
@@ -413,6 +418,73 @@ def no_public_node_ips(resources: list[Resource], limits: Limits) -> Iterator[Vi
                              f"{r['name']}/{profile.get('name')}")
 
 
+# ---------------------------------------------------------------- the cluster API endpoint
+
+
+def _open_cidrs(cidrs: list) -> list[str]:
+    """The CIDRs of an allow-list that let in the whole internet (0.0.0.0/0, ::/0)."""
+    found = []
+    for c in cidrs:
+        try:
+            if isinstance(c, str) and ipaddress.ip_network(c, strict=False).prefixlen == 0:
+                found.append(c)
+        except ValueError:
+            continue
+    return found
+
+
+_NARROW = "narrow network.publicAccessCidrs to your VPN or office range, or set it to [] (private endpoint)"
+
+
+def public_endpoint(resources: list[Resource], limits: Limits) -> Iterator[Violation]:
+    """The Kubernetes API endpoint is not reachable from the whole internet.
+
+    A stolen kubeconfig or an API server CVE is then exploitable from anywhere. Per cloud:
+    EKS vpcConfig.publicAccessCidrs (default 0.0.0.0/0 while endpointPublicAccess, which defaults
+    to true): https://docs.aws.amazon.com/eks/latest/userguide/cluster-endpoint.html
+    GKE: a public endpoint (privateClusterConfig.enablePrivateEndpoint not true) without master
+    authorized networks is open to all:
+    https://cloud.google.com/kubernetes-engine/docs/how-to/authorized-networks
+    AKS: a public API server without apiServerAccessProfile.authorizedIPRanges is open to all:
+    https://learn.microsoft.com/azure/aks/api-server-authorized-ip-ranges
+    """
+    rule = "public-endpoint"
+    for r in resources:
+        i, t = r["inputs"], r["type"]
+        if t == "aws:eks/cluster:Cluster":
+            public = _get(i, "vpcConfig", "endpointPublicAccess")
+            cidrs = _get(i, "vpcConfig", "publicAccessCidrs")
+            if public is UNKNOWN or cidrs is UNKNOWN or (public is not None and not _truthy(public)):
+                continue
+            opened = _open_cidrs(_items(cidrs)) if cidrs else ["0.0.0.0/0 (the default)"]
+            if opened:
+                yield _v(rule, r, f"EKS API endpoint is public to {', '.join(opened)}; {_NARROW}")
+        elif t == "gcp:container/cluster:Cluster":
+            private = _get(i, "privateClusterConfig", "enablePrivateEndpoint")
+            networks = i.get("masterAuthorizedNetworksConfig")
+            if private is UNKNOWN or _truthy(private) or networks is UNKNOWN:
+                continue
+            if networks is None:
+                yield _v(rule, r, f"GKE control plane is public with no master authorized networks; {_NARROW}")
+                continue
+            opened = _open_cidrs([b.get("cidrBlock") for b in _items(networks.get("cidrBlocks"))
+                                  if isinstance(b, dict)])
+            if opened:
+                yield _v(rule, r, f"GKE master authorized networks let in {', '.join(opened)}; {_NARROW}")
+        elif t == "azure-native:containerservice:ManagedCluster":
+            profile = i.get("apiServerAccessProfile")
+            if profile is UNKNOWN:
+                continue
+            profile = profile or {}
+            private, ranges = profile.get("enablePrivateCluster"), profile.get("authorizedIPRanges")
+            if private is UNKNOWN or _truthy(private) or ranges is UNKNOWN:
+                continue
+            if not ranges:
+                yield _v(rule, r, f"AKS API server is public with no authorized IP ranges; {_NARROW}")
+            elif opened := _open_cidrs(_items(ranges)):
+                yield _v(rule, r, f"AKS authorized IP ranges let in {', '.join(opened)}; {_NARROW}")
+
+
 # ---------------------------------------------------------------- pinned versions
 
 # Helm takes a version constraint ("^1.2", ">=1", "1.x", "*") and picks the newest match: only an
@@ -480,11 +552,25 @@ def pinned_versions(resources: list[Resource], limits: Limits) -> Iterator[Viola
 # ---------------------------------------------------------------- the rule table
 
 
+MANDATORY, ADVISORY = "mandatory", "advisory"  # CrossGuard's enforcement levels, as its config names them
+
+
+def _always_mandatory(limits: Limits) -> str:
+    return MANDATORY
+
+
+def _public_endpoint_level(limits: Limits) -> str:
+    # Advisory by default: narrowing the endpoint needs the deployer's own range, which no default
+    # can know; a stack that sets guardrails.restrictPublicEndpoint makes it a failure.
+    return MANDATORY if limits.restrict_public_endpoint else ADVISORY
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str
     description: str
     check: Callable[[list[Resource], Limits], Iterable[Violation]]
+    level: Callable[[Limits], str] = _always_mandatory  # advisory violations do not fail the check
 
 
 RULES: tuple[Rule, ...] = (
@@ -496,6 +582,8 @@ RULES: tuple[Rule, ...] = (
     Rule("store-protected", "the shared store is protected from deletion", store_protected),
     Rule("no-public-node-ips", "nodes have no public IP addresses", no_public_node_ips),
     Rule("pinned-versions", "charts, remote kustomizations and images are pinned", pinned_versions),
+    Rule("public-endpoint", "the Kubernetes API endpoint is not open to 0.0.0.0/0 (advisory unless "
+         "guardrails.restrictPublicEndpoint is true)", public_endpoint, _public_endpoint_level),
 )
 
 
@@ -504,10 +592,16 @@ def check(
     max_gpus: int = Limits.max_gpus,
     allow_on_demand_gpus: bool = Limits.allow_on_demand_gpus,
     rules: Iterable[Rule] = RULES,
+    restrict_public_endpoint: bool = Limits.restrict_public_endpoint,
 ) -> list[Violation]:
-    """Every violation of `rules` in the stack's resources, in rule order."""
-    limits = Limits(max_gpus=max_gpus, allow_on_demand_gpus=allow_on_demand_gpus)
-    return [v for rule in rules for v in rule.check(resources, limits)]
+    """Every violation of `rules` in the stack's resources, in rule order; advisory ones marked."""
+    limits = Limits(max_gpus=max_gpus, allow_on_demand_gpus=allow_on_demand_gpus,
+                    restrict_public_endpoint=restrict_public_endpoint)
+    found = []
+    for rule in rules:
+        advisory = rule.level(limits) == ADVISORY
+        found += [replace(v, advisory=True) if advisory else v for v in rule.check(resources, limits)]
+    return found
 
 
 # ---------------------------------------------------------------- the CrossGuard pack's config
@@ -517,6 +611,8 @@ def pack_config(limits: Limits) -> dict[str, dict[str, Any]]:
     return {
         "gpu-count-cap": {"maxGpus": limits.max_gpus},
         "gpu-pool-spot": {"allowOnDemandGpus": limits.allow_on_demand_gpus},
+        # The engine reads a policy's level from its config (enforcementLevel) and hands the pack the rest.
+        "public-endpoint": {"enforcementLevel": _public_endpoint_level(limits)},
     }
 
 
@@ -527,4 +623,5 @@ def limits_from_pack_config(config: dict[str, dict[str, Any]]) -> Limits:
         max_gpus=int((config.get("gpu-count-cap") or {}).get("maxGpus", default.max_gpus)),
         allow_on_demand_gpus=bool((config.get("gpu-pool-spot") or {}).get("allowOnDemandGpus",
                                                                             default.allow_on_demand_gpus)),
+        restrict_public_endpoint=(config.get("public-endpoint") or {}).get("enforcementLevel") == MANDATORY,
     )

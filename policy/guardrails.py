@@ -41,6 +41,7 @@ _UNKNOWNS = {UNKNOWN_ARRAY_VALUE, UNKNOWN_BOOLEAN_VALUE, UNKNOWN_NUMBER_VALUE, U
              UNKNOWN_STRING_VALUE}
 
 _DEFAULTS = policy.Limits()
+LEVELS = {policy.MANDATORY: EnforcementLevel.MANDATORY, policy.ADVISORY: EnforcementLevel.ADVISORY}
 CONFIG_SCHEMAS = {
     "gpu-count-cap": PolicyConfigSchema(
         properties={"maxGpus": {"type": "integer", "minimum": 1, "default": _DEFAULTS.max_gpus}}
@@ -90,7 +91,9 @@ def make_policy(rule: policy.Rule) -> StackValidationPolicy:
         name=rule.name,
         description=rule.description,
         validate=validate,
-        enforcement_level=EnforcementLevel.MANDATORY,
+        # The rule's level under the default limits (public-endpoint: advisory); a stack's
+        # --policy-pack-config raises it with {"<rule>": {"enforcementLevel": "mandatory"}}.
+        enforcement_level=LEVELS[rule.level(policy.Limits())],
         config_schema=CONFIG_SCHEMAS.get(rule.name),
     )
 

@@ -42,16 +42,24 @@ def run(args: argparse.Namespace) -> int:
     if result is None:
         return 2
     guardrails = result.spec.guardrails
-    limits = policy.Limits(guardrails.max_gpus, guardrails.allow_on_demand_gpus)
+    limits = policy.Limits(guardrails.max_gpus, guardrails.allow_on_demand_gpus, guardrails.restrict_public_endpoint)
     if args.policy_config_out:
         args.policy_config_out.write_text(json.dumps(policy.pack_config(limits), indent=2) + "\n")
-    violations = policy.check(resources_of(result.resources), limits.max_gpus, limits.allow_on_demand_gpus)
+    found = policy.check(resources_of(result.resources), limits.max_gpus, limits.allow_on_demand_gpus,
+                         restrict_public_endpoint=limits.restrict_public_endpoint)
+    violations = [v for v in found if not v.advisory]
     for v in violations:
         print(v.line())
+    # Advisories (public-endpoint unless guardrails.restrictPublicEndpoint) go to stderr and never
+    # fail the check: stdout stays one line per violation.
+    for v in found:
+        if v.advisory:
+            print(f"advisory: {v.line()}", file=sys.stderr)
     print(
-        f"{result.stack}: {len(violations)} violation(s) of {len(policy.RULES)} rules over "
-        f"{len(result.resources)} resources (maxGpus={limits.max_gpus}, "
-        f"allowOnDemandGpus={str(limits.allow_on_demand_gpus).lower()})",
+        f"{result.stack}: {len(violations)} violation(s) and {len(found) - len(violations)} advisory of "
+        f"{len(policy.RULES)} rules over {len(result.resources)} resources (maxGpus={limits.max_gpus}, "
+        f"allowOnDemandGpus={str(limits.allow_on_demand_gpus).lower()}, "
+        f"restrictPublicEndpoint={str(limits.restrict_public_endpoint).lower()})",
         file=sys.stderr,
     )
     return 1 if violations else 0

@@ -339,7 +339,7 @@ def test_violation_line_is_rule_resource_why():
 
 def test_check_reports_in_rule_order_and_every_rule_is_named_once():
     names = [r.name for r in policy.RULES]
-    assert len(set(names)) == len(names) == 8
+    assert len(set(names)) == len(names) == 9
     found = [v.rule for v in check([eks(taints=(), capacity="ON_DEMAND", subnets=("a", "b")), efs(protect=False)])]
     assert found == ["gpu-pool-tainted", "gpu-pool-one-zone", "gpu-pool-spot", "store-protected"]
 
@@ -347,9 +347,13 @@ def test_check_reports_in_rule_order_and_every_rule_is_named_once():
 def test_pack_config_round_trips_the_limits():
     limits = policy.Limits(max_gpus=12, allow_on_demand_gpus=True)
     assert policy.pack_config(limits) == {"gpu-count-cap": {"maxGpus": 12},
-                                          "gpu-pool-spot": {"allowOnDemandGpus": True}}
+                                          "gpu-pool-spot": {"allowOnDemandGpus": True},
+                                          "public-endpoint": {"enforcementLevel": "advisory"}}
     assert policy.limits_from_pack_config(policy.pack_config(limits)) == limits
-    assert policy.limits_from_pack_config({}) == policy.Limits() == policy.Limits(64, False)
+    restricted = policy.Limits(max_gpus=12, restrict_public_endpoint=True)
+    assert policy.pack_config(restricted)["public-endpoint"] == {"enforcementLevel": "mandatory"}
+    assert policy.limits_from_pack_config(policy.pack_config(restricted)) == restricted
+    assert policy.limits_from_pack_config({}) == policy.Limits() == policy.Limits(64, False, False)
 
 
 def test_rules_import_only_the_stdlib_and_yaml_so_the_pack_venv_can_run_them():
@@ -375,3 +379,86 @@ def test_gke_pool_with_zones_unknown_in_preview_is_not_counted_as_unbounded():
     pool = gke()
     pool["inputs"]["nodeLocations"] = UNKNOWN
     assert rules_of([pool], max_gpus=1) == []
+
+
+# ---------------------------------------------------------------- public-endpoint
+
+OPEN = "0.0.0.0/0"
+
+
+def eks_cluster(public=True, cidrs=(OPEN,)) -> dict:
+    vpc = {"endpointPrivateAccess": True, "subnetIds": ["a", "b"]}
+    if public is not None:
+        vpc["endpointPublicAccess"] = public
+    if cidrs is not None:
+        vpc["publicAccessCidrs"] = list(cidrs)
+    return res("aws:eks/cluster:Cluster", "eks", {"vpcConfig": vpc})
+
+
+def gke_control_plane(private_endpoint=False, cidrs=(OPEN,)) -> dict:
+    inputs = {"privateClusterConfig": {"enablePrivateNodes": True, "enablePrivateEndpoint": private_endpoint}}
+    if cidrs is not None:
+        inputs["masterAuthorizedNetworksConfig"] = {
+            "cidrBlocks": [{"cidrBlock": c, "displayName": f"n{i}"} for i, c in enumerate(cidrs)]}
+    return res("gcp:container/cluster:Cluster", "gke", inputs)
+
+
+def aks_cluster(profile: dict | None) -> dict:
+    inputs = {"agentPoolProfiles": []}
+    if profile is not None:
+        inputs["apiServerAccessProfile"] = profile
+    return res("azure-native:containerservice:ManagedCluster", "aks", inputs)
+
+
+OPEN_ENDPOINTS = [
+    ("eks open", eks_cluster()),
+    ("eks default cidrs", eks_cluster(cidrs=None)),
+    ("eks public by default", eks_cluster(public=None, cidrs=None)),
+    ("eks open among narrow", eks_cluster(cidrs=("203.0.113.0/24", OPEN))),
+    ("eks ipv6 open", eks_cluster(cidrs=("::/0",))),
+    ("gke open", gke_control_plane()),
+    ("gke no authorized networks", gke_control_plane(cidrs=None)),
+    ("aks default", aks_cluster(None)),
+    ("aks no ranges", aks_cluster({"enablePrivateCluster": False})),
+    ("aks open range", aks_cluster({"authorizedIPRanges": ["203.0.113.0/24", OPEN]})),
+]
+CLOSED_ENDPOINTS = [
+    ("eks narrow", eks_cluster(cidrs=("203.0.113.0/24",))),
+    ("eks private", eks_cluster(public=False, cidrs=None)),
+    ("gke narrow", gke_control_plane(cidrs=("198.51.100.7/32",))),
+    ("gke private endpoint", gke_control_plane(private_endpoint=True, cidrs=None)),
+    ("gke authorized networks with no block", gke_control_plane(cidrs=())),
+    ("aks narrow", aks_cluster({"authorizedIPRanges": ["203.0.113.0/24"]})),
+    ("aks private", aks_cluster({"enablePrivateCluster": True})),
+]
+
+
+@pytest.mark.parametrize("cluster", [c for _, c in OPEN_ENDPOINTS], ids=[n for n, _ in OPEN_ENDPOINTS])
+def test_api_endpoint_open_to_the_internet_is_advisory_by_default(cluster):
+    found = check([cluster])
+    assert [(v.rule, v.resource, v.advisory) for v in found] == [("public-endpoint", cluster["name"], True)]
+    assert "network.publicAccessCidrs" in found[0].why
+
+
+@pytest.mark.parametrize("cluster", [c for _, c in OPEN_ENDPOINTS], ids=[n for n, _ in OPEN_ENDPOINTS])
+def test_api_endpoint_open_to_the_internet_is_mandatory_when_the_stack_restricts_it(cluster):
+    found = check([cluster], restrict_public_endpoint=True)
+    assert [(v.rule, v.advisory) for v in found] == [("public-endpoint", False)]
+
+
+@pytest.mark.parametrize("cluster", [c for _, c in CLOSED_ENDPOINTS], ids=[n for n, _ in CLOSED_ENDPOINTS])
+def test_narrowed_or_private_api_endpoint_passes(cluster):
+    assert rules_of([cluster], restrict_public_endpoint=True) == []
+
+
+def test_public_endpoint_never_judges_values_unknown_during_preview():
+    clusters = [eks_cluster(cidrs=None), gke_control_plane(), aks_cluster(UNKNOWN)]
+    clusters[0]["inputs"]["vpcConfig"]["publicAccessCidrs"] = UNKNOWN
+    clusters[1]["inputs"]["privateClusterConfig"]["enablePrivateEndpoint"] = UNKNOWN
+    assert rules_of(clusters, restrict_public_endpoint=True) == []
+
+
+def test_other_rules_stay_mandatory_whatever_the_endpoint_guardrail():
+    for restrict in (False, True):
+        found = check([eks(taints=()), eks_cluster()], restrict_public_endpoint=restrict)
+        assert {v.rule: v.advisory for v in found} == {"gpu-pool-tainted": False, "public-endpoint": not restrict}

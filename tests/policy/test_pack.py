@@ -25,6 +25,8 @@ sys.path.insert(0, str(REPO / "policy"))
 import guardrails
 
 MANDATORY = proto.EnforcementLevel.Value("MANDATORY")
+ADVISORY = proto.EnforcementLevel.Value("ADVISORY")
+LEVELS = {"mandatory": MANDATORY, "advisory": ADVISORY}
 
 
 def urn(type_: str, name: str) -> str:
@@ -51,11 +53,16 @@ def analyze(resources: list[dict], config: dict | None = None) -> list[proto.Ana
     servicer = _PolicyAnalyzerServicer("torchfleet-guardrails", "0.1.0", guardrails.build_policies(),
                                        EnforcementLevel.MANDATORY)
     if config is not None:
+        # As the engine reads a --policy-pack-config file: a policy's "enforcementLevel" is taken out
+        # of its properties; without one, the policy keeps the level it declares.
+        declared = {p.name: p.enforcement_level.value for p in guardrails.build_policies()}
         policy_config = {}
         for name, props in config.items():
+            props = dict(props)
+            level = props.pop("enforcementLevel", declared[name])
             s = struct_pb2.Struct()
             s.update(props)
-            policy_config[name] = proto.PolicyConfig(enforcementLevel=MANDATORY, properties=s)
+            policy_config[name] = proto.PolicyConfig(enforcementLevel=LEVELS[level], properties=s)
         servicer.Configure(proto.ConfigureAnalyzerRequest(policyConfig=policy_config), None)
     return list(servicer.AnalyzeStack(request_of(resources), None).diagnostics)
 
@@ -76,10 +83,12 @@ def verdicts(diagnostics) -> set[tuple[str, str]]:
     return {(d.policyName, d.urn) for d in diagnostics}
 
 
-def test_pack_has_one_mandatory_policy_per_rule():
+def test_pack_has_one_policy_per_rule_mandatory_but_public_endpoint():
     policies = guardrails.build_policies()
     assert [p.name for p in policies] == [r.name for r in policy.RULES]
-    assert all(p.enforcement_level == EnforcementLevel.MANDATORY for p in policies)
+    levels = {p.name: p.enforcement_level for p in policies}
+    assert levels.pop("public-endpoint") == EnforcementLevel.ADVISORY
+    assert set(levels.values()) == {EnforcementLevel.MANDATORY}
 
 
 def test_pack_reports_what_the_offline_check_reports_on_the_same_resources():
@@ -138,9 +147,14 @@ def test_example_stacks_pass_the_pack_with_their_own_limits(stack):
     spec = stack_spec(REPO / "stacks" / f"Pulumi.{stack}.yaml")
     limits = policy.Limits(spec.guardrails.max_gpus, spec.guardrails.allow_on_demand_gpus)
     resources = resources_of(result.resources)
-    assert analyze(resources, policy.pack_config(limits)) == []
+    # The example stacks leave the API endpoint open to 0.0.0.0/0 (to be narrowed): advisory only.
+    found = analyze(resources, policy.pack_config(limits))
+    assert [(d.policyName, d.enforcementLevel) for d in found] == [("public-endpoint", ADVISORY)]
     tight = analyze(resources, policy.pack_config(policy.Limits(1, limits.allow_on_demand_gpus)))
-    assert [d.policyName for d in tight] == ["gpu-count-cap"]
+    assert [d.policyName for d in tight if d.enforcementLevel == MANDATORY] == ["gpu-count-cap"]
+    restricted = analyze(resources, policy.pack_config(policy.Limits(
+        limits.max_gpus, limits.allow_on_demand_gpus, restrict_public_endpoint=True)))
+    assert [(d.policyName, d.enforcementLevel) for d in restricted] == [("public-endpoint", MANDATORY)]
 
 
 @pytest.fixture
@@ -169,7 +183,8 @@ def test_the_pack_program_serves_the_policies_over_grpc(served_pack):
     info = served_pack.GetAnalyzerInfo(empty_pb2.Empty(), timeout=60)
     assert info.name == "torchfleet-guardrails"
     assert [p.name for p in info.policies] == [r.name for r in policy.RULES]
-    assert {p.enforcementLevel for p in info.policies} == {MANDATORY}
+    assert {p.name: p.enforcementLevel for p in info.policies if p.enforcementLevel != MANDATORY} == {
+        "public-endpoint": ADVISORY}
     schema = {p.name: p.configSchema for p in info.policies}
     assert "maxGpus" in schema["gpu-count-cap"].properties
     assert "allowOnDemandGpus" in schema["gpu-pool-spot"].properties

@@ -1,0 +1,62 @@
+"""`torchfleet check` and the public-endpoint rule on every cloud's synthesized stack (issue 12, item 6).
+
+An API endpoint open to 0.0.0.0/0 is printed as advisory (exit 0) by default, fails the check (exit 1)
+when the stack sets guardrails.restrictPublicEndpoint, and passes once network.publicAccessCidrs is
+narrowed (as README's deploy sections show).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.harness import STACKS_DIR
+from torchfleet.cli import main
+
+CLOUD_STACKS = ["aws-usw2", "gcp-usc1", "azure-eus"]
+NARROW = ["203.0.113.0/24"]  # a documentation range (RFC 5737) standing for the deployer's VPN
+
+
+def run_check(capsys, tmp_path: Path, stack: str, network: dict | None = None,
+              guardrails: dict | None = None) -> tuple[int, list[str], list[str]]:
+    """Exit code, stdout lines (violations) and stderr advisory lines of `torchfleet check`."""
+    config = yaml.safe_load((STACKS_DIR / f"Pulumi.{stack}.yaml").read_text())["config"]
+    if network is not None:
+        config["torchfleet:network"] = {**config.get("torchfleet:network", {}), **network}
+    if guardrails is not None:
+        config["torchfleet:guardrails"] = {**config.get("torchfleet:guardrails", {}), **guardrails}
+    path = tmp_path / f"Pulumi.{stack}.yaml"
+    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    code = main(["check", "--stack-file", str(path)])
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), [line for line in err.splitlines() if line.startswith("advisory: ")]
+
+
+@pytest.mark.parametrize("stack", CLOUD_STACKS)
+def test_open_endpoint_is_advisory_by_default(capsys, tmp_path, stack):
+    code, violations, advisories = run_check(capsys, tmp_path, stack)
+    assert (code, violations) == (0, [])
+    assert len(advisories) == 1 and advisories[0].startswith("advisory: public-endpoint  "), advisories
+    assert "0.0.0.0/0" in advisories[0] or "no authorized IP ranges" in advisories[0]
+
+
+@pytest.mark.parametrize("stack", CLOUD_STACKS)
+def test_open_endpoint_fails_when_the_stack_restricts_it(capsys, tmp_path, stack):
+    code, violations, advisories = run_check(capsys, tmp_path, stack, guardrails={"restrictPublicEndpoint": True})
+    assert code == 1 and advisories == []
+    assert [line.split("  ")[0] for line in violations] == ["public-endpoint"]
+
+
+@pytest.mark.parametrize("cidrs", [NARROW, []], ids=["narrowed", "private"])
+@pytest.mark.parametrize("stack", CLOUD_STACKS)
+def test_narrowed_or_private_endpoint_passes_the_restriction(capsys, tmp_path, stack, cidrs):
+    code, violations, advisories = run_check(capsys, tmp_path, stack, network={"publicAccessCidrs": cidrs},
+                                             guardrails={"restrictPublicEndpoint": True})
+    assert (code, violations, advisories) == (0, [], [])
+
+
+def test_restrict_public_endpoint_must_be_a_boolean(capsys, tmp_path):
+    code, violations, _ = run_check(capsys, tmp_path, "aws-usw2", guardrails={"restrictPublicEndpoint": "yes"})
+    assert (code, violations) == (2, [])
