@@ -31,7 +31,7 @@ class MachineRules:
         close = difflib.get_close_matches(machine, self.examples, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}?" if close else f"e.g. {', '.join(self.examples[:4])}"
         if not match:
-            why = f"is not named like a {self.cloud} machine type"
+            why = f"is not named like a machine type on {self.cloud}"
         elif match.group("family") not in self.families:
             why = f"is of family {match.group('family')}, not a known x86_64 family ({', '.join(self.families)})"
         else:
