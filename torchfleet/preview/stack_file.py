@@ -217,5 +217,8 @@ def _short(error: yaml.YAMLError) -> str:
     """The parser's message on one line, without the quoted source (it can be any size)."""
     mark = getattr(error, "problem_mark", None)
     problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    context = getattr(error, "context", None)
+    text = f"{context}, {problem}" if context else problem
+    text = text if len(text) <= 160 else text[:157] + "..."
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-    return f"{_short_repr(problem, 120)}{where}"
+    return f"{text}{where}"
