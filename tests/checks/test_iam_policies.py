@@ -1,8 +1,9 @@
 """parliament on every IAM policy document the AWS stack creates (stacks/Pulumi.aws-usw2.yaml).
 
 Parametrized over what the offline synth records: managed and inline policies (`policy`), inline
-policies of roles, and the roles' trust policies (`assumeRolePolicy`). If the synth fails, one
-placeholder case reports its error.
+policies of roles, the roles' trust policies (`assumeRolePolicy`), and resource policies such as
+the EFS file system policy (`policy`, read as written: parliament accepts a Principal). If the
+synth fails, one placeholder case reports its error.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from tests.harness import synth_stack
 STACK = "aws-usw2"
 ACCOUNT = "123456789012"
 POLICY_TYPES = ("aws:iam/policy:Policy", "aws:iam/rolePolicy:RolePolicy", "aws:iam/userPolicy:UserPolicy",
-                "aws:iam/groupPolicy:GroupPolicy")
+                "aws:iam/groupPolicy:GroupPolicy", "aws:efs/fileSystemPolicy:FileSystemPolicy")
 # Findings we accept, by parliament issue code, each with the reason.
 PARLIAMENT_IGNORES: dict[str, str] = {}
 TRUST_POLICY_IGNORES: dict[str, str] = {
@@ -111,6 +112,7 @@ def test_the_aws_stack_has_trust_and_permission_policies_to_check():
     assert isinstance(docs, dict), docs
     assert any(k.endswith(" assumeRolePolicy") for k in docs)
     assert any(k.endswith(" policy") or ".inlinePolicies." in k for k in docs)
+    assert any(k.endswith("-efs-policy policy") for k in docs), "the EFS file system policy is not checked"
 
 
 def test_parliament_does_report_a_bad_policy():

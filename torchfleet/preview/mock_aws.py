@@ -26,6 +26,7 @@ RESOURCES: dict = {
     "aws:iam/role:Role": lambda a: {"arn": f"arn:aws:iam::{ACCOUNT}:role/{a.name}"},
     "aws:kms/key:Key": lambda a: {"arn": _arn("kms", f"key/{a.name}")},
     "aws:efs/fileSystem:FileSystem": lambda a: {"arn": _arn("elasticfilesystem", f"file-system/fs-{a.name}")},
+    "aws:efs/accessPoint:AccessPoint": lambda a: {"arn": _arn("elasticfilesystem", f"access-point/fsap-{a.name}")},
     "aws:ec2/launchTemplate:LaunchTemplate": lambda a: {"latestVersion": 1},
 }
 

@@ -1,7 +1,10 @@
 """EFS as the shared store: encrypted, elastic throughput, one mount target per zone, NFS open
-only to the nodes, mounted through the EFS CSI driver (an EKS add-on with its own identity)."""
+only to the nodes, mounted through the EFS CSI driver (an EKS add-on with its own identity), and a
+file system policy that admits only TLS clients through the training access point."""
 
 from __future__ import annotations
+
+import json
 
 import pulumi
 import pulumi_aws as aws
@@ -17,8 +20,63 @@ EFS_CSI_ADDON_VERSION = "v2.1.10-eksbuild.1"
 EFS_CSI_CONTROLLER_SA = "efs-csi-controller-sa"
 # The driver mounts through efs-utils with TLS, which EFS recommends:
 # https://docs.aws.amazon.com/efs/latest/ug/encryption-in-transit.html
+# The file system policy below denies every client without TLS: without this option the PV's
+# mounts would fail, so the two are tested together.
 EFS_MOUNT_OPTIONS = ("tls",)
 ACCESS_POINT_ROOT = "/torchfleet"
+CLIENT_ACTIONS = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite")
+
+
+def file_system_policy(file_system_arn: str, access_point_arn: str) -> str:
+    """Who may use the file system over NFS: TLS clients, through the training access point only.
+
+    A file system policy replaces EFS's default "any client with network access has full access":
+    https://docs.aws.amazon.com/efs/latest/ug/iam-access-control-nfs-efs.html
+    - Allow: mount and write (never ClientRootAccess: the access point runs every operation as the
+      training uid) for clients that come through a mount target and the access point. The CSI
+      driver mounts without IAM (anonymously), so the grant is to every principal, scoped by the
+      conditions; the node security group already limits who reaches a mount target.
+    - Deny any action without TLS (aws:SecureTransport), EFS's "Enforce in-transit encryption".
+    - Deny mount and write outside the access point, also to principals an IAM identity policy
+      would allow: the store's root and other paths stay out of reach, and every file keeps the
+      training uid's ownership. https://docs.aws.amazon.com/efs/latest/ug/efs-access-points.html
+    The access point ARN condition key is of type ARN, hence ArnEquals/ArnNotEquals.
+    """
+    everyone = {"AWS": "*"}
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "MountThroughTheTrainingAccessPoint",
+                    "Effect": "Allow",
+                    "Principal": everyone,
+                    "Action": list(CLIENT_ACTIONS),
+                    "Resource": file_system_arn,
+                    "Condition": {
+                        "ArnEquals": {"elasticfilesystem:AccessPointArn": access_point_arn},
+                        "Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"},
+                    },
+                },
+                {
+                    "Sid": "DenyWithoutTls",
+                    "Effect": "Deny",
+                    "Principal": everyone,
+                    "Action": "*",
+                    "Resource": file_system_arn,
+                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                },
+                {
+                    "Sid": "DenyOutsideTheTrainingAccessPoint",
+                    "Effect": "Deny",
+                    "Principal": everyone,
+                    "Action": list(CLIENT_ACTIONS),
+                    "Resource": file_system_arn,
+                    "Condition": {"ArnNotEquals": {"elasticfilesystem:AccessPointArn": access_point_arn}},
+                },
+            ],
+        }
+    )
 
 
 class EfsStore(pulumi.ComponentResource):
@@ -98,6 +156,14 @@ class EfsStore(pulumi.ComponentResource):
                 "creation_info": {"owner_uid": TRAINING_UID, "owner_gid": TRAINING_UID, "permissions": "2775"},
             },
             tags={"Name": f"{name}-training"},
+            opts=child,
+        )
+        self.policy = aws.efs.FileSystemPolicy(
+            f"{name}-policy",
+            file_system_id=self.file_system.id,
+            policy=pulumi.Output.all(self.file_system.arn, self.access_point.arn).apply(
+                lambda arns: file_system_policy(*arns)
+            ),
             opts=child,
         )
         self.store = SharedStore(

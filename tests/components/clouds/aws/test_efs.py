@@ -59,3 +59,47 @@ def test_training_user_owns_the_store_through_an_access_point(aws_example):
     pv = aws_example.one("kubernetes:core/v1:PersistentVolume")
     assert pv.inputs["spec"]["csi"]["volumeHandle"] == f"{fs.name}-id::{ap.name}-id"
     assert pv.inputs["spec"]["mountOptions"] == ["tls"]
+
+
+def _statements(aws_example) -> dict[str, dict]:
+    import json
+
+    policy = aws_example.one("aws:efs/fileSystemPolicy:FileSystemPolicy")
+    fs = aws_example.one("aws:efs/fileSystem:FileSystem")
+    assert policy.inputs["fileSystemId"] == f"{fs.name}-id"
+    return {s["Sid"]: s for s in json.loads(policy.inputs["policy"])["Statement"]}
+
+
+def test_file_system_policy_denies_clients_without_tls(aws_example):
+    fs = aws_example.one("aws:efs/fileSystem:FileSystem")
+    fs_arn = f"arn:aws:elasticfilesystem:us-west-2:123456789012:file-system/fs-{fs.name}"
+    deny = _statements(aws_example)["DenyWithoutTls"]
+    assert deny == {"Sid": "DenyWithoutTls", "Effect": "Deny", "Principal": {"AWS": "*"}, "Action": "*",
+                    "Resource": fs_arn, "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+
+
+def test_file_system_policy_admits_mounts_only_through_the_training_access_point(aws_example):
+    ap = aws_example.one("aws:efs/accessPoint:AccessPoint")
+    ap_arn = f"arn:aws:elasticfilesystem:us-west-2:123456789012:access-point/fsap-{ap.name}"
+    statements = _statements(aws_example)
+    allow, deny = statements["MountThroughTheTrainingAccessPoint"], statements["DenyOutsideTheTrainingAccessPoint"]
+    client = ["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"]
+    assert (allow["Effect"], allow["Action"]) == ("Allow", client)  # never ClientRootAccess
+    assert allow["Condition"] == {"ArnEquals": {"elasticfilesystem:AccessPointArn": ap_arn},
+                                  "Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}}
+    assert (deny["Effect"], deny["Action"]) == ("Deny", client)
+    assert deny["Condition"] == {"ArnNotEquals": {"elasticfilesystem:AccessPointArn": ap_arn}}
+    assert set(statements) == {"MountThroughTheTrainingAccessPoint", "DenyWithoutTls",
+                               "DenyOutsideTheTrainingAccessPoint"}
+
+
+def test_volume_mounts_with_tls_and_through_the_access_point_as_the_policy_demands(aws_example):
+    """The TLS and access-point denies would break every mount of a PV without both."""
+    ap = aws_example.one("aws:efs/accessPoint:AccessPoint")
+    pv = aws_example.one("kubernetes:core/v1:PersistentVolume")
+    assert "tls" in pv.inputs["spec"]["mountOptions"]
+    assert pv.inputs["spec"]["csi"]["volumeHandle"].endswith(f"::{ap.name}-id")
+    # No StorageClass provisions EFS volumes beside it (dynamic ones would bypass the access point).
+    classes = [o for o in aws_example.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
+               if o.inputs.get("provisioner") == "efs.csi.aws.com"]
+    assert classes == []
