@@ -2,7 +2,8 @@
 
 Synthesizes the stack under mocks (as `torchfleet synth` does), then runs every rule with the
 stack's own limits (torchfleet:guardrails). Prints one line per violation, "rule  resource  why".
-Exit codes: 0 clean, 1 violations, 2 the stack cannot be checked (bad config, missing file).
+Exit codes: 0 clean, 1 violations, 2 the stack cannot be checked (bad config, missing file) or
+--policy-config-out cannot be written.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from components import policy
+from torchfleet import output_paths
 from torchfleet.synth import synth_or_report
 
 
@@ -38,13 +40,18 @@ def resources_of(recorded: list[Any]) -> list[policy.Resource]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.policy_config_out is not None:
+        output_paths.check_file("--policy-config-out", args.policy_config_out)  # before the synth
     result = synth_or_report(args.stack_file)
     if result is None:
         return 2
     guardrails = result.spec.guardrails
     limits = policy.Limits(guardrails.max_gpus, guardrails.allow_on_demand_gpus, guardrails.restrict_public_endpoint)
     if args.policy_config_out:
-        args.policy_config_out.write_text(json.dumps(policy.pack_config(limits), indent=2) + "\n")
+        try:
+            args.policy_config_out.write_text(json.dumps(policy.pack_config(limits), indent=2) + "\n")
+        except OSError as error:
+            raise output_paths.failed_write("--policy-config-out", args.policy_config_out, error) from None
     found = policy.check(resources_of(result.resources), limits.max_gpus, limits.allow_on_demand_gpus,
                          restrict_public_endpoint=limits.restrict_public_endpoint)
     violations = [v for v in found if not v.advisory]

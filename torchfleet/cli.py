@@ -1,30 +1,133 @@
-"""`torchfleet`: one entry point; each subcommand lives in its own module with register()."""
+"""`torchfleet`: one entry point; each subcommand lives in its own module with register().
+
+Exit codes, the same for every command (issue 12): 0 done; 1 a failure outside the user's input
+(the cloud, the cluster, policy violations, a demo node that died); 2 the input is wrong, with a
+message naming the argument, the bad value and what would be right. Nothing a user can type ends
+in a traceback: an unexpected error prints one line and where to report it, and the traceback
+only with TORCHFLEET_DEBUG=1.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
+import traceback
+from collections.abc import Sequence
+
+from torchfleet.jobs.errors import EXIT_CLUSTER, JobError
 
 # Each module exposes register(subparsers), which adds its command(s) and sets `func`.
 COMMAND_MODULES = ["torchfleet.synth", "torchfleet.check", "torchfleet.jobs.commands", "torchfleet.demo"]
+DEBUG_ENV = "TORCHFLEET_DEBUG"
+REPORT = (f"this is a bug in torchfleet: please report it in the project's issue tracker with the command line "
+          f"and what {DEBUG_ENV}=1 prints")
+EXIT_INTERRUPTED = 130
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with abbreviations off (``--node`` was silently taken as ``--nodes``) and errors
+    that say what would be right; argparse's own errors exit 2, as every input error does."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        if "required: NAME" in message:
+            message += f"; the job name comes first, e.g. {self.prog} resnet50-a ..."
+        super().error(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="torchfleet",
         description="Elastic PyTorch training on spot GPUs: preview a stack offline, run the local demo.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")  # subparsers are Parsers too
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+def split_command(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """(the options, the training command after the first ``--``, or None without one).
 
+    argparse cannot read a subcommand's options on both sides of NAME and keep a ``--`` command
+    apart (a REMAINDER positional swallows the options after NAME, and a missing NAME took the
+    command's first word as the job name), so the command is cut off before argparse sees the line.
+    """
+    argv = list(argv)
+    if "--" not in argv:
+        return argv, None
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1:]
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices[command]
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The namespace for ``argv``, its training command in ``training_command``; exits 2 on bad input."""
+    parser = build_parser()
+    for i, token in enumerate(argv):
+        try:
+            token.encode("utf-8")
+        except UnicodeEncodeError:
+            parser.error(f"argument {i + 1} ({token!r}) is not valid UTF-8 text")
+    head, command = split_command(argv)
+    args, extras = parser.parse_known_args(head)
+    sub = _subparser(parser, args.command)
+    takes_command = sub.get_default("takes_command")
+    if extras:
+        if any(e.startswith("-") for e in extras):
+            hint = f"; `{sub.prog} --help` lists the options, spelled in full (abbreviations are not accepted)"
+        else:
+            hint = "; the training command goes after --, e.g. -- python train.py" if takes_command else ""
+        sub.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+    if takes_command:
+        args.training_command = command
+    elif command is not None:
+        sub.error(f"takes no command after --, got: -- {' '.join(command)}")
+    return args
+
+
+def _one_line(error: BaseException, limit: int = 300) -> str:
+    text = " ".join(f"{type(error).__name__}: {error}".split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the parsed command under the one exit-code contract."""
+    try:
+        return args.func(args)
+    except JobError as error:
+        print(f"torchfleet {args.command}: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:  # Ctrl-C ends `logs -f`; no traceback for that
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `torchfleet synth ... | head`: the reader left; nothing to say
+        _silence_stdout()
+        return EXIT_CLUSTER
+    except Exception as error:  # the last line of defence: one line, not a traceback
+        if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+            traceback.print_exc()
+        print(f"torchfleet {args.command}: unexpected error ({_one_line(error)}); {REPORT}", file=sys.stderr)
+        return EXIT_CLUSTER
+
+
+def _silence_stdout() -> None:
+    # Python flushes stdout at exit and would print a BrokenPipeError of its own.
+    with contextlib.suppress(OSError, ValueError):  # ValueError: not a real file (captured in tests)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(parse(sys.argv[1:] if argv is None else argv))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,14 +13,32 @@ The orchestration is the same harness the real-run tests and bench/recovery.py u
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
+from torchfleet import output_paths
+from torchfleet.jobs.errors import JobError, Problems
+
 IMAGE_DIR = Path(__file__).resolve().parents[1] / "training-image"
+# The kill lands mid checkpoint interval 1.5 intervals after training starts, and node0 holds a
+# quarter of the steps before the end for node2: a job shorter than 4 intervals ends before the
+# kill. At least MIN_STEPS, so the timeline has something to show.
+MIN_STEPS = 40
+MAX_STEPS = 1_000_000
+MAX_STEP_DELAY = 10.0
+LOG_TAIL_LINES = 25
+WORKER_FAILURES = 3
+# torchrun's report of a failed worker (torch/distributed/elastic/multiprocessing/api.py), and the
+# glog-style prefix of torch's own log lines ("E1123 06:53:16.091000 13726 ...").
+_WORKER_FAILED = re.compile(r"failed \(exitcode: -?\d+\)")
+_TORCH_LOG = re.compile(r"[EWIF]\d{4} \d\d:\d\d:\d\d")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,7 +68,34 @@ def _raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Every demo flag in range, before etcd or a node starts (issue 12: `--steps 0` was silent for
+    300 s, then a TimeoutError, while the cause sat in a deleted node log)."""
+    problems = Problems()
+    if not MIN_STEPS <= args.steps <= MAX_STEPS:
+        problems.add(f"--steps: from {MIN_STEPS} to {MAX_STEPS} (the kill, the resume and the rejoin need room), "
+                     f"got {args.steps}; the default is 400")
+    if args.checkpoint_every < 1:
+        problems.add(f"--checkpoint-every: at least 1 step, got {args.checkpoint_every}; the default is 20")
+    elif MIN_STEPS <= args.steps <= MAX_STEPS and args.checkpoint_every > args.steps // 4:
+        problems.add(f"--checkpoint-every: at most a quarter of --steps ({args.steps // 4}), got "
+                     f"{args.checkpoint_every}: the node is killed 1.5 intervals in, and must be killed well "
+                     "before the end")
+    if not (math.isfinite(args.step_delay) and 0 <= args.step_delay <= MAX_STEP_DELAY):
+        problems.add(f"--step-delay: seconds from 0 to {MAX_STEP_DELAY:g}, got {args.step_delay}; the default is 0.05")
+    if args.workdir is not None:
+        problems.check(output_paths.check_folder, "--workdir", args.workdir)
+    problems.raise_any()
+
+
 def run(args: argparse.Namespace) -> int:
+    try:
+        check_args(args)
+        if args.workdir is not None:
+            output_paths.make_folder("--workdir", args.workdir)
+    except JobError as error:
+        print(f"torchfleet demo: {error}", file=sys.stderr)
+        return error.exit_code
     if not (IMAGE_DIR / "elastic_trainer").is_dir():
         print(f"torchfleet demo: the training image's code is not at {IMAGE_DIR} (run from a checkout)",
               file=sys.stderr)
@@ -74,9 +119,83 @@ def run(args: argparse.Namespace) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+class NodeFailed(Exception):
+    def __init__(self, node, what: str) -> None:
+        super().__init__(f"{node.name} {what}")
+        self.node = node
+
+
+def _fail_fast_events():
+    """An EventLog whose waits end as soon as a node the demo did not kill has failed, instead of
+    timing out minutes later with the cause in a log nobody sees."""
+    from elastic_trainer.localrun import Event, EventLog
+
+    class FailFastEvents(EventLog):
+        def __init__(self) -> None:
+            super().__init__()
+            self.failed: NodeFailed | None = None
+
+        def fail(self, node, what: str) -> None:
+            self.failed = NodeFailed(node, what)
+            self.add(Event(time.monotonic(), node.name, {"ev": "node-failed"}))
+
+        def wait_for(self, match, timeout, since=0.0, describe=""):
+            def checked(event) -> bool:
+                if event.kind == "node-failed" and self.failed is not None:
+                    raise self.failed
+                return match(event)
+
+            if self.failed is not None:
+                raise self.failed
+            return super().wait_for(checked, timeout, since, describe)
+
+    return FailFastEvents()
+
+
+def worker_failures(log: str) -> int:
+    """Worker failures torchrun logged since the node's last progress event. A survivor's worker
+    may fail once or twice when its peer is killed; one failing again and again (torchrun
+    restarts it up to --max_restarts times) is failing for good."""
+    from elastic_trainer.localrun import PREFIX
+
+    count = 0
+    for line in log.splitlines():
+        if line.startswith(PREFIX):
+            count = 0
+        elif _WORKER_FAILED.search(line):
+            count += 1
+    return count
+
+
+def _watch(job, killed: set[str], stop: threading.Event) -> None:
+    """Report the first node the demo did not kill that exits non-zero or whose worker keeps failing."""
+    while not stop.wait(0.5):
+        for node in list(job.nodes):
+            if node.name in killed:
+                continue
+            code = node.proc.poll() if node.proc is not None else None
+            if code not in (None, 0):
+                job.events.fail(node, f"exited with code {code}")
+                return
+            if worker_failures(node.log_text()) >= WORKER_FAILURES:
+                job.events.fail(node, f"restarted its worker {WORKER_FAILURES} times without a step")
+                return
+
+
+def log_excerpt(log: str, lines: int = LOG_TAIL_LINES) -> str:
+    """The end of a node's log, where the cause is: what the worker printed before torchrun's
+    failure report (its traceback of torch's own frames says nothing about the cause)."""
+    lines_ = log.rstrip("\n").splitlines()
+    failures = [i for i, line in enumerate(lines_) if _WORKER_FAILED.search(line)]
+    if failures:  # the last failed attempt's own output, not every attempt's
+        lines_ = lines_[failures[-2] + 1 if len(failures) > 1 else 0: failures[-1]]
+    kept = [line for line in lines_ if not _TORCH_LOG.match(line) and "RuntimeWarning" not in line]
+    return "\n".join(f"  | {line}" for line in kept[-lines:]) or "  | (empty)"
+
+
 def _demo(args: argparse.Namespace, workdir: Path) -> int:
     from elastic_trainer.launcher import TUNED_RDZV_CONF, format_rdzv_conf
-    from elastic_trainer.localrun import Etcd, LocalJob, kill_and_resume
+    from elastic_trainer.localrun import Etcd, LocalJob
 
     timeline = _Timeline()
     every = args.checkpoint_every
@@ -90,39 +209,64 @@ def _demo(args: argparse.Namespace, workdir: Path) -> int:
         # machine the survivor would otherwise finish before the replacement is up (review).
         extra_env={"TORCHFLEET_HOLD_FOR_WORLD": f"{args.steps - args.steps // 4}:2"},
     ) as job:
+        job.events = _fail_fast_events()  # before any node starts: nodes report to job.events
+        killed: set[str] = set()
+        stop = threading.Event()
+        threading.Thread(target=_watch, args=(job, killed, stop), name="demo-watch", daemon=True).start()
         timeline.say(f"etcd (v2 API) on {etcd.endpoint}; rendezvous {format_rdzv_conf(TUNED_RDZV_CONF)}")
-        job.start_node("node0"), job.start_node("node1")
-        timeline.say("started node0 and node1 (torchrun agents, 1 worker each)")
-        first = job.wait_for("step", 300, world=2)
-        timeline.say(f"training with 2 nodes (step {first['step']})", first.t)
-        target = first["step"] + every + every // 2  # mid checkpoint interval: some steps will be lost
-        job.events.wait_for(lambda e: e.kind == "step" and e["step"] >= target, 300)
+        try:
+            return _timeline(args, job, killed, timeline)
+        except NodeFailed as failure:
+            print(f"torchfleet demo: {failure} before the demo was done; the end of its log "
+                  f"({failure.node.log_path}):\n{log_excerpt(failure.node.log_text())}", file=sys.stderr)
+            return 1
+        except TimeoutError as error:
+            tails = "\n".join(f"{node.name} ({node.log_path}):\n{log_excerpt(node.log_text())}" for node in job.nodes)
+            print(f"torchfleet demo: {str(error).splitlines()[0]}; the end of each node's log:\n{tails}",
+                  file=sys.stderr)
+            return 1
+        finally:
+            stop.set()  # before the job's nodes are stopped: those exits are not failures
 
-        victim = next(node for node in job.nodes if node.name == "node1")
-        kill = kill_and_resume(job, victim, world_after=1)
-        timeline.say(f"killed node1 at step {kill['last_step_before_kill']} (SIGKILL of its process tree, "
-                     "like a spot reclaim)", kill["at"])
-        resumed_at = kill["at"] + kill["kill_to_resume_s"]
-        timeline.say(f"resumed with 1 node from the checkpoint of step {kill['resumed_from_step']} "
-                     f"after {kill['kill_to_resume_s']:.1f} s; {kill['lost_steps']} steps to redo "
-                     f"(checkpoint every {every})", resumed_at)
 
-        time.sleep(2)
-        replacement = job.start_node("node2")
-        timeline.say("started node2 as the replacement", replacement.started_at)
-        joined = job.events.wait_for(
-            lambda e: e.t > replacement.started_at and (e.kind == "done" or (e.kind == "step" and e["world"] == 2)),
-            300,
-        )
-        if joined.kind == "done":
-            timeline.say("the job finished before node2 could join: try a larger --steps", joined.t)
-        else:
-            timeline.say(f"rejoined with 2 nodes at step {joined['step']}, "
-                         f"{joined.t - replacement.started_at:.1f} s after node2 started", joined.t)
-        done = job.wait_for("done", 600)
-        codes = {node.name: node.wait(60) for node in job.nodes if node is not victim}
-        timeline.say(f"finished: all {done['step']} steps; exit codes {codes}", done.t)
-        print(f"\nkill to resume {kill['kill_to_resume_s']:.1f} s, replacement joined in "
-              f"{(joined.t - replacement.started_at):.1f} s, lost {kill['lost_steps']} steps; "
-              f"checkpoints in {job.checkpoint_dir}" + ("" if args.workdir else " (removed)"))
-        return 0 if all(code == 0 for code in codes.values()) and joined.kind == "step" else 1
+def _timeline(args: argparse.Namespace, job, killed: set[str], timeline: _Timeline) -> int:
+    """Start two nodes, kill one, start a replacement, and print what happened when."""
+    from elastic_trainer.localrun import kill_and_resume
+
+    every = args.checkpoint_every
+    job.start_node("node0"), job.start_node("node1")
+    timeline.say("started node0 and node1 (torchrun agents, 1 worker each)")
+    first = job.wait_for("step", 300, world=2)
+    timeline.say(f"training with 2 nodes (step {first['step']})", first.t)
+    target = first["step"] + every + every // 2  # mid checkpoint interval: some steps will be lost
+    job.events.wait_for(lambda e: e.kind == "step" and e["step"] >= target, 300)
+
+    victim = next(node for node in job.nodes if node.name == "node1")
+    killed.add(victim.name)
+    kill = kill_and_resume(job, victim, world_after=1)
+    timeline.say(f"killed node1 at step {kill['last_step_before_kill']} (SIGKILL of its process tree, "
+                 "like a spot reclaim)", kill["at"])
+    resumed_at = kill["at"] + kill["kill_to_resume_s"]
+    timeline.say(f"resumed with 1 node from the checkpoint of step {kill['resumed_from_step']} "
+                 f"after {kill['kill_to_resume_s']:.1f} s; {kill['lost_steps']} steps to redo "
+                 f"(checkpoint every {every})", resumed_at)
+
+    time.sleep(2)
+    replacement = job.start_node("node2")
+    timeline.say("started node2 as the replacement", replacement.started_at)
+    joined = job.events.wait_for(
+        lambda e: e.t > replacement.started_at and (e.kind == "done" or (e.kind == "step" and e["world"] == 2)),
+        300,
+    )
+    if joined.kind == "done":
+        timeline.say("the job finished before node2 could join: try a larger --steps", joined.t)
+    else:
+        timeline.say(f"rejoined with 2 nodes at step {joined['step']}, "
+                     f"{joined.t - replacement.started_at:.1f} s after node2 started", joined.t)
+    done = job.wait_for("done", 600)
+    codes = {node.name: node.wait(60) for node in job.nodes if node is not victim}
+    timeline.say(f"finished: all {done['step']} steps; exit codes {codes}", done.t)
+    print(f"\nkill to resume {kill['kill_to_resume_s']:.1f} s, replacement joined in "
+          f"{(joined.t - replacement.started_at):.1f} s, lost {kill['lost_steps']} steps; "
+          f"checkpoints in {job.checkpoint_dir}" + ("" if args.workdir else " (removed)"))
+    return 0 if all(code == 0 for code in codes.values()) and joined.kind == "step" else 1

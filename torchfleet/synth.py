@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from components.spec import ConfigError
+from torchfleet import output_paths
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,6 +31,10 @@ def synth_or_report(stack_file: Path):
     """
     from torchfleet.preview.runner import synth_file
 
+    if stack_file.is_dir():
+        print(f"--stack-file: {stack_file} is a folder; give a stack file such as stacks/Pulumi.aws-usw2.yaml",
+              file=sys.stderr)
+        return None
     if not stack_file.is_file():
         print(f"--stack-file: {stack_file} does not exist", file=sys.stderr)
         return None
@@ -41,10 +46,12 @@ def synth_or_report(stack_file: Path):
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out is not None:
+        output_paths.check_folder("--out", args.out)  # before the synth, not after it
     result = synth_or_report(args.stack_file)
     if result is None:
         return 2
-    if args.out:
+    if args.out is not None:
         write_manifests(result.kubernetes_objects(), args.out)
     json.dump(result.to_json(), sys.stdout, indent=2, sort_keys=False, default=str)
     sys.stdout.write("\n")
@@ -58,10 +65,13 @@ def manifest_filename(obj: dict) -> str:
 
 
 def write_manifests(objects: list[dict], out: Path) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_paths.make_folder("--out", out)
     written = []
     for obj in objects:
         path = out / manifest_filename(obj)
-        path.write_text(yaml.safe_dump(obj, sort_keys=False))
+        try:
+            path.write_text(yaml.safe_dump(obj, sort_keys=False))
+        except OSError as error:
+            raise output_paths.failed_write("--out", path, error) from None
         written.append(path)
     return written

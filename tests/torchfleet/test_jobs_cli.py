@@ -93,9 +93,43 @@ USAGE_ERRORS = [
     ("egress-bad-prefix", ["submit", "j", *BASE, "--allow-egress", "10.0.0.0/33", *CMD], "--allow-egress: "),
     ("sweep-egress-bad", ["sweep", "s", *BASE, "--param", "lr=1", "--allow-egress", "nope", *CMD],
      "--allow-egress: "),
-    ("run-as-root", ["submit", "j", *BASE, "--run-as-user", "0", *CMD], "--run-as-user: expected a uid above 0"),
+    ("run-as-root", ["submit", "j", *BASE, "--run-as-user", "0", *CMD],
+     "--run-as-user: expected a uid from 1 to 2147483647"),
     ("run-as-negative", ["submit", "j", *BASE, "--run-as-user", "-5", *CMD], "--run-as-user: expected a uid"),
     ("sweep-run-as-root", ["sweep", "s", *BASE, "--param", "lr=1", "--run-as-user", "0", *CMD], "--run-as-user"),
+    # Issue 12: each of these was accepted (exit 0) and wrong.
+    ("run-as-huge-uid", ["submit", "j", *BASE, "--run-as-user", "99999999999999999999", *CMD],
+     "--run-as-user: expected a uid from 1 to 2147483647"),
+    ("mount-dotdot", ["submit", "j", *BASE, "--mount", "/mnt/../etc", *CMD],
+     "--mount: '/mnt/../etc' (that is /etc) is /etc"),
+    ("mount-double-slash", ["submit", "j", *BASE, "--mount", "//proc", *CMD], "--mount: '//proc' (that is /proc)"),
+    ("mount-dev-shm", ["submit", "j", *BASE, "--mount", "/dev/shm", *CMD], "--mount: /dev/shm sits inside /dev"),
+    ("mount-root", ["submit", "j", *BASE, "--mount", "/", *CMD], "--mount: / would cover /bin"),
+    ("mount-var", ["submit", "j", *BASE, "--mount", "/var", *CMD], "--mount: /var would cover /var/lib"),
+    ("mount-usr-local", ["submit", "j", *BASE, "--mount", "/usr/local/data", *CMD],
+     "--mount: /usr/local/data sits inside /usr"),
+    ("mount-workspace", ["submit", "j", *BASE, "--mount", "/workspace", *CMD], "--mount: /workspace is /workspace"),
+    ("mount-relative", ["submit", "j", *BASE, "--mount", "mnt/shared", *CMD], "--mount: expected an absolute path"),
+    ("mount-space", ["submit", "j", *BASE, "--mount", "/mnt/my data", *CMD], "--mount: '/mnt/my data' has characters"),
+    ("image-newline", ["submit", "j", *BASE, "--image", "r/t:1\nx", *CMD], "whitespace or control characters"),
+    ("image-tab", ["submit", "j", *BASE, "--image", "r/t:1\t", *CMD], "whitespace or control characters"),
+    ("image-only-tag", ["submit", "j", *BASE, "--image", ":1.0", *CMD], "--image: ':1.0' is not an image reference"),
+    ("image-bad-digest", ["submit", "j", *BASE, "--image", "r/t@sha256:zzz", *CMD], "is not an image reference"),
+    ("image-short-digest", ["submit", "j", *BASE, "--image", "r/t@sha256:" + "a" * 63, *CMD],
+     "a sha256 digest is 64 lowercase hex digits, got 63"),
+    ("image-uppercase", ["submit", "j", *BASE, "--image", "Team/Train:1.0", *CMD], "repository names are lowercase"),
+    ("image-long-tag", ["submit", "j", *BASE, "--image", "r/t:" + "1" * 129, *CMD], "is not an image reference"),
+    ("zone-space", ["submit", "j", *BASE, "--zone", "a b", *CMD], "--zone: 'a b' cannot be a Kubernetes label value"),
+    ("zone-uppercase", ["submit", "j", *BASE, "--zone", "US-WEST-2A", *CMD], "--zone: expected a zone"),
+    ("command-empty", ["submit", "j", *BASE, "--", ""], "the program after -- is empty"),
+    ("command-empty-script", ["submit", "j", *BASE, "--", "python", ""], "the script after python is empty"),
+    ("command-only-dashes", ["submit", "j", *BASE, "--"], "the training command is missing"),
+    ("egress-imds", ["submit", "j", *BASE, "--allow-egress", "169.254.169.254/32", *CMD],
+     "--allow-egress: '169.254.169.254/32' is AWS, GCP and Azure instance metadata"),
+    ("egress-wireserver", ["submit", "j", *BASE, "--allow-egress", "168.63.129.16/32", *CMD], "Azure's WireServer"),
+    ("egress-aws-imds-v6", ["submit", "j", *BASE, "--allow-egress", "fd00:ec2::254/128", *CMD], "over IPv6"),
+    ("nodes-huge", ["submit", "j", *BASE, "--nodes", "1:99999999999999999999", *CMD], "--nodes: at most 5000 nodes"),
+    ("sweep-image-bad", ["sweep", "s", *BASE, "--param", "lr=1", "--image", "R/T:1", *CMD], "--image: "),
 ]
 
 
@@ -118,6 +152,59 @@ def test_argparse_type_errors_exit_2(flag, capsys):
         main(["submit", "j", *BASE, flag, "two", *CMD])
     assert exit_.value.code == 2
     assert flag in capsys.readouterr().err
+
+
+def test_every_problem_is_listed_at_once(capsys):
+    code, out, err = run(["submit", "Bad_Name", "--gpu", "t4", "--image", "Team/T", "--mount", "/etc",
+                          "--run-as-user", "0", "--env", "X", "--nodes", "0", "--dry-run", "--", ""], capsys)
+    assert (code, out) == (2, "")
+    assert "7 problems:" in err
+    for flag in ("NAME:", "--image:", "--mount:", "--run-as-user:", "--env:", "--nodes:", "the training command:"):
+        assert f"\n  {flag}" in err
+
+
+# (id, argv, what argparse's message must say): all exit 2 before anything runs.
+ARGPARSE_ERRORS = [
+    # Regression (issue 12): the job name forgotten, `python` became the job name and train.py the command.
+    ("name-forgotten", ["submit", *BASE, "--", "python", "train.py"], "required: NAME; the job name comes first"),
+    ("sweep-name-forgotten", ["sweep", "--param", "lr=1", *BASE, "--", "python", "train.py"], "required: NAME"),
+    ("command-without-dashes", ["submit", "j", *BASE, "python", "train.py"],
+     "unrecognized arguments: python train.py; the training command goes after --"),
+    # Regression (issue 12): with abbreviations on, --node was silently taken as --nodes.
+    ("abbreviation", ["submit", "j", "--gpu", "t4", "--node", "2", "--image", "r/t:1", *CMD],
+     "unrecognized arguments: --node 2; `torchfleet submit --help` lists the options"),
+    ("abbreviation-global", ["sub", "j", *BASE, *CMD], "invalid choice: 'sub'"),
+    ("list-with-command", ["list", "--", "x"], "takes no command after --"),
+    ("status-no-name", ["status"], "required: NAME"),
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), [c[1:] for c in ARGPARSE_ERRORS], ids=[c[0] for c in ARGPARSE_ERRORS])
+def test_argparse_errors_exit_2_saying_what_is_right(argv, expected, capsys, no_cluster_no_pulumi):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    out, err = capsys.readouterr()
+    assert (exit_.value.code, out) == (2, "")
+    assert expected in err
+    no_cluster_no_pulumi.assert_not_called()
+
+
+# Regression (issue 12): status/logs/delete sent any name to the API.
+LOOKUP_ERRORS = [
+    ("status-bad-name", ["status", "../x"], "NAME: '../x' is not a job name"),
+    ("logs-bad-name", ["logs", "A B"], "NAME: 'A B' is not a job name"),
+    ("delete-bad-name", ["delete", "x" * 64], "at most 63 characters"),
+    ("logs-negative-rank", ["logs", "j", "--rank", "-1"], "--rank: a node index from 0"),
+    ("logs-negative-tail", ["logs", "j", "--tail", "-5"], "--tail: a number of lines, 0 or more"),
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), [c[1:] for c in LOOKUP_ERRORS], ids=[c[0] for c in LOOKUP_ERRORS])
+def test_lookup_commands_check_their_input_before_connecting(argv, expected, capsys, no_cluster_no_pulumi):
+    code, out, err = run(argv, capsys)
+    assert (code, out) == (2, "")
+    assert expected in err
+    no_cluster_no_pulumi.assert_not_called()
 
 
 @pytest.mark.parametrize(("argv", "uid"), [
@@ -259,7 +346,7 @@ def test_allow_egress_adds_a_policy_for_the_job_only(capsys):
     # in flag order, once each; the cloud metadata endpoint stays closed even to 0.0.0.0/0
     assert egress["spec"]["egress"] == [{"to": [
         {"ipBlock": {"cidr": "52.216.0.0/15"}},
-        {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}},
+        {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32", "169.254.169.252/32", "168.63.129.16/32"]}},
     ]}]
     assert "&id" not in out and "*id" not in out  # plain YAML, no anchors
 

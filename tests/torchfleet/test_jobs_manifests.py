@@ -242,11 +242,3 @@ def test_priority_class_exists_in_the_training_layer():
     assert manifests.PRIORITY_CLASS in names
     # A queued job must wait for the autoscaler, not evict another job's workers.
     assert names[manifests.PRIORITY_CLASS]["preemptionPolicy"] == "Never"
-
-
-def test_egress_policy_leaves_the_metadata_endpoint_out_of_wide_ranges():
-    assert manifests.ip_block("0.0.0.0/0") == {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}
-    assert manifests.ip_block("169.254.0.0/16") == {"cidr": "169.254.0.0/16", "except": ["169.254.169.254/32"]}
-    assert manifests.ip_block("52.216.0.0/15") == {"cidr": "52.216.0.0/15"}
-    assert manifests.ip_block("::/0") == {"cidr": "::/0"}
-    assert manifests.ip_block("169.254.169.254/32") == {"cidr": "169.254.169.254/32"}  # asked for by name

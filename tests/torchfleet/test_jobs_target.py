@@ -31,13 +31,16 @@ def test_stack_file_gives_pools_operator_namespace():
 
 
 def test_stack_file_is_read_as_the_program_reads_it(tmp_path):
-    # Regression: the CLI decoded every value as JSON, so kubernetesVersion "1.30" became 1.3
-    # and a valid stack was refused. It now shares components.config's decoding.
-    (tmp_path / "Pulumi.v130.yaml").write_text(
-        'config:\n  torchfleet:cloud: aws\n  aws:region: us-west-2\n  torchfleet:zones: [us-west-2a]\n'
-        '  torchfleet:kubernetesVersion: "1.30"\n  torchfleet:gpuPools: [{gpu: t4, maxNodes: 2}]\n'
-    )
-    assert targets.from_stack("v130", tmp_path).pools[0].name == "gpu-t4-us-west-2a"
+    # Regression: the CLI decoded every value as JSON, so kubernetesVersion "1.30" became 1.3.
+    # It now shares components.config's decoding: the version arrives as written (EKS no longer
+    # offers 1.30, and the refusal quotes it unchanged).
+    text = ('config:\n  torchfleet:cloud: aws\n  aws:region: us-west-2\n  torchfleet:zones: [us-west-2a]\n'
+            '  torchfleet:kubernetesVersion: "{}"\n  torchfleet:gpuPools: [{{gpu: t4, maxNodes: 2}}]\n')
+    (tmp_path / "Pulumi.v130.yaml").write_text(text.format("1.30"))
+    with pytest.raises(UsageError, match=r"kubernetesVersion: .*got '1\.30'"):
+        targets.from_stack("v130", tmp_path)
+    (tmp_path / "Pulumi.v134.yaml").write_text(text.format("1.34"))
+    assert targets.from_stack("v134", tmp_path).pools[0].name == "gpu-t4-us-west-2a"
 
 
 def test_invalid_stack_file_is_a_usage_error(tmp_path):

@@ -26,30 +26,93 @@ FIELD_MANAGER = "torchfleet"
 T = TypeVar("T")
 
 
+# A kubeconfig is a few KB; one with every cluster of a large company is still under a MB.
+KUBECONFIG_MAX_BYTES = 16 * 1024 * 1024
+# What the client raises on a kubeconfig of the wrong shape (a list where a mapping belongs, a
+# missing field): a file of the user's, so exit 2, never a traceback (issue 12).
+_BAD_KUBECONFIG = (config.ConfigException, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError)
+
+
+def read_kubeconfig(path: Path) -> dict[str, Any]:
+    """``--kubeconfig PATH`` read and checked for shape; a UsageError naming what is wrong."""
+    flag = f"--kubeconfig: {path}"
+    if path.is_dir():
+        raise UsageError(f"{flag} is a folder; give the kubeconfig file in it (e.g. ~/.kube/config)")
+    if not path.exists():
+        raise UsageError(f"{flag} does not exist")
+    if not path.is_file():
+        raise UsageError(f"{flag} is not a regular file; give a kubeconfig file (e.g. ~/.kube/config)")
+    try:
+        with path.open("rb") as f:
+            data = f.read(KUBECONFIG_MAX_BYTES + 1)
+    except OSError as error:
+        raise UsageError(f"{flag} cannot be read ({error.strerror})") from None
+    if len(data) > KUBECONFIG_MAX_BYTES:
+        raise UsageError(f"{flag} is larger than {KUBECONFIG_MAX_BYTES >> 20} MiB; that is not a kubeconfig")
+    try:
+        document = yaml.safe_load(data.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError) as error:
+        where = getattr(error, "problem_mark", None)
+        at = f" (line {where.line + 1})" if where else ""
+        raise UsageError(f"{flag} is not a kubeconfig: not YAML text{at}; `kubectl config view` shows a "
+                         "valid one") from None
+    if not isinstance(document, dict) or not any(k in document for k in ("clusters", "contexts", "users")):
+        raise UsageError(f"{flag} is not a kubeconfig: expected a mapping with clusters, contexts and users; "
+                         "`kubectl config view` shows a valid one")
+    return document
+
+
 def connect(
     kubeconfig: Path | None = None, context: str | None = None, kubeconfig_data: Any = None
 ) -> client.ApiClient:
     """An ApiClient for --kubeconfig/--context, or the stack's kubeconfig output (``kubeconfig_data``)."""
+    source = f"--kubeconfig {kubeconfig}" if kubeconfig else "the kubeconfig ($KUBECONFIG or ~/.kube/config)"
     try:
         if kubeconfig_data is not None:
+            source = "the stack's kubeconfig output"
             data = yaml.safe_load(kubeconfig_data) if isinstance(kubeconfig_data, str) else kubeconfig_data
             if not isinstance(data, dict):
                 raise ClusterError("--stack: the stack's kubeconfig output is not a kubeconfig document")
-            return config.new_client_from_config_dict(data, context=context, persist_config=False)
-        if kubeconfig is not None and not Path(kubeconfig).expanduser().is_file():
-            raise UsageError(f"--kubeconfig: {kubeconfig} does not exist")
-        return config.new_client_from_config(
-            config_file=str(Path(kubeconfig).expanduser()) if kubeconfig else None,
-            context=context,
-            persist_config=False,
-        )
+            api = config.new_client_from_config_dict(data, context=context, persist_config=False)
+        else:
+            if kubeconfig is not None:
+                read_kubeconfig(Path(kubeconfig).expanduser())
+            api = config.new_client_from_config(
+                config_file=str(Path(kubeconfig).expanduser()) if kubeconfig else None,
+                context=context,
+                persist_config=False,
+            )
     except config.ConfigException as error:
         message = str(error)
         if context and "context" in message.lower():
             raise UsageError(f"--context: {message}") from None
+        if kubeconfig_data is not None:
+            raise ClusterError(f"{source} cannot be used: {message}") from None
+        if kubeconfig is not None:
+            raise UsageError(f"{source}: {message}; `kubectl config view --kubeconfig {kubeconfig}` shows "
+                             "what it holds") from None
         raise UsageError(
             f"no cluster to talk to ({message}); pass --stack NAME, or --kubeconfig PATH [--context NAME]"
         ) from None
+    except _BAD_KUBECONFIG as error:
+        what = f"{type(error).__name__}: {' '.join(str(error).split())[:200]}"
+        if kubeconfig_data is not None:
+            raise ClusterError(f"{source} is not a usable kubeconfig ({what})") from None
+        raise UsageError(f"{source} is not a usable kubeconfig ({what}); `kubectl config view` shows what "
+                         "a valid one holds") from None
+    _check_server(api, source, UsageError if kubeconfig_data is None else ClusterError)
+    return api
+
+
+def _check_server(api: client.ApiClient, source: str, error: type[Exception]) -> None:
+    """The cluster's server is an http(s) URL, before any request is made to it."""
+    host = _host(api)
+    try:
+        url = urllib3.util.parse_url(host)
+    except (urllib3.exceptions.LocationParseError, ValueError):
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        raise error(f"{source}: the cluster's server {host!r} is not an https:// URL; fix its clusters[].server")
 
 
 def _host(api: client.ApiClient) -> str:

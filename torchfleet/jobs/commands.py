@@ -22,10 +22,11 @@ from components.clouds.traits import CLOUD_TRAITS
 from torchfleet.jobs import manifests, progress, schema, table
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs import target as targets
-from torchfleet.jobs.errors import EXIT_OK, JobError, NameTakenError, UsageError
+from torchfleet.jobs.errors import EXIT_OK, JobError, NameTakenError, Problems, UsageError
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 EXIT_DOC = "Exit codes: 0 ok; 2 usage or validation error (nothing submitted); 1 cluster error."
+USAGE = "torchfleet %s NAME [options] -- COMMAND [ARGS...]"
 
 
 # ---------------------------------------------------------------- argparse
@@ -43,58 +44,54 @@ def _cluster_options(p: argparse.ArgumentParser) -> None:
                    help="default: the stack's, else torchelastic (ElasticJob); kubeflow makes a PyTorchJob")
 
 
-def _job_options(p: argparse.ArgumentParser, defaults: bool) -> None:
-    """Submit/sweep options. Added twice: on the subcommand (help, options before NAME) and on a
-    parser with no defaults that reads the options written after NAME (see _split_after_name)."""
-
-    def d(value: Any) -> Any:
-        return value if defaults else argparse.SUPPRESS
-
-    p.add_argument("--gpu", default=d(None), help="GPU type, e.g. t4 (with --stack: one of the stack's pools)")
-    p.add_argument("--nodes", default=d("1"), help="MIN:MAX nodes (e.g. 2:8) or one count (default 1)")
-    p.add_argument("--gpus-per-node", type=int, default=d(None),
+def _job_options(p: argparse.ArgumentParser) -> None:
+    """Submit/sweep options, before or after NAME; the training command follows ``--``
+    (torchfleet.cli splits it off before argparse sees the line)."""
+    p.add_argument("--gpu", default=None, help="GPU type, e.g. t4 (with --stack: one of the stack's pools)")
+    p.add_argument("--nodes", default="1", help="MIN:MAX nodes (e.g. 2:8) or one count (default 1)")
+    p.add_argument("--gpus-per-node", type=int, default=None,
                    help="GPUs (training processes) per node (default 1)")
-    p.add_argument("--cpu", action="store_true", default=d(False),
+    p.add_argument("--cpu", action="store_true", default=False,
                    help="a CPU job (no --gpu/--gpus-per-node): one training process per pod, sized by --cpus and "
                         "--memory; the only kind the local stack runs")
-    p.add_argument("--cpus", default=d(None),
+    p.add_argument("--cpus", default=None,
                    help=f"with --cpu: cores per pod, e.g. 2, 1.5 or 500m (default {jobspec.DEFAULT_CPUS})")
-    p.add_argument("--memory", default=d(None),
+    p.add_argument("--memory", default=None,
                    help=f"with --cpu: memory per pod, e.g. 4Gi or 512Mi (default {jobspec.DEFAULT_MEMORY})")
-    p.add_argument("--allow-egress", action="append", default=d([]), metavar="CIDR",
+    p.add_argument("--allow-egress", action="append", default=[], metavar="CIDR",
                    help="let the job's pods reach this network (repeatable, e.g. 0.0.0.0/0 for S3, HTTPS and "
                         "dataset downloads); by default they reach only their own job, etcd and DNS")
-    p.add_argument("--image", default=d(None), help="training image as REPO:TAG (a fixed version, not latest)")
-    p.add_argument("--zone", default=d(None), help="run every pod in this zone (default: wherever the first lands)")
-    p.add_argument("--env", action="append", default=d([]), metavar="K=V", help="environment variable (repeatable)")
-    p.add_argument("--mount", default=d(jobspec.DEFAULT_MOUNT), help="where the shared claim is mounted")
-    p.add_argument("--run-as-user", type=int, default=d(platform.TRAINING_UID), metavar="UID",
-                   help=f"the pods' uid, above 0 (default {platform.TRAINING_UID}, the training image's user; "
-                        f"the group stays {platform.TRAINING_UID}, which owns the shared store)")
-    p.add_argument("--cloud", choices=sorted(CLOUD_TRAITS), default=d(None),
+    p.add_argument("--image", default=None, help="training image as REPO:TAG (a fixed version, not latest)")
+    p.add_argument("--zone", default=None, help="run every pod in this zone (default: wherever the first lands)")
+    p.add_argument("--env", action="append", default=[], metavar="K=V", help="environment variable (repeatable)")
+    p.add_argument("--mount", default=jobspec.DEFAULT_MOUNT, help="where the shared claim is mounted")
+    p.add_argument("--run-as-user", type=int, default=platform.TRAINING_UID, metavar="UID",
+                   help=f"the pods' uid, 1 to {jobspec.UID_MAX} (default {platform.TRAINING_UID}, the training "
+                        f"image's user; the group stays {platform.TRAINING_UID}, which owns the shared store)")
+    p.add_argument("--cloud", choices=sorted(CLOUD_TRAITS), default=None,
                    help=f"without --stack: the cloud whose machines size the job (default {targets.DEFAULT_CLOUD})")
-    p.add_argument("--dry-run", action="store_true", default=d(False),
+    p.add_argument("--dry-run", action="store_true", default=False,
                    help="print the YAML that would be submitted; touches no cluster and never calls Pulumi")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     command = "the training command after --, e.g. -- python train.py --lr 0.1"
-    p = sub.add_parser("submit", help="submit an elastic training job", description=f"Submit a job. {EXIT_DOC}")
-    p.add_argument("name", metavar="NAME", help="job name: lowercase letters, digits, '-'")
-    _job_options(p, defaults=True)
+    p = sub.add_parser("submit", help="submit an elastic training job", usage=USAGE % "submit",
+                       description=f"Submit a job. {EXIT_DOC}", epilog=command)
+    p.add_argument("name", metavar="NAME", help="job name (required, first): lowercase letters, digits, '-'")
+    _job_options(p)
     _cluster_options(p)
-    p.add_argument("rest", nargs=argparse.REMAINDER, metavar="-- COMMAND", help=command)
-    p.set_defaults(func=run_submit, _options=_options_parser("submit"))
+    p.set_defaults(func=run_submit, takes_command=True)
 
-    p = sub.add_parser("sweep", help="submit one job per combination of --param values",
+    p = sub.add_parser("sweep", help="submit one job per combination of --param values", usage=USAGE % "sweep",
+                       epilog=command,
                        description=f"Submit NAME-0, NAME-1, ... with Hydra-style overrides appended. {EXIT_DOC}")
-    p.add_argument("name", metavar="NAME", help="prefix of the job names")
+    p.add_argument("name", metavar="NAME", help="prefix of the job names (required, first)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=V1,V2",
                    help="values to sweep (repeatable); every combination becomes one job")
-    _job_options(p, defaults=True)
+    _job_options(p)
     _cluster_options(p)
-    p.add_argument("rest", nargs=argparse.REMAINDER, metavar="-- COMMAND", help=command)
-    p.set_defaults(func=run_sweep, _options=_options_parser("sweep", sweep=True))
+    p.set_defaults(func=run_sweep, takes_command=True)
 
     p = sub.add_parser("list", help="the jobs in the namespace", description=f"List jobs. {EXIT_DOC}")
     _cluster_options(p)
@@ -124,57 +121,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_delete)
 
 
-def _options_parser(command: str, sweep: bool = False) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"torchfleet {command}", add_help=False, argument_default=argparse.SUPPRESS)
-    if sweep:
-        p.add_argument("--param", action="append")
-    _job_options(p, defaults=False)
-    _cluster_options(p)
-    return p
-
-
-def _split_after_name(args: argparse.Namespace) -> list[str]:
-    """Read options written after NAME and return the training command (what follows ``--``).
-
-    argparse (3.11) cannot put subcommand options and a ``--`` command side by side, so the
-    subcommand collects everything after NAME and it is split here.
-    """
-    rest = list(args.rest)
-    if rest and not rest[0].startswith("-"):
-        # argparse drops a "--" that directly follows NAME: the rest is the command as given.
-        before, command = [], rest
-    elif "--" in rest:
-        cut = rest.index("--")
-        before, command = rest[:cut], rest[cut + 1:]
-    else:
-        before, command = rest, []
-    if before:
-        extra = args._options.parse_args(before)
-        for key, value in vars(extra).items():
-            if key in ("env", "param", "allow_egress"):
-                value = [*getattr(args, key), *value]
-            setattr(args, key, value)
+def training_command(args: argparse.Namespace) -> list[str]:
+    """What followed ``--`` on the command line (torchfleet.cli puts it in ``args.training_command``)."""
+    command = getattr(args, "training_command", None)
     if not command:
         raise UsageError("the training command is missing: put it after --, e.g. -- python train.py --lr 0.1")
-    return command
+    return list(command)
 
 
 # ---------------------------------------------------------------- shared helpers
-
-
-def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return fn(args)
-        except JobError as error:
-            print(f"torchfleet {args.command}: {error}", file=sys.stderr)
-            return error.exit_code
-        except KeyboardInterrupt:  # Ctrl-C ends `logs -f`; no traceback for that
-            return 130
-
-    run.__name__ = fn.__name__
-    run.__doc__ = fn.__doc__
-    return run
 
 
 @dataclass
@@ -186,7 +141,9 @@ class Session:
 def resolve_target(args: argparse.Namespace, *, need_cluster: bool) -> Session:
     """The target from --stack (file, then Pulumi outputs when a cluster is needed) or the defaults."""
     data = None
-    if args.stack:
+    if args.context is not None and not args.context.strip():
+        raise UsageError("--context: empty; give a context of the kubeconfig (`kubectl config get-contexts`)")
+    if args.stack is not None:
         t = targets.from_stack(args.stack, args.stacks_dir)
         if need_cluster and not (args.kubeconfig or args.context):
             outputs = targets.read_stack_outputs(args.stack)
@@ -197,8 +154,8 @@ def resolve_target(args: argparse.Namespace, *, need_cluster: bool) -> Session:
                                  "(pulumi up)? Or pass --kubeconfig/--context")
     else:
         t = targets.defaults(getattr(args, "cloud", None) or targets.DEFAULT_CLOUD)
-    if args.namespace:
-        if not _DNS_LABEL.match(args.namespace):
+    if args.namespace is not None:
+        if not _DNS_LABEL.fullmatch(args.namespace):
             raise UsageError(f"--namespace: must be a DNS label (lowercase letters, digits, '-'), "
                              f"got {args.namespace!r}")
         t = replace(t, namespace=args.namespace, etcd_endpoint=targets.default_etcd_endpoint(args.namespace))
@@ -216,16 +173,6 @@ def job_client(args: argparse.Namespace, session: Session):
 
 def _request(args: argparse.Namespace, t: targets.Target, name: str, command: Sequence[str],
              overrides: Sequence[str] = (), sweep: str | None = None) -> jobspec.JobRequest:
-    if not (args.gpu or args.cpu or args.cpus or args.memory):  # --cpus alone: build_request says why
-        if t.cloud == "local" or t.pools == ():
-            where = f"stack {t.stack}" if t.stack else f"the {t.cloud} stack"
-            raise UsageError(f"--gpu or --cpu: required; {where} is CPU-only, so submit with --cpu "
-                             f"(--cpus {jobspec.DEFAULT_CPUS} --memory {jobspec.DEFAULT_MEMORY} by default)")
-        raise UsageError("--gpu: required, e.g. --gpu t4" + (f" (stack {t.stack} has: "
-                         f"{', '.join(sorted({p.gpu for p in t.pools}))})" if t.pools else "")
-                         + ", or --cpu for a CPU job")
-    if not args.image:
-        raise UsageError("--image: required, e.g. --image registry.example.com/team/train:1.4.2")
     return jobspec.build_request(
         t, name=name, gpu=args.gpu, nodes=args.nodes, gpus_per_node=args.gpus_per_node, image=args.image,
         command=command, zone=args.zone, env=args.env, mount=args.mount, overrides=overrides, sweep=sweep,
@@ -238,7 +185,18 @@ def _documents(req: jobspec.JobRequest, t: targets.Target) -> tuple[dict[str, An
     """The job and its network policies (its own, then the --allow-egress one if asked)."""
     job = manifests.build(req, t)
     schema.validate(job)  # before anything is sent, and before a dry run prints it
+    _check_label_values(job)
     return job, manifests.network_policies(req, t)
+
+
+def _check_label_values(job: dict[str, Any]) -> None:
+    """Every label and node-selector value the job carries is one the API server accepts: they come
+    from the flags (name, --gpu, --zone), so a bad one is the user's to fix, before anything is sent."""
+    pod = manifests.worker_spec(job).get("template") or {}
+    values = {**job["metadata"].get("labels", {}), **(pod.get("metadata") or {}).get("labels", {}),
+              **(pod.get("spec") or {}).get("nodeSelector", {})}
+    for key, value in values.items():
+        jobspec.check_label_value(f"label {key}", str(value))
 
 
 class _NoAliasDumper(yaml.SafeDumper):
@@ -294,9 +252,8 @@ def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Plann
 # ---------------------------------------------------------------- commands
 
 
-@_guard
 def run_submit(args: argparse.Namespace) -> int:
-    command = _split_after_name(args)
+    command = training_command(args)
 
     def plan(t: targets.Target) -> Planned:
         req = _request(args, t, args.name, command)
@@ -305,9 +262,8 @@ def run_submit(args: argparse.Namespace) -> int:
     return _submit_all(args, plan)
 
 
-@_guard
 def run_sweep(args: argparse.Namespace) -> int:
-    command = _split_after_name(args)
+    command = training_command(args)
     combos = jobspec.combinations(jobspec.parse_params(args.param))
 
     def plan(t: targets.Target) -> Planned:
@@ -327,7 +283,6 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-@_guard
 def run_list(args: argparse.Namespace) -> int:
     session = resolve_target(args, need_cluster=True)
     jobs = job_client(args, session)
@@ -354,8 +309,11 @@ def _container(jobs) -> str:
     return manifests.CONTAINER_NAME["kubeflow" if jobs.resource is manifests.PYTORCHJOB else "torchelastic"]
 
 
-@_guard
 def run_status(args: argparse.Namespace) -> int:
+    jobspec.check_lookup_name(args.name)
+    if args.shared_dir and not Path(args.shared_dir).is_dir():
+        raise UsageError(f"--shared-dir: {args.shared_dir} is not a folder; give where the shared store is mounted "
+                         "on this machine")
     session = resolve_target(args, need_cluster=True)
     jobs = job_client(args, session)
     job = jobs.get(args.name)
@@ -364,7 +322,10 @@ def run_status(args: argparse.Namespace) -> int:
     checkpoint = None
     if args.shared_dir:
         ckpt_dir = Path(args.shared_dir) / args.name / "checkpoints"
-        checkpoint = progress.from_store(ckpt_dir)
+        try:
+            checkpoint = progress.from_store(ckpt_dir)
+        except OSError as error:
+            raise UsageError(f"--shared-dir: cannot read {ckpt_dir} ({error.strerror})") from None
     if checkpoint is None:
         found = []
         for pod in pods:
@@ -376,8 +337,14 @@ def run_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@_guard
 def run_logs(args: argparse.Namespace) -> int:
+    problems = Problems()
+    problems.check(jobspec.check_lookup_name, args.name)
+    if not 0 <= args.rank < jobspec.MAX_NODES:
+        problems.add(f"--rank: a node index from 0 to {jobspec.MAX_NODES - 1}, got {args.rank}")
+    if args.tail is not None and args.tail < 0:
+        problems.add(f"--tail: a number of lines, 0 or more, got {args.tail}")
+    problems.raise_any()
     session = resolve_target(args, need_cluster=True)
     jobs = job_client(args, session)
     jobs.get(args.name)  # a clear "no such job" before looking for its pods
@@ -391,8 +358,8 @@ def run_logs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@_guard
 def run_delete(args: argparse.Namespace) -> int:
+    jobspec.check_lookup_name(args.name)
     session = resolve_target(args, need_cluster=True)
     jobs = job_client(args, session)
     jobs.delete(args.name)

@@ -1,10 +1,19 @@
-"""Errors a person can act on, each carrying the exit code the command returns."""
+"""Errors a person can act on, each carrying the exit code the command returns.
+
+One contract for every command (issue 12): 0 done; 1 a failure outside the user's input (the
+cloud, the cluster, policy violations, a node that died); 2 the input is wrong, every problem
+listed, nothing created or submitted.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
 
 EXIT_OK = 0
 EXIT_CLUSTER = 1
 EXIT_USAGE = 2
+T = TypeVar("T")
 
 
 class JobError(Exception):
@@ -32,3 +41,28 @@ class ClusterError(JobError):
     """The cluster is unreachable or refused a request for reasons other than the input (exit 1)."""
 
     exit_code = EXIT_CLUSTER
+
+
+class Problems:
+    """Runs independent checks and keeps every UsageError, so one run lists all that is wrong."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def check(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T | None:
+        """``fn(*args)``, or None after noting its UsageError."""
+        try:
+            return fn(*args, **kwargs)
+        except UsageError as error:
+            self.add(str(error))
+            return None
+
+    def add(self, message: str) -> None:
+        if message not in self.messages:
+            self.messages.append(message)
+
+    def raise_any(self) -> None:
+        if len(self.messages) == 1:
+            raise UsageError(self.messages[0])
+        if self.messages:
+            raise UsageError(f"{len(self.messages)} problems:\n  " + "\n  ".join(self.messages))

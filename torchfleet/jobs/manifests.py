@@ -295,7 +295,8 @@ def egress_policy(req: JobRequest, target: Target) -> dict[str, Any] | None:
     """The opt-in hole for ``--allow-egress CIDR``: the namespace lets training pods reach only
     their own job, etcd and DNS (components/kube), so S3, HTTPS and dataset downloads fail unless
     the job asks; the clouds' metadata endpoints stay closed inside any CIDR (egress.py). Policies
-    add up: this one only widens what the job's pods may reach, on any port. Owned by the job, like the job's own policy, so deleting the job removes it."""
+    add up: this one only widens what the job's pods may reach, on any port. Owned by the job, like
+    the job's own policy, so deleting the job removes it."""
     if not req.egress:
         return None
     policy = kube_manifests.job_network_policy(target.namespace, req.name)

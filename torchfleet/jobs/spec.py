@@ -6,7 +6,6 @@ starts with the flag and says what would be valid.
 
 from __future__ import annotations
 
-import ipaddress
 import itertools
 import re
 from collections.abc import Sequence
@@ -14,15 +13,28 @@ from dataclasses import dataclass, field
 
 from components import catalog
 from components.spec import TRAINING_UID
-from torchfleet.jobs.errors import UsageError
+from torchfleet.jobs import image_ref
+from torchfleet.jobs.egress import parse_egress
+from torchfleet.jobs.errors import Problems, UsageError
+from torchfleet.jobs.mounts import DEFAULT_MOUNT, normalize_mount
 from torchfleet.jobs.target import Target
 
-DEFAULT_MOUNT = "/mnt/shared"
 # The operators name pods and their Services "<job>-worker-<index>", and a Service name is a
 # DNS-1035 label of at most 63 characters.
 _POD_SUFFIX = "-worker-"
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+# Kubernetes label values: at most 63 characters, alphanumeric at both ends, '-', '_', '.' inside
+# (https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set).
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+LABEL_VALUE_MAX = 63
+# Zones as every cloud writes them in topology.kubernetes.io/zone: us-west-2a, us-central1-a, eastus-1.
+_ZONE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+# Kubernetes keeps uids in an int32 (runAsUser: 0 to 2147483647, apimachinery IsValidUserID).
+UID_MAX = 2**31 - 1
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Kubernetes supports clusters of up to 5,000 nodes; a job cannot use more
+# (https://kubernetes.io/docs/setup/best-practices/cluster-large/).
+MAX_NODES = 5000
 _NODES = re.compile(r"^\s*(\d+)\s*(?::\s*(\d+)\s*)?$")
 _PARAM_KEY = re.compile(r"^[+~]{0,2}[A-Za-z_][\w.\-/@]*$")  # Hydra override keys (a.b, +new, ~drop)
 # Environment the CLI sets itself; a user value would break the per-job folders or identity.
@@ -106,6 +118,8 @@ def parse_nodes(text: str) -> tuple[int, int]:
         raise UsageError(f"--nodes: the minimum must be at least 1, got {text!r}")
     if lo > hi:
         raise UsageError(f"--nodes: the minimum ({lo}) must not exceed the maximum ({hi}); e.g. {hi}:{lo}")
+    if hi > MAX_NODES:
+        raise UsageError(f"--nodes: at most {MAX_NODES} nodes (the largest cluster Kubernetes supports), got {text!r}")
     return lo, hi
 
 
@@ -157,23 +171,6 @@ def parse_memory(text: str) -> int:
     return mib
 
 
-def parse_egress(items: Sequence[str]) -> tuple[str, ...]:
-    """``--allow-egress 10.0.0.0/16`` (repeatable) -> the CIDRs, as the API server will store them."""
-    cidrs: list[str] = []
-    for item in items:
-        try:
-            network = ipaddress.ip_network(item.strip(), strict=True) if "/" in item else None
-        except ValueError as error:
-            raise UsageError(f"--allow-egress: {item!r} is not a network CIDR ({error}); e.g. 52.216.0.0/15 "
-                             "or 0.0.0.0/0 for anywhere") from None
-        if network is None:
-            raise UsageError(f"--allow-egress: expected a CIDR such as 52.216.0.0/15 (one address: {item}/32), "
-                             f"got {item!r}")
-        if str(network) not in cidrs:
-            cidrs.append(str(network))
-    return tuple(cidrs)
-
-
 def combinations(params: list[tuple[str, list[str]]]) -> list[tuple[str, ...]]:
     """Every combination, as Hydra overrides in flag order: [("lr=0.1", "batch=64"), ...]."""
     keys = [k for k, _ in params]
@@ -183,7 +180,7 @@ def combinations(params: list[tuple[str, list[str]]]) -> list[tuple[str, ...]]:
 
 def check_name(name: str, max_nodes: int, flag: str = "NAME") -> None:
     longest = len(name) + len(_POD_SUFFIX) + len(str(max(max_nodes - 1, 0)))
-    if not _DNS1035.match(name or ""):
+    if not _DNS1035.fullmatch(name or ""):
         raise UsageError(
             f"{flag}: {name!r} is not a valid job name; use lowercase letters, digits and '-', "
             "starting with a letter (e.g. resnet-lr01)"
@@ -195,24 +192,43 @@ def check_name(name: str, max_nodes: int, flag: str = "NAME") -> None:
         )
 
 
-def check_image(image: str) -> None:
+def check_lookup_name(name: str) -> None:
+    """A job name given to status, logs or delete: checked before it reaches the API (in a URL
+    path and a label selector)."""
+    if not (_DNS1035.fullmatch(name or "") and len(name) <= LABEL_VALUE_MAX):
+        raise UsageError(f"NAME: {name!r} is not a job name; job names are lowercase letters, digits and '-', "
+                         f"starting with a letter, at most {LABEL_VALUE_MAX} characters (see `torchfleet list`)")
+
+
+def check_label_value(flag: str, value: str) -> None:
+    if len(value) > LABEL_VALUE_MAX or not LABEL_VALUE.fullmatch(value):
+        raise UsageError(f"{flag}: {value!r} cannot be a Kubernetes label value; at most {LABEL_VALUE_MAX} "
+                         "letters, digits, '-', '_' or '.', beginning and ending with a letter or digit")
+
+
+def check_zone(zone: str) -> None:
+    check_label_value("--zone", zone)  # it becomes the nodeSelector's topology.kubernetes.io/zone value
+    if not _ZONE.fullmatch(zone):
+        raise UsageError(f"--zone: expected a zone as the nodes' topology.kubernetes.io/zone label names it "
+                         f"(lowercase letters, digits, '-'), e.g. us-west-2a, us-central1-a or eastus-1; got {zone!r}")
+
+
+def check_image(image: str | None) -> None:
+    if not image:
+        raise UsageError(f"--image: required, e.g. --image {image_ref.EXAMPLE}")
+    ref = image_ref.parse(image)
     # A spot replacement pulls the image again: a moving tag could run different code on
     # different nodes of one job, so the image must name a version.
-    name, _, digest = image.partition("@")
-    last = name.rsplit("/", 1)[-1]
-    tag = last.partition(":")[2]
-    if not image or " " in image:
-        raise UsageError(f"--image: expected REPO:TAG, got {image!r}")
-    if not digest and (not tag or tag == "latest"):
+    if not ref.digest and (not ref.tag or ref.tag == "latest"):
         raise UsageError(f"--image: {image!r} names no fixed version; give REPO:TAG (not latest) or REPO@sha256:...")
 
 
 def check_run_as_user(uid: int) -> None:
     # The training namespace enforces the `restricted` Pod Security level, which refuses uid 0
     # (runAsNonRoot): https://kubernetes.io/docs/concepts/security/pod-security-standards/#restricted
-    if isinstance(uid, bool) or not isinstance(uid, int) or uid <= 0:
-        raise UsageError(f"--run-as-user: expected a uid above 0 (the namespace refuses root), got {uid!r}; "
-                         f"the training image's user is {TRAINING_UID}")
+    if isinstance(uid, bool) or not isinstance(uid, int) or not 0 < uid <= UID_MAX:
+        raise UsageError(f"--run-as-user: expected a uid from 1 to {UID_MAX} (the namespace refuses root, "
+                         f"Kubernetes keeps uids in 32 bits), got {uid!r}; the training image's user is {TRAINING_UID}")
 
 
 def training_command(command: Sequence[str]) -> tuple[str, ...]:
@@ -225,10 +241,20 @@ def training_command(command: Sequence[str]) -> tuple[str, ...]:
     argv = list(command)
     if not argv:
         raise UsageError("the training command is missing: put it after --, e.g. -- python train.py --lr 0.1")
+    if not argv[0].strip():
+        raise UsageError(f"the training command: the program after -- is empty ({argv[0]!r}); "
+                         "e.g. -- python train.py --lr 0.1")
+    if any("\0" in arg for arg in argv):
+        raise UsageError("the training command: an argument contains a NUL character, which no program can receive")
     if re.fullmatch(r"python(3(\.\d+)?)?", argv[0].rsplit("/", 1)[-1]):
         rest = argv[1:]
         if rest[:1] == ["-m"] and len(rest) > 1:
+            if not rest[1].strip():
+                raise UsageError("the training command: the module after python -m is empty; e.g. -m team.train")
             return ("--module", *rest[1:])
+        if rest and not rest[0].strip():
+            raise UsageError(f"the training command {' '.join(argv)!r}: the script after python is empty; "
+                             "e.g. -- python train.py")
         if not rest or rest[0].startswith("-"):
             raise UsageError(
                 f"the training command {' '.join(argv)!r}: give a script or -m MODULE after python; "
@@ -382,6 +408,16 @@ def resolve_machine(
     return machine, notes
 
 
+def kind_missing(target: Target) -> str:
+    """Why a job with neither --gpu nor --cpu cannot be sized, and what to add."""
+    if target.cloud == "local" or target.pools == ():
+        where = f"stack {target.stack}" if target.stack else f"the {target.cloud} stack"
+        return (f"--gpu or --cpu: required; {where} is CPU-only, so submit with --cpu "
+                f"(--cpus {DEFAULT_CPUS} --memory {DEFAULT_MEMORY} by default)")
+    have = f" (stack {target.stack} has: {', '.join(sorted({p.gpu for p in target.pools}))})" if target.pools else ""
+    return f"--gpu: required, e.g. --gpu t4{have}, or --cpu for a CPU job"
+
+
 def build_request(
     target: Target,
     *,
@@ -389,7 +425,7 @@ def build_request(
     gpu: str | None,
     nodes: str,
     gpus_per_node: int | None,
-    image: str,
+    image: str | None,
     command: Sequence[str],
     zone: str | None = None,
     env: Sequence[str] = (),
@@ -402,40 +438,51 @@ def build_request(
     memory: str | None = None,
     allow_egress: Sequence[str] = (),
 ) -> JobRequest:
-    """A job request; ``cpu=True`` makes a CPU job (no GPU, sized from ``cpus``/``memory``)."""
-    lo, hi = parse_nodes(nodes)
-    check_run_as_user(run_as_user)
-    check_name(name, hi)
-    check_image(image)
-    env_pairs = parse_env(env)
-    egress = parse_egress(allow_egress)
-    script = training_command(command)
-    if not mount.startswith("/") or mount.rstrip("/") in ("", "/dev", "/proc", "/sys"):
-        raise UsageError(f"--mount: expected an absolute path such as {DEFAULT_MOUNT}, got {mount!r}")
-    common = dict(
-        name=name, min_nodes=lo, max_nodes=hi, image=image, command=script + tuple(overrides), env=env_pairs,
-        mount=mount.rstrip("/"), overrides=tuple(overrides), sweep=sweep, run_as_user=run_as_user, egress=egress,
-    )
+    """A job request; ``cpu=True`` makes a CPU job (no GPU, sized from ``cpus``/``memory``).
+
+    The flags that can be checked on their own are checked together, so one UsageError lists
+    every problem among them; the GPU, zone and sizing checks that need them valid come after.
+    """
+    problems = Problems()
+    lo, hi = problems.check(parse_nodes, nodes) or (1, 1)
+    problems.check(check_run_as_user, run_as_user)
+    problems.check(check_name, name, hi)
+    problems.check(check_image, image)
+    env_pairs = problems.check(parse_env, env) or ()
+    egress = problems.check(parse_egress, allow_egress) or ()
+    script = problems.check(training_command, command) or ()
+    mount_path = problems.check(normalize_mount, mount) or DEFAULT_MOUNT
+    if zone is not None:
+        problems.check(check_zone, zone)
     if cpu:
         if gpu:
-            raise UsageError(f"--cpu: a CPU job asks for no GPU; drop --gpu {gpu} (or drop --cpu)")
+            problems.add(f"--cpu: a CPU job asks for no GPU; drop --gpu {gpu} (or drop --cpu)")
         if gpus_per_node is not None:
-            raise UsageError("--cpu: a CPU job asks for no GPU; drop --gpus-per-node (or drop --cpu)")
+            problems.add("--cpu: a CPU job asks for no GPU; drop --gpus-per-node (or drop --cpu)")
+        cpu_millis = problems.check(parse_cpus, DEFAULT_CPUS if cpus is None else cpus)
+        memory_mib = problems.check(parse_memory, DEFAULT_MEMORY if memory is None else memory)
+    else:
+        for flag, value in (("--cpus", cpus), ("--memory", memory)):
+            if value is not None:
+                problems.add(f"{flag}: only with --cpu; a GPU job is sized from its machine type")
+        if not gpu:
+            problems.add(kind_missing(target))
+        if gpus_per_node is not None and gpus_per_node < 1:
+            problems.add(f"--gpus-per-node: must be at least 1, got {gpus_per_node}")
+    problems.raise_any()
+    common = dict(
+        name=name, min_nodes=lo, max_nodes=hi, image=image, command=script + tuple(overrides), env=env_pairs,
+        mount=mount_path, overrides=tuple(overrides), sweep=sweep, run_as_user=run_as_user, egress=egress,
+    )
+    if cpu:
         zone_label = zone_names(target, zone)[1] if zone else None
         notes = [] if target.cloud == "local" else [
             "--cpu: the pods go to nodes without the GPU taint (on a cloud stack, the manager pool), "
             "never to a GPU node"
         ]
-        sizing = size_cpu(parse_cpus(cpus or DEFAULT_CPUS), parse_memory(memory or DEFAULT_MEMORY))
+        sizing = size_cpu(cpu_millis, memory_mib)
         return JobRequest(gpu=None, gpus_per_node=0, sizing=sizing, zone=zone_label, notes=tuple(notes), **common)
-    for flag, value in (("--cpus", cpus), ("--memory", memory)):
-        if value is not None:
-            raise UsageError(f"{flag}: only with --cpu; a GPU job is sized from its machine type")
-    if not gpu:
-        raise UsageError("--gpu: required, e.g. --gpu t4 (or --cpu for a CPU job)")
     gpus_per_node = 1 if gpus_per_node is None else gpus_per_node
-    if gpus_per_node < 1:
-        raise UsageError(f"--gpus-per-node: must be at least 1, got {gpus_per_node}")
     pool_zone, zone_label = zone_names(target, zone) if zone else (None, None)
     machine, notes = resolve_machine(target, gpu, pool_zone, hi, gpus_per_node)
     if gpus_per_node > machine.gpus:

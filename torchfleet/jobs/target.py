@@ -8,6 +8,7 @@ needs is in the stack file, which is why ``--dry-run`` never calls Pulumi.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from torchfleet.jobs.errors import ClusterError, UsageError
 REPO = Path(__file__).resolve().parents[2]
 STACKS_DIR = REPO / "stacks"  # Pulumi.yaml: stackConfigDir: stacks
 DEFAULT_CLOUD = "aws"
+_STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 ETCD_PORT = kube_manifests.ETCD_CLIENT_PORT
 
 
@@ -69,16 +71,22 @@ def defaults(cloud: str = DEFAULT_CLOUD, namespace: str | None = None) -> Target
 
 
 def stack_file(stack: str, stacks_dir: Path = STACKS_DIR) -> Path:
+    found = Path(stacks_dir).glob("Pulumi.*.yaml")
+    known = ", ".join(sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in found)) or "none"
+    # Pulumi's stack names: letters, digits, '-', '_' and '.'; anything else (a '/') would reach
+    # outside stacks/.
+    if not _STACK_NAME.fullmatch(stack) or stack.startswith("."):
+        raise UsageError(f"--stack: {stack!r} is not a stack name (letters, digits, '-', '_', '.'); stacks: {known}")
     path = Path(stacks_dir) / f"Pulumi.{stack}.yaml"
     if not path.is_file():
-        found = Path(stacks_dir).glob("Pulumi.*.yaml")
-        known = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in found)
-        raise UsageError(f"--stack: no stack {stack!r} ({path} does not exist); stacks: {', '.join(known) or 'none'}")
+        raise UsageError(f"--stack: no stack {stack!r} ({path} does not exist); stacks: {known}")
     return path
 
 
 def from_stack(stack: str, stacks_dir: Path = STACKS_DIR) -> Target:
-    """Read and validate the stack file exactly as the program does (components.spec.parse)."""
+    """Read and validate the stack file exactly as the program does (components.spec.parse); a
+    malformed file (not YAML, duplicate keys, an alias bomb: preview/stack_file.py) is a
+    ConfigError too, so every problem with it is a UsageError (exit 2)."""
     from torchfleet.preview.runner import stack_spec
 
     try:

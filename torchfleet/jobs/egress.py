@@ -1,0 +1,84 @@
+"""`--allow-egress CIDR`: the networks a job may reach, never the clouds' metadata endpoints.
+
+A metadata endpoint hands out the node's credentials (and, on Azure, the WireServer its
+extensions' settings). README.md promises they stay closed whatever a job opens, so every
+CIDR that contains one gets it as an ``except`` (a NetworkPolicy ipBlock's excepts must lie
+strictly inside its cidr, so each CIDR gets only the endpoints inside it), and a CIDR that is
+a metadata endpoint, or lies inside one, is refused.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from torchfleet.jobs.errors import UsageError
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclass(frozen=True)
+class MetadataEndpoint:
+    network: Network
+    what: str
+    source: str
+
+
+METADATA_ENDPOINTS = (
+    # One address for AWS IMDS, GCP's metadata.google.internal and Azure IMDS.
+    MetadataEndpoint(ipaddress.ip_network("169.254.169.254/32"), "AWS, GCP and Azure instance metadata",
+                     "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html, "
+                     "https://cloud.google.com/compute/docs/metadata/querying-metadata, "
+                     "https://learn.microsoft.com/en-us/azure/virtual-machines/instance-metadata-service"),
+    # GKE's metadata server (Workload Identity) answers on this address, port 988.
+    MetadataEndpoint(ipaddress.ip_network("169.254.169.252/32"), "the GKE metadata server",
+                     "https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity"),
+    MetadataEndpoint(ipaddress.ip_network("168.63.129.16/32"), "Azure's WireServer",
+                     "https://learn.microsoft.com/en-us/azure/virtual-network/what-is-ip-address-168-63-129-16"),
+    # IMDS over IPv6 on Nitro instances.
+    MetadataEndpoint(ipaddress.ip_network("fd00:ec2::254/128"), "AWS instance metadata over IPv6",
+                     "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html"),
+)
+
+
+def metadata_inside(network: Network) -> list[Network]:
+    """The metadata endpoints strictly inside ``network``: its excepts."""
+    return [m.network for m in METADATA_ENDPOINTS
+            if m.network.version == network.version and m.network.subnet_of(network) and m.network != network]
+
+
+def _metadata_containing(network: Network) -> MetadataEndpoint | None:
+    return next((m for m in METADATA_ENDPOINTS
+                 if m.network.version == network.version and network.subnet_of(m.network)), None)
+
+
+def parse_egress(items: Sequence[str]) -> tuple[str, ...]:
+    """``--allow-egress 10.0.0.0/16`` (repeatable) -> the CIDRs, as the API server will store them."""
+    cidrs: list[str] = []
+    for item in items:
+        try:
+            network = ipaddress.ip_network(item.strip(), strict=True) if "/" in item else None
+        except ValueError as error:
+            raise UsageError(f"--allow-egress: {item!r} is not a network CIDR ({error}); e.g. 52.216.0.0/15 "
+                             "or 0.0.0.0/0 for anywhere") from None
+        if network is None:
+            raise UsageError(f"--allow-egress: expected a CIDR such as 52.216.0.0/15 (one address: {item}/32), "
+                             f"got {item!r}")
+        metadata = _metadata_containing(network)
+        if metadata is not None:
+            raise UsageError(f"--allow-egress: {item!r} is {metadata.what} ({metadata.network}), which hands out "
+                             "the node's credentials and stays closed to jobs; give the networks the job needs")
+        if str(network) not in cidrs:
+            cidrs.append(str(network))
+    return tuple(cidrs)
+
+
+def ip_block(cidr: str) -> dict[str, Any]:
+    """A NetworkPolicy ipBlock for an allowed CIDR, the metadata endpoints inside it excepted."""
+    network = ipaddress.ip_network(cidr)
+    if _metadata_containing(network) is not None:  # parse_egress says so first; never build the hole
+        raise UsageError(f"--allow-egress: {cidr} is a cloud metadata endpoint and stays closed to jobs")
+    excepts = metadata_inside(network)
+    return {"cidr": cidr, "except": [str(n) for n in excepts]} if excepts else {"cidr": cidr}
