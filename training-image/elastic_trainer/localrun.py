@@ -38,8 +38,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def descendants(pid: int) -> list[int]:
-    """All live descendants of ``pid`` (from /proc; Linux only)."""
+def _children_by_parent() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -51,6 +50,33 @@ def descendants(pid: int) -> list[int]:
         # the command name is in parentheses and may contain spaces: parse after the last ')'
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
         children.setdefault(ppid, []).append(int(entry.name))
+    return children
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def worker_pids(launcher_pid: int) -> list[int]:
+    """The training processes torchrun started under a launcher (not its helpers, not loader workers).
+
+    Forked from the forkserver (the launcher's default), they are the forkserver's children;
+    otherwise the launcher's own children other than multiprocessing's helpers.
+    """
+    children = _children_by_parent()
+    direct = children.get(launcher_pid, [])
+    servers = [pid for pid in direct if "multiprocessing.forkserver" in _cmdline(pid)]
+    if servers:
+        return [pid for server in servers for pid in children.get(server, [])]
+    return [pid for pid in direct if "from multiprocessing" not in _cmdline(pid)]
+
+
+def descendants(pid: int) -> list[int]:
+    """All live descendants of ``pid`` (from /proc; Linux only)."""
+    children = _children_by_parent()
     found: list[int] = []
     stack = [pid]
     while stack:
@@ -321,8 +347,10 @@ class LocalJob:
             argv.append(f"--rdzv_conf={self.rdzv_conf}")
         return [*argv, str(self.script), f"--checkpoint-dir={self.checkpoint_dir}", *self.script_args]
 
-    def start_node(self, name: str | None = None) -> Node:
-        node = Node(name or f"node{len(self.nodes)}", self.node_argv(), self.node_env(), self.workdir, self.events)
+    def start_node(self, name: str | None = None, env: Mapping[str, str] | None = None) -> Node:
+        """``env`` is this node's own on top of the job's (e.g. ``CUDA_VISIBLE_DEVICES``: a GPU each)."""
+        node = Node(name or f"node{len(self.nodes)}", self.node_argv(), {**self.node_env(), **(env or {})},
+                    self.workdir, self.events)
         self.nodes.append(node)
         return node.start()
 

@@ -133,7 +133,8 @@ class GPTTask:
         return losses / self.size.context
 
 
-def main(argv: list[str] | None = None) -> int:
+def task_and_config(argv: list[str] | None = None) -> tuple[GPTTask, TrainConfig]:
+    """The task and the trainer's settings from the command line (bench/gpu.py's bare loop uses it too)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     TrainConfig.add_arguments(parser)
     parser.add_argument("--size", choices=sorted(SIZES), default="tiny")
@@ -148,7 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     if not 0.0 <= args.dropout < 1.0:
         parser.error(f"--dropout={args.dropout}: must be in [0, 1)")
     task = GPTTask(SIZES[args.size], args.samples, args.seed, args.lr, args.weight_decay, args.dropout, args.precision)
-    return train(task, TrainConfig.from_args(args))
+    return task, TrainConfig.from_args(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return train(*task_and_config(argv))
 
 
 if __name__ == "__main__":

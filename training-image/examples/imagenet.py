@@ -111,7 +111,8 @@ class ImageTask:
         return nn.functional.cross_entropy(logits.float(), targets, reduction="sum")
 
 
-def main(argv: list[str] | None = None) -> int:
+def task_and_config(argv: list[str] | None = None) -> tuple[ImageTask, TrainConfig]:
+    """The task and the trainer's settings from the command line (bench/gpu.py's bare loop uses it too)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     TrainConfig.add_arguments(parser)
     source = parser.add_mutually_exclusive_group(required=True)
@@ -140,7 +141,11 @@ def main(argv: list[str] | None = None) -> int:
                                                 args.seed), args.num_classes
     task = ImageTask(dataset, num_classes, args.arch, lr, args.momentum, args.weight_decay,
                      args.precision, args.channels_last)
-    return train(task, TrainConfig.from_args(args))
+    return task, TrainConfig.from_args(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return train(*task_and_config(argv))
 
 
 if __name__ == "__main__":
