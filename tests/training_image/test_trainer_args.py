@@ -69,3 +69,25 @@ def test_out_of_range_values_are_usage_errors_naming_the_flag(flag, value, capsy
         _parse(flag, value)
     assert exit_info.value.code == 2
     assert f"argument {flag}: must be >= " in capsys.readouterr().err
+
+
+# The checkpoint flags the GPU tests and the benchmark use (issue 11): async on and the single format by default.
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ((), (True, "single")),
+        (("--no-async-checkpoint",), (False, "single")),
+        (("--async-checkpoint", "--checkpoint-format", "sharded"), (True, "sharded")),
+    ],
+)
+def test_checkpoint_flags(flags, expected):
+    cfg = _parse(*flags)
+    assert (cfg.async_checkpoint, cfg.checkpoint_format) == expected
+
+
+def test_an_unknown_checkpoint_format_is_a_usage_error_naming_the_choices(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        _parse("--checkpoint-format", "zip")
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --checkpoint-format: invalid choice: 'zip'" in err and "single" in err and "sharded" in err

@@ -400,7 +400,12 @@ class CheckpointStore:
         """State and meta of one checkpoint; ``verified=True`` skips the hashing (done once, elsewhere)."""
         meta = self._read_meta(checkpoint) if verified else self.verify(checkpoint)
         try:
-            state = self.read(checkpoint, map_location)
+            if meta.get("checkpoint_format") == "sharded":  # every rank wrote part of it (sharded.py)
+                from elastic_trainer import sharded  # here: sharded imports this module
+
+                state = sharded.read(checkpoint)
+            else:
+                state = self.read(checkpoint, map_location)
             missing = [key for key in required if key not in state]
             if missing:
                 raise CorruptCheckpointError(f"{checkpoint.path.name}: lacks {', '.join(missing)} in {STATE_FILE}")

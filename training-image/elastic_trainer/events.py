@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -29,10 +30,15 @@ def setup_logging(rank: int) -> None:
     log.propagate = False
 
 
+# The checkpoint writer thread emits too (``ckpt`` at its commit): one line at a time.
+_emitting = threading.Lock()
+
+
 def emit(kind: str, **fields: object) -> None:
-    record = {"ev": kind, "wall": round(time.time(), 3), **fields}
-    sys.stdout.write(PREFIX + json.dumps(record, sort_keys=True) + "\n")
-    sys.stdout.flush()
+    line = PREFIX + json.dumps({"ev": kind, "wall": round(time.time(), 3), **fields}, sort_keys=True) + "\n"
+    with _emitting:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 class Scalars:

@@ -37,12 +37,14 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_FENCED, EXIT_MEMBERSHIP_CHANGE
+from elastic_trainer.async_writer import AsyncWriter, WriteOutcome
 from elastic_trainer.checkpoint import Checkpoint, CheckpointStore, CheckpointWriteError, CorruptCheckpointError
 from elastic_trainer.comm import all_gather_objects, broadcast_object
 from elastic_trainer.data.sampler import ElasticBatchSampler
 from elastic_trainer.events import Scalars, emit, log, setup_logging
 from elastic_trainer.fence import StaleGenerationError
 from elastic_trainer.signals import StopRequest
+from elastic_trainer.staging import HostSnapshot
 
 # Fault injection for the kill-while-writing test: "<step>:<seconds>" stalls rank 0 after the
 # checkpoint of <step> is written and before it is committed.
@@ -57,6 +59,11 @@ HOLD_FOR_WORLD = "TORCHFLEET_HOLD_FOR_WORLD"
 # Set on every pod of a job the torchfleet CLI submits (torchfleet/jobs/manifests.py environment()).
 ENV_CHECKPOINT_DIR = "TORCHFLEET_CHECKPOINT_DIR"
 ENV_LOADER_WORKERS = "TORCHFLEET_DATALOADER_WORKERS"
+CHECKPOINT_FORMATS = ("single", "sharded")
+# How long a worker leaving on an error waits for its checkpoint write in flight to commit (the
+# survivors resume from it): a single-format write needs no peer; a sharded one waits on peers
+# that may be gone, and must not hold up the restart for long.
+SETTLE_WRITE_S = {"single": 60.0, "sharded": 10.0}
 
 
 class Task(Protocol):
@@ -102,6 +109,8 @@ class TrainConfig:
     num_workers: int = 0
     step_delay_s: float = 0.0  # only to pace demos and tests on a tiny model
     progress_every: int = 1  # step events; the first step of every worker group is always reported
+    async_checkpoint: bool = True  # training blocks only for the copy to host memory (issue 11)
+    checkpoint_format: str = "single"  # one of CHECKPOINT_FORMATS
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -121,6 +130,12 @@ class TrainConfig:
                             help=f"data-loader processes per rank (default: ${ENV_LOADER_WORKERS}, else 0)")
         parser.add_argument("--step-delay-s", type=float, default=0.0)
         parser.add_argument("--progress-every", type=_at_least(1), default=1, help="steps between progress events")
+        parser.add_argument("--async-checkpoint", action=argparse.BooleanOptionalAction, default=True,
+                            help="write checkpoints in the background: training blocks only while the state is "
+                                 "copied to host memory (default: on)")
+        parser.add_argument("--checkpoint-format", choices=CHECKPOINT_FORMATS, default="single",
+                            help="single: rank 0 writes one state.pt; sharded: every rank writes part of the "
+                                 "bytes (torch.distributed.checkpoint), for states too big for one writer")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> TrainConfig:
@@ -129,6 +144,7 @@ class TrainConfig:
             global_batch_size=args.global_batch_size, checkpoint_every=args.checkpoint_every,
             keep_checkpoints=args.keep_checkpoints, seed=args.seed, tensorboard_dir=args.tensorboard_dir,
             num_workers=args.num_workers, step_delay_s=args.step_delay_s, progress_every=args.progress_every,
+            async_checkpoint=args.async_checkpoint, checkpoint_format=args.checkpoint_format,
         )
 
 
@@ -201,6 +217,18 @@ class _Run:
         self.scalars = Scalars(cfg.tensorboard_dir, self.rank)
         self.stall = _stall_commit_at()
         self.hold = _hold_for_world()
+        # Checkpoints (issue 11): staged into host buffers allocated once (pinned on CUDA), written
+        # by a background thread, one write in flight; a failure is reported at the next wait.
+        self.snapshot = HostSnapshot(pin=self.device.type == "cuda")
+        self.writer = AsyncWriter()
+        self.failed_save = 0  # EXIT_CHECKPOINT_FAILED once a stop or final checkpoint could not be written
+        self.ckpt_group = None
+        if cfg.checkpoint_format == "sharded":
+            from elastic_trainer import sharded
+
+            sharded.require_numpy()
+            # the sharded write's collectives run in the writer thread: a group of their own
+            self.ckpt_group = dist.new_group(backend="gloo")
 
     # -- collectives helpers ----------------------------------------------------------------
     def _broadcast_object(self, obj: object) -> object:
@@ -290,7 +318,12 @@ class _Run:
                     f"--seed={saved['seed']}; this run has {cfg.global_batch_size} and {cfg.seed}"
                 )
             model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
+            if meta.get("checkpoint_format") == "sharded":  # its optimizer state is keyed by parameter name
+                from elastic_trainer import sharded
+
+                sharded.restore_optimizer(model, optimizer, state["optimizer"])
+            else:
+                optimizer.load_state_dict(state["optimizer"])
             if scheduler is not None and state.get("scheduler") is not None:
                 scheduler.load_state_dict(state["scheduler"])
             step = ElasticBatchSampler.step_from_state(state["sampler"], len(task.dataset))
@@ -325,6 +358,7 @@ class _Run:
         try:
             return self._loop(ddp_model, model, optimizer, scheduler, sampler, loader, step, generation, scale)
         finally:
+            self._settle_write()
             self.scalars.close()
 
     def _loop(self, ddp_model, model, optimizer, scheduler, sampler, loader, step, generation, scale) -> int:
@@ -335,7 +369,6 @@ class _Run:
             return 0
         ddp_model.train()
         first_step = step + 1
-        failed_save = 0  # EXIT_CHECKPOINT_FAILED once a stop or final checkpoint could not be written
         for batch in loader:
             if self.hold and step + 1 == self.hold[0] and self.world < self.hold[1]:
                 self._hold()
@@ -361,30 +394,25 @@ class _Run:
                 emit("signal", rank=self.rank, signum=self.stop.signum, step=step)
             reason = "final" if step >= cfg.total_steps else "stop" if stopping else (
                 "periodic" if step % cfg.checkpoint_every == 0 else None)
+            if self.writer.busy:  # a background write that has ended is reported now, not at the next checkpoint
+                code = self._report(self.writer.poll())
+                if code:
+                    return code
             if reason:
-                try:
-                    self._checkpoint(model, optimizer, scheduler, sampler, step, generation, reason)
-                except StaleGenerationError as exc:
-                    log.error("%s", exc)
-                    emit("fenced", rank=self.rank, step=step, gen=generation)
-                    return EXIT_FENCED
-                except CheckpointWriteError as exc:
-                    # e.g. the store is full: the previous checkpoints stand; only rank 0 writes
-                    log.error("the %s checkpoint of step %d failed: %s", reason, step, exc)
-                    emit("ckpt_failed", rank=self.rank, step=step, gen=generation, reason=reason, error=str(exc))
-                    if reason != "periodic":
-                        failed_save = EXIT_CHECKPOINT_FAILED
+                code = self._checkpoint(model, optimizer, scheduler, sampler, step, generation, reason)
+                if code:
+                    return code
             if stopping:
                 # a stop is rare: make sure rank 0's commit is done before anyone leaves
                 dist.barrier()
-                code = failed_save or (128 + self.stop.signum if self.stop else EXIT_MEMBERSHIP_CHANGE)
+                code = self.failed_save or (128 + self.stop.signum if self.stop else EXIT_MEMBERSHIP_CHANGE)
                 emit("exit", rank=self.rank, step=step, code=code)
                 return code
             if reason == "final":
                 break
-        if failed_save:
-            emit("exit", rank=self.rank, step=step, code=failed_save)
-            return failed_save
+        if self.failed_save:
+            emit("exit", rank=self.rank, step=step, code=self.failed_save)
+            return self.failed_save
         if self.rank == 0:
             emit("done", step=step, world=self.world, gen=generation)
         return 0
@@ -401,22 +429,40 @@ class _Run:
                 return
             time.sleep(0.05)
 
-    def _checkpoint(self, model, optimizer, scheduler, sampler, step, generation, reason) -> None:
+    def _checkpoint(self, model, optimizer, scheduler, sampler, step, generation, reason) -> int:
+        """Copy this step's state to host memory (all that blocks training) and write it in the background.
+
+        One write in flight (issue 11): the previous one is waited for and reported first. A stop and
+        the last step also wait for their own write, as does every checkpoint with
+        ``--no-async-checkpoint``. Returns EXIT_FENCED if this group must stop, else 0.
+        """
         # every rank's RNG state, so a resume at the same world size continues exactly
         rng_states = all_gather_objects(_rng_state(), self.device)
-        if self.rank != 0:
-            return
+        sharded_format = self.cfg.checkpoint_format == "sharded"
+        if self.rank != 0 and not sharded_format:
+            return 0  # the single format: rank 0 writes everything
         started = time.monotonic()
+        code = self._report(self.writer.wait())
+        if code:
+            return code
+        waited = time.monotonic() - started
         epoch, _ = sampler.position(step)
-        state = {
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
+        extra = {
             "scheduler": scheduler.state_dict() if scheduler is not None else None,
             "rng": rng_states,
             "sampler": sampler.state_dict(step),
             "step": step,
             "epoch": epoch,
         }
+        if sharded_format:
+            from elastic_trainer import sharded
+
+            staged = self.snapshot.take({"tensors": sharded.tensors_of(model, optimizer), "extra": extra})
+        else:
+            staged = self.snapshot.take({"model": model.state_dict(), "optimizer": optimizer.state_dict(), **extra})
+        blocked = time.monotonic() - started
+        synchronous = reason != "periodic" or not self.cfg.async_checkpoint
+        info = {"world_size": self.world, "epoch": epoch, "reason": reason}
         stall = self.stall
 
         def before_commit(tmp: Path) -> None:
@@ -424,18 +470,70 @@ class _Run:
                 emit("ckpt_writing", step=step, tmp=str(tmp))
                 time.sleep(stall[1])
 
-        saved = self.store.save(
-            state, step=step, generation=generation,
-            info={"world_size": self.world, "epoch": epoch, "reason": reason}, before_commit=before_commit,
-        )
-        emit("ckpt", step=step, gen=generation, reason=reason, path=str(saved.path),
-             seconds=round(time.monotonic() - started, 3))
+        def write() -> Checkpoint | None:
+            began = time.monotonic()
+            if sharded_format:
+                saved = sharded.save(self.store, staged["tensors"], staged["extra"], step=step, generation=generation,
+                                     group=self.ckpt_group, info=info, before_commit=before_commit)
+            else:
+                saved = self.store.save(staged, step=step, generation=generation, info=info,
+                                        before_commit=before_commit)
+            if saved is not None:  # committed (rank 0)
+                write_s = time.monotonic() - began
+                emit("ckpt", step=step, gen=generation, reason=reason, path=str(saved.path),
+                     seconds=round(time.monotonic() - started, 3),
+                     blocked_s=round(blocked + write_s if synchronous else blocked, 3),
+                     write_s=round(write_s, 3), waited_s=round(waited, 3))
+            return saved
+
+        self.writer.submit(write, step=step, generation=generation, reason=reason)
+        return self._report(self.writer.wait()) if synchronous else 0
+
+    def _report(self, outcome: WriteOutcome | None) -> int:
+        """Say how a checkpoint write ended: EXIT_FENCED if this group must stop, else 0.
+
+        The contract of a synchronous save, kept for a background one: a failed periodic save is
+        reported (log and ``ckpt_failed``) and training goes on; a failed stop or final save makes
+        the exit code EXIT_CHECKPOINT_FAILED; anything but the store failing is a bug, raised here.
+        """
+        if outcome is None or outcome.ok:
+            return 0
+        step, generation, reason = (outcome.context[key] for key in ("step", "generation", "reason"))
+        error = outcome.error
+        if isinstance(error, StaleGenerationError):
+            log.error("%s", error)
+            emit("fenced", rank=self.rank, step=step, gen=generation)
+            return EXIT_FENCED
+        if not isinstance(error, CheckpointWriteError):
+            raise error
+        # e.g. the store is full: the previous checkpoints stand
+        log.error("the %s checkpoint of step %d failed: %s", reason, step, error)
+        if self.rank == 0:  # a sharded save fails on every rank: one event
+            emit("ckpt_failed", rank=self.rank, step=step, gen=generation, reason=reason, error=str(error))
+        if reason != "periodic":
+            self.failed_save = EXIT_CHECKPOINT_FAILED
+        return 0
+
+    def _settle_write(self) -> None:
+        """Leaving on an error: let a write in flight commit if it can, briefly (see SETTLE_WRITE_S)."""
+        if not self.writer.busy:
+            return
+        try:
+            outcome = self.writer.wait(SETTLE_WRITE_S[self.cfg.checkpoint_format])
+        except TimeoutError as exc:
+            log.warning("leaving without the checkpoint write in flight: %s", exc)
+            return
+        if not outcome.ok:
+            log.warning("the checkpoint write in flight failed: %s", outcome.error)
 
 
 def train(task: Task, cfg: TrainConfig) -> int:
     """Run one worker's share of the job; returns the process exit code."""
     stop = StopRequest().install()
     warm_imports()
+    if cfg.checkpoint_format == "sharded":
+        # torch.distributed.checkpoint takes seconds to import: pay it before joining the group
+        from elastic_trainer import sharded  # noqa: F401
     rank = int(os.environ.get("RANK", "0"))
     setup_logging(rank)
     backend = "nccl" if torch.cuda.is_available() else "gloo"
