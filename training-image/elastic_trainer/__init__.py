@@ -5,6 +5,9 @@ Modules, one purpose each:
 - ``launcher``   the image's entrypoint: torchrun with Torchfleet's defaults, SIGTERM -> exit 143
 - ``trainer``    the training loop: resume, reshard, periodic and on-signal checkpoints
 - ``checkpoint`` atomic, verified, fenced checkpoints on the shared store
+- ``staging``    the host copy of the state a checkpoint blocks training for (pinned on CUDA, reused)
+- ``async_writer`` one checkpoint write in the background at a time
+- ``sharded``    the sharded format: every rank writes its part (torch.distributed.checkpoint)
 - ``fence``      generations: a writer from an older rendezvous round cannot commit over a newer one
 - ``signals``    SIGTERM (spot notice) -> "stop after this step"
 - ``data``       the elastic sampler: one data order, resharded at any world size

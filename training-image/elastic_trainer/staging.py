@@ -2,7 +2,7 @@
 
 An asynchronous checkpoint may only write in the background what the next optimizer step cannot
 change, so the state is first copied into host memory; this copy is the only part of a checkpoint
-that blocks training (issue 11). Measured on one H100 with a 4.4 GB state (training-image/README.md):
+that blocks training (issue 11). Measured on one H100 with a 4.4 GB state (issue 11):
 copying into pinned host buffers allocated once and reused takes 0.08 s, into fresh pageable
 memory 3.1 s (page faults), into reused pageable memory 0.36 s. So the buffers are allocated at
 the first snapshot and reused by every later one while the state's layout (every tensor's place

@@ -10,7 +10,8 @@ One call, ``train(task, config)``, run by every worker torchrun starts:
 3. every rank restores model, optimizer, scheduler, RNG and sampler state from it;
 4. steps of a fixed global batch, resharded over the current world size; one tiny all-reduce
    per step carries the loss and "some rank got SIGTERM", so all ranks stop after the same step;
-5. rank 0 checkpoints every ``checkpoint_every`` steps, at the end, and at a stop.
+5. checkpoints every ``checkpoint_every`` steps, written in the background while training goes
+   on (staging.py, async_writer.py), at the end, and at a stop; rank 0 commits them.
 
 Batch size and learning rate across world sizes: the *global* batch is fixed, each rank takes
 ``global_batch / world_size`` samples (shares differ by at most one), and the loss is the sum
