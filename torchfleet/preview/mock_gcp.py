@@ -18,6 +18,7 @@ PROJECT = "mock-project"
 MOCK_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMOCK\n-----END CERTIFICATE-----\n").decode()
 MOCK_ENDPOINT = "203.0.113.10"  # TEST-NET-3: never a real control plane
 MOCK_FILESTORE_IP = "10.96.0.2"
+MOCK_PROJECT_NUMBER = "123456789012"
 
 
 def _project(args: pulumi.runtime.MockResourceArgs) -> str:
@@ -74,4 +75,11 @@ RESOURCES: dict = {
     "gcp:compute/network:Network": _self_link("networks"),
     "gcp:compute/subnetwork:Subnetwork": _self_link("subnetworks"),
 }
-CALLS: dict = {}
+CALLS: dict = {
+    "gcp:organizations/getProject:getProject": lambda args: {
+        "projectId": args.args.get("projectId") or PROJECT,
+        "number": MOCK_PROJECT_NUMBER,
+        "name": args.args.get("projectId") or PROJECT,
+        "id": f"projects/{args.args.get('projectId') or PROJECT}",
+    },
+}

@@ -1,7 +1,8 @@
 """GcpCluster: a private, VPC-native GKE cluster with spot GPU pools and a Filestore share.
 
-    network (GcpNetwork) -> GKE cluster -> node pools (GcpNodePools) -> Filestore (GcpFilestore)
-                                        -> kubeconfig (secret) -> Kubernetes provider -> handle
+    network (GcpNetwork), secrets key (GcpSecretsKey)
+        -> GKE cluster -> node pools (GcpNodePools) -> Filestore (GcpFilestore)
+                       -> kubeconfig (secret) -> Kubernetes provider -> handle
 
 GKE runs the parts other clouds need charts for: the cluster autoscaler (configured here per
 pool and by profile), the NVIDIA device plugin and driver installer, and the Filestore CSI
@@ -19,6 +20,7 @@ import pulumi_kubernetes as k8s
 
 from components.clouds.base import ClusterHandle
 from components.clouds.gcp.filestore import GcpFilestore
+from components.clouds.gcp.kms import GcpSecretsKey, database_encryption
 from components.clouds.gcp.kubeconfig import kubeconfig
 from components.clouds.gcp.network import MAX_PODS_PER_NODE, PODS_RANGE, SERVICES_RANGE, GcpNetwork
 from components.clouds.gcp.pools import MANAGER_LABELS, OAUTH_SCOPES, GcpNodeIdentity, GcpNodePools
@@ -62,14 +64,18 @@ def private_cluster(public_access_cidrs: tuple[str, ...]) -> dict[str, Any]:
     return {"enable_private_nodes": True, "enable_private_endpoint": not public_access_cidrs}
 
 
-def cluster_options(parent: pulumi.Resource) -> pulumi.ResourceOptions:
+def cluster_options(
+    parent: pulumi.Resource, depends_on: list[pulumi.Resource] | None = None
+) -> pulumi.ResourceOptions:
     """The default pool's settings (nodeConfig, initialNodeCount) only matter at creation.
 
     GKE creates the cluster with a default pool that remove_default_node_pool deletes; later
-    reads of those fields must not force a replacement of the whole cluster.
+    reads of those fields must not force a replacement of the whole cluster. `depends_on`: the
+    secrets key's grant to the GKE service agent, without which creating the cluster fails.
     """
     return pulumi.ResourceOptions(
         parent=parent,
+        depends_on=depends_on,
         ignore_changes=["nodeConfig", "initialNodeCount"],
         custom_timeouts=pulumi.CustomTimeouts(create="45m", update="60m", delete="45m"),
     )
@@ -80,6 +86,7 @@ class GcpCluster(pulumi.ComponentResource):
         super().__init__("torchfleet:clouds:GcpCluster", name, None, opts)
         labels = resource_labels(spec)
         self.network = GcpNetwork(f"{name}-network", spec, pulumi.ResourceOptions(parent=self))
+        self.secrets_key = GcpSecretsKey(f"{name}-secrets", spec, labels, pulumi.ResourceOptions(parent=self))
         self.identity = GcpNodeIdentity(
             f"{name}-nodes", spec.project or "", spec.stack, pulumi.ResourceOptions(parent=self)
         )
@@ -145,6 +152,8 @@ class GcpCluster(pulumi.ComponentResource):
             private_cluster_config=private_cluster(spec.network.public_access_cidrs),
             master_authorized_networks_config=authorized_networks(spec.network.public_access_cidrs),
             master_auth={"client_certificate_config": {"issue_client_certificate": False}},
+            # Application-layer secrets encryption with our Cloud KMS key (kms.py).
+            database_encryption=database_encryption(self.secrets_key.key.id),
             # Our pools are separate resources (updated without touching the cluster); GKE needs
             # a default pool to create a cluster, which is removed at once.
             remove_default_node_pool=True,
@@ -172,5 +181,5 @@ class GcpCluster(pulumi.ComponentResource):
             # to false and applied (the stack's intent, "do not tear this down by accident").
             deletion_protection=spec.storage.protect,
             resource_labels=labels,
-            opts=cluster_options(self),
+            opts=cluster_options(self, depends_on=[self.secrets_key.grant]),
         )

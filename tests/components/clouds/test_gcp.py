@@ -220,6 +220,51 @@ def test_cluster_ignores_default_pool_drift(stack):
     assert set(result.one(CLUSTER).options["ignoreChanges"]) == {"nodeConfig", "initialNodeCount"}
 
 
+# ---------------------------------------------------------------- secrets encryption (Cloud KMS)
+
+KEY_RING = "gcp:kms/keyRing:KeyRing"
+CRYPTO_KEY = "gcp:kms/cryptoKey:CryptoKey"
+KEY_MEMBER = "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember"
+
+
+def test_secrets_are_encrypted_with_our_kms_key_in_the_cluster_region(stack):
+    result, spec = stack
+    ring, key = result.one(KEY_RING), result.one(CRYPTO_KEY)
+    assert (ring.inputs["location"], ring.inputs["project"]) == (spec.region, spec.project)
+    assert key.inputs["keyRing"] == f"{ring.name}-id"
+    assert key.inputs["purpose"] == "ENCRYPT_DECRYPT"
+    assert key.inputs["rotationPeriod"] == "7776000s"  # 90 days
+    assert result.one(CLUSTER).inputs["databaseEncryption"] == {"state": "ENCRYPTED", "keyName": f"{key.name}-id"}
+
+
+def test_only_the_gke_service_agent_may_use_the_key_and_before_the_cluster(stack):
+    result, _ = stack
+    key = result.one(CRYPTO_KEY)
+    (grant,) = result.of_type(KEY_MEMBER)
+    assert grant.inputs == {
+        "cryptoKeyId": f"{key.name}-id",
+        "role": "roles/cloudkms.cryptoKeyEncrypterDecrypter",
+        "member": f"serviceAccount:service-{mock_gcp.MOCK_PROJECT_NUMBER}"
+                  "@container-engine-robot.iam.gserviceaccount.com",
+    }
+    deps = {urn.rsplit("::", 1)[-1] for urn in result.one(CLUSTER).options["dependencies"]}
+    assert grant.name in deps  # creating a cluster whose agent cannot use the key fails
+
+
+def test_key_is_protected_from_destroy_with_the_store(stack):
+    # Losing the key loses every Secret of the cluster.
+    result, spec = stack
+    for r in (result.one(KEY_RING), result.one(CRYPTO_KEY)):
+        assert (r.options["protect"], r.options["retainOnDelete"]) == (spec.storage.protect, spec.storage.protect)
+    assert result.one(CRYPTO_KEY).inputs["deletionPolicy"] == ("PREVENT" if spec.storage.protect else "DELETE")
+
+
+def test_key_names_are_left_to_pulumi_autonaming(stack):
+    # KMS never deletes a key ring or key: a fixed name could not be created again after a destroy.
+    result, _ = stack
+    assert "name" not in result.one(KEY_RING).inputs and "name" not in result.one(CRYPTO_KEY).inputs
+
+
 # ---------------------------------------------------------------- node pools
 
 

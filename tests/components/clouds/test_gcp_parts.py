@@ -82,7 +82,7 @@ def test_service_account_id_is_per_stack():
 def test_resource_labels_are_valid_gcp_labels():
     spec = parse(
         {
-            "torchfleet:cloud": "gcp", "gcp:region": "us-central1", "gcp:project": "p",
+            "torchfleet:cloud": "gcp", "gcp:region": "us-central1", "gcp:project": "ml-research",
             "torchfleet:zones": ["us-central1-a"], "torchfleet:gpuPools": [{"gpu": "t4", "maxNodes": 1}],
         },
         stack="Research.Prod",
@@ -112,6 +112,21 @@ def test_cluster_options_ignore_default_pool_fields_only():
     opts = cluster.cluster_options(_Parent())
     assert sorted(opts.ignore_changes) == ["initialNodeCount", "nodeConfig"]
     assert opts.protect is None  # deletion protection is GKE's own flag (deletionProtection)
+
+
+def test_cluster_options_wait_for_the_key_grant():
+    grant = _Parent()
+    assert cluster.cluster_options(_Parent(), depends_on=[grant]).depends_on == [grant]
+
+
+def test_kms_key_options_and_deletion_policy_follow_storage_protect():
+    from components.clouds.gcp import kms
+
+    for protect in (True, False):
+        opts = kms.key_options(_Parent(), protect)
+        assert (opts.protect, opts.retain_on_delete) == (protect, protect)
+    assert (kms.deletion_policy(True), kms.deletion_policy(False)) == ("PREVENT", "DELETE")
+    assert kms.gke_service_agent("42") == "serviceAccount:service-42@container-engine-robot.iam.gserviceaccount.com"
 
 
 def test_pool_options_wait_for_roles_and_leave_size_to_the_autoscaler():
