@@ -75,6 +75,8 @@ def manager_profile(spec: PlatformSpec, subnet_id: pulumi.Input[str]) -> dict:
         "availability_zones": list(spec.zones),
         "vnet_subnet_id": subnet_id,
         "enable_node_public_ip": False,
+        # Temp disks, caches and OS/data disk flows encrypted on the VM host (pools.py says why).
+        "enable_encryption_at_host": True,
         "os_disk_size_gb": m.disk_size_gb,
         "node_labels": dict(MANAGER_SELECTOR),
         "orchestrator_version": spec.kubernetes_version,

@@ -143,6 +143,17 @@ def test_manager_is_the_only_inline_pool(three):
     assert "scaleSetPriority" not in m  # on-demand
 
 
+@pytest.mark.parametrize("fixture", ["example", "three"])
+def test_every_pool_encrypts_at_host(request, fixture):
+    """Temp disks and caches encrypted on the host, on the system pool and every GPU (spot) pool."""
+    result = request.getfixturevalue(fixture)
+    (manager,) = result.one(CLUSTER).inputs["agentPoolProfiles"]
+    pools = result.of_type(POOL)
+    assert pools and any(p.inputs.get("scaleSetPriority") == "Spot" for p in pools)
+    assert manager["enableEncryptionAtHost"] is True
+    assert {p.name: p.inputs["enableEncryptionAtHost"] for p in pools} == {p.name: True for p in pools}
+
+
 def test_builtin_autoscaler_profile(three):
     result = three
     profile = result.one(CLUSTER).inputs["autoScalerProfile"]
