@@ -81,6 +81,7 @@ class ImageTask:
         self.arch, self.lr, self.momentum, self.weight_decay = arch, lr, momentum, weight_decay
         self._choice = (precision, channels_last)
         self.precision: Precision | None = None  # resolved in build_model, after the CUDA device is set
+        self._norm: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def build_model(self) -> nn.Module:
         self.precision = Precision.resolve(*self._choice)
@@ -96,14 +97,21 @@ class ImageTask:
         # per global step, so the schedule is unaffected by membership changes
         return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(total_steps, 1))
 
+    def _normalization(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        # made once per device: a blocking host-to-device copy in every step would make the CPU
+        # wait for the GPU's queue each step
+        if device not in self._norm:
+            scale = torch.tensor([MEAN, STD]).view(2, 1, 3, 1, 1) * 255
+            self._norm[device] = tuple(scale.to(device))
+        return self._norm[device]
+
     def loss_sum(self, model: nn.Module, batch, device: torch.device) -> torch.Tensor:
         precision = self.precision or Precision.resolve(*self._choice)
         images, targets = batch
         images = images.to(device, non_blocking=True).contiguous(memory_format=precision.memory_format)
         targets = targets.to(device, non_blocking=True)
         if images.dtype == torch.uint8:  # synthetic images: ToTensor + Normalize, on the device
-            mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1) * 255
-            std = torch.tensor(STD, device=device).view(1, 3, 1, 1) * 255
+            mean, std = self._normalization(device)
             images = (images.float() - mean) / std
         with precision.autocast(device):
             logits = model(images)
