@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -350,6 +351,7 @@ class _Run:
         )
         # Its own generator: a DataLoader iterator otherwise draws its base seed from the global
         # RNG, and a resumed run would then continue from a different dropout stream.
+        _warmed()
         loader = DataLoader(task.dataset, batch_sampler=sampler, num_workers=cfg.num_workers,
                             pin_memory=self.device.type == "cuda",
                             generator=torch.Generator().manual_seed(cfg.seed + step))
@@ -528,6 +530,40 @@ class _Run:
             log.warning("the checkpoint write in flight failed: %s", outcome.error)
 
 
+def _warm_cuda_libraries(device: int) -> None:
+    """Load cuBLAS and cuDNN in the background while the process group forms and the checkpoint loads.
+
+    A fresh GPU worker's first bf16 step took 2.8 s on an H100 (README.md's GPU figures), much of
+    it loading these libraries on first use. Their handles are pooled per device, so the ones made
+    here serve the training thread. Tiny zero tensors: no RNG is drawn, nothing the run depends on.
+    """
+
+    def warm() -> None:
+        try:
+            torch.cuda.set_device(device)  # the current device is per thread
+            x = torch.zeros(8, 8, device="cuda")
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=torch.cuda.is_bf16_supported()):
+                x @ x
+                nn.functional.conv2d(torch.zeros(1, 3, 8, 8, device="cuda"), torch.zeros(4, 3, 3, 3, device="cuda"))
+            torch.cuda.synchronize(device)
+        except Exception as exc:  # an optimisation only: training goes on and pays the cost later
+            log.warning("warming CUDA libraries failed: %s", exc)
+
+    global _warming
+    _warming = threading.Thread(target=warm, name="warm-cuda", daemon=True)
+    _warming.start()
+
+
+_warming: threading.Thread | None = None
+
+
+def _warmed() -> None:
+    """Wait for the warm-up thread: the data-loader workers are forked next, and a fork copies
+    only the forking thread, so no other thread should be inside the CUDA driver's locks then."""
+    if _warming is not None:
+        _warming.join()
+
+
 def train(task: Task, cfg: TrainConfig) -> int:
     """Run one worker's share of the job; returns the process exit code."""
     stop = StopRequest().install()
@@ -540,6 +576,7 @@ def train(task: Task, cfg: TrainConfig) -> int:
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        _warm_cuda_libraries(torch.cuda.current_device())
     timeout = timedelta(seconds=float(os.environ.get("TORCHFLEET_PG_TIMEOUT_S", "300")))
     dist.init_process_group(backend, timeout=timeout)
     try:
