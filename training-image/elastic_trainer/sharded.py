@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import itertools
+import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -232,7 +233,9 @@ def read(checkpoint: Checkpoint) -> dict:
             value = torch.empty(item.size, dtype=item.properties.dtype) if isinstance(item, TensorStorageMetadata) \
                 else None  # a pickled value: DCP puts it in place
             _set_element(state, (metadata.planner_data or {}).get(key, (key,)), value)
-        dcp.load(state, storage_reader=dcp.FileSystemReader(checkpoint.path), no_dist=True)
+        with warnings.catch_warnings():  # no_dist is deliberate: DCP warns about it at every load
+            warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+            dcp.load(state, storage_reader=dcp.FileSystemReader(checkpoint.path), no_dist=True)
         # weights_only: a checkpoint on a shared store is data, never code to run
         extra = torch.load(checkpoint.path / EXTRA_FILE, map_location="cpu", weights_only=True)
     except (Exception, CheckpointException) as exc:

@@ -1,0 +1,174 @@
+"""The loop's checkpoints (issue 11), in-process: one gloo rank runs the real ``_Run``.
+
+The store's ``save`` is wrapped to make a write slow, failing or fenced at a chosen step; the
+events on stdout, in the order they were printed, show what the training thread did meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+from elastic_trainer.checkpoint import CheckpointStore
+from elastic_trainer.events import PREFIX
+from elastic_trainer.fence import StaleGenerationError
+from elastic_trainer.signals import StopRequest
+from elastic_trainer.trainer import TrainConfig, _Run
+from torch import nn
+from torch.utils.data import TensorDataset
+
+
+class Task:
+    def __init__(self, stop: StopRequest | None = None, stop_at_call: int = 0) -> None:
+        generator = torch.Generator().manual_seed(3)
+        inputs = torch.randn(64, 4, generator=generator)
+        self.dataset = TensorDataset(inputs, inputs.sum(1, keepdim=True))
+        self.stop, self.stop_at_call, self.calls = stop, stop_at_call, 0
+
+    def build_model(self) -> nn.Module:
+        return nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.2), nn.Linear(8, 1))
+
+    def build_optimizer(self, model):
+        return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def build_scheduler(self, optimizer, total_steps):
+        return torch.optim.lr_scheduler.StepLR(optimizer, step_size=3)
+
+    def loss_sum(self, model, batch, device):
+        self.calls += 1
+        if self.calls == self.stop_at_call:
+            self.stop.signum = signal.SIGTERM  # a spot notice during this step
+        inputs, targets = (t.to(device) for t in batch)
+        return nn.functional.mse_loss(model(inputs), targets, reduction="sum")
+
+
+@pytest.fixture
+def group():
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def config(tmp_path, **overrides) -> TrainConfig:
+    return TrainConfig(**{"checkpoint_dir": tmp_path / "ckpt", "total_steps": 6, "global_batch_size": 8,
+                          "checkpoint_every": 2, "keep_checkpoints": 10, **overrides})
+
+
+def printed(capsys) -> list[dict]:
+    return [json.loads(line[len(PREFIX):]) for line in capsys.readouterr().out.splitlines() if line.startswith(PREFIX)]
+
+
+def position(events: list[dict], kind: str, **fields) -> int:
+    return next(i for i, e in enumerate(events) if e["ev"] == kind and all(e.get(k) == v for k, v in fields.items()))
+
+
+@pytest.fixture
+def saves(monkeypatch):
+    """Make the store's save slow or failing at chosen steps; records how many ran at once."""
+    real = CheckpointStore.save
+    plan: dict[int, object] = {}  # step -> seconds to stall, or an exception to raise
+    seen = {"running": 0, "most": 0}
+    lock = threading.Lock()
+
+    def save(self, state, *, step, **kwargs):
+        with lock:
+            seen["running"] += 1
+            seen["most"] = max(seen["most"], seen["running"])
+        try:
+            what = plan.get(step, 0)
+            if isinstance(what, BaseException):
+                raise what
+            time.sleep(what)
+            return real(self, state, step=step, **kwargs)
+        finally:
+            with lock:
+                seen["running"] -= 1
+
+    monkeypatch.setattr(CheckpointStore, "save", save)
+    return plan, seen
+
+
+def test_training_goes_on_while_a_periodic_checkpoint_is_written(group, tmp_path, capsys, saves):
+    plan, _ = saves
+    plan[2] = 0.6
+    assert _Run(Task(), config(tmp_path), StopRequest()).run() == 0
+    events = printed(capsys)
+    assert position(events, "step", step=3) < position(events, "ckpt", step=2)
+    periodic = events[position(events, "ckpt", step=2)]
+    assert periodic["blocked_s"] < 0.6 <= periodic["write_s"] <= periodic["seconds"]
+    final = events[position(events, "ckpt", step=6)]
+    assert final["reason"] == "final" and final["blocked_s"] >= final["write_s"]  # the last step waits
+    assert position(events, "ckpt", step=6) < position(events, "done")
+
+
+def test_at_most_one_write_in_flight_the_next_checkpoint_waits(group, tmp_path, capsys, saves):
+    plan, seen = saves
+    plan.update({1: 0.3, 2: 0.3, 3: 0.3})
+    assert _Run(Task(), config(tmp_path, checkpoint_every=1), StopRequest()).run() == 0
+    ckpts = [e for e in printed(capsys) if e["ev"] == "ckpt"]
+    assert [e["step"] for e in ckpts] == [1, 2, 3, 4, 5, 6]
+    assert seen["most"] == 1
+    assert ckpts[1]["waited_s"] > 0.1  # step 2's checkpoint waited for step 1's write
+    assert [c.step for c in CheckpointStore(tmp_path / "ckpt").committed()] == [6, 5, 4, 3, 2, 1]
+
+
+def test_a_stop_waits_for_the_write_in_flight_then_commits_its_own_step(group, tmp_path, capsys, saves):
+    plan, _ = saves
+    plan[2] = 0.6
+    request = StopRequest()
+    assert _Run(Task(request, stop_at_call=3), config(tmp_path), request).run() == 143
+    events = printed(capsys)
+    assert position(events, "ckpt", step=2) < position(events, "ckpt", step=3, reason="stop") < position(
+        events, "exit", code=143)
+    assert [c.step for c in CheckpointStore(tmp_path / "ckpt").committed()] == [3, 2]
+
+
+def test_a_write_fenced_in_the_background_ends_the_group_with_exit_3(group, tmp_path, capsys, saves):
+    plan, _ = saves
+    plan[2] = StaleGenerationError("generation 1 is fenced: generation 2 formed since; not committing")
+    assert _Run(Task(), config(tmp_path, total_steps=20), StopRequest()).run() == 3
+    events = printed(capsys)
+    fenced = events[position(events, "fenced")]
+    assert fenced["step"] == 2  # the step whose commit was refused
+    assert not [e for e in events if e["ev"] == "ckpt"]
+    assert not CheckpointStore(tmp_path / "ckpt").committed()
+
+
+def test_a_bug_in_the_background_write_is_raised_in_the_training_thread(group, tmp_path, capsys, saves):
+    plan, _ = saves
+    plan[2] = TypeError("cannot pickle this")  # not the store failing: a bug, as loud as a synchronous one
+    with pytest.raises(TypeError, match="cannot pickle this"):
+        _Run(Task(), config(tmp_path), StopRequest()).run()
+
+
+def test_without_async_the_training_thread_waits_for_every_write(group, tmp_path, capsys, saves):
+    plan, _ = saves
+    plan[2] = 0.4
+    assert _Run(Task(), config(tmp_path, async_checkpoint=False), StopRequest()).run() == 0
+    events = printed(capsys)
+    assert position(events, "ckpt", step=2) < position(events, "step", step=3)
+    periodic = events[position(events, "ckpt", step=2)]
+    assert periodic["blocked_s"] >= periodic["write_s"] >= 0.4
+
+
+def test_the_sharded_format_resumes_exactly(group, tmp_path, capsys):
+    straight = tmp_path / "straight"
+    assert _Run(Task(), config(straight, total_steps=8, checkpoint_format="sharded"), StopRequest()).run() == 0
+    interrupted = tmp_path / "interrupted"
+    assert _Run(Task(), config(interrupted, total_steps=5, checkpoint_format="sharded"), StopRequest()).run() == 0
+    assert _Run(Task(), config(interrupted, total_steps=8, checkpoint_format="sharded"), StopRequest()).run() == 0
+    resumed = [e for e in printed(capsys) if e["ev"] == "resumed"]
+    assert [(e["step"], e["from_world"]) for e in resumed] == [(5, 1)]
+    expected = CheckpointStore(straight / "ckpt").load_latest()[0]
+    got, meta, _ = CheckpointStore(interrupted / "ckpt").load_latest()
+    assert meta["checkpoint_format"] == "sharded" and meta["step"] == 8
+    for name, tensor in expected["model"].items():
+        assert torch.equal(tensor, got["model"][name]), name
+    for name, buffers in expected["optimizer"]["state"].items():
+        assert torch.equal(buffers["momentum_buffer"], got["optimizer"]["state"][name]["momentum_buffer"]), name
+    assert expected["scheduler"] == got["scheduler"]
