@@ -49,6 +49,13 @@ def _elasticjob_without(key: str) -> dict:
     return obj
 
 
+def _elasticjob_without_replicas() -> dict:
+    # Regression (issue 12): the controller dereferences replicaSpecs.*.replicas unchecked.
+    obj = _elasticjob()
+    del obj["spec"]["replicaSpecs"]["Worker"]["replicas"]
+    return obj
+
+
 def _elasticjob_bad_pod() -> dict:
     obj = _elasticjob()
     obj["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["imagePullPolcy"] = "Always"
@@ -63,6 +70,7 @@ def _elasticjob_bad_pod() -> dict:
         (lambda: _elasticjob(rdzvEndpont="etcd:2379"), "'rdzvEndpont' was unexpected"),
         (lambda: _elasticjob(minReplicas=0), "minReplicas: 0 is less than the minimum of 1"),
         (lambda: _elasticjob(replicaSpecs={}), "replicaSpecs: {} should be non-empty"),
+        (_elasticjob_without_replicas, "replicaSpecs.Worker: 'replicas' is a required property"),
         (_elasticjob_bad_pod, "'imagePullPolcy' was unexpected"),
     ],
 )
