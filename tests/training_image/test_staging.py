@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import threading
 from collections import OrderedDict
 
 import pytest
@@ -50,7 +51,7 @@ def test_the_snapshot_does_not_change_when_training_goes_on():
 
 def test_buffers_are_allocated_once_and_reused_while_the_layout_holds():
     model, optimizer = trained()
-    host = HostSnapshot()
+    host = HostSnapshot(reuse_from_bytes=0)  # these tensors are tiny: reuse all of them
     first = host.take(state_of(model, optimizer))
     pointer = first["model"]["0.weight"].data_ptr()
     model(torch.randn(8, 6)).sum().backward()
@@ -87,10 +88,34 @@ def test_each_tensor_has_a_storage_of_its_own_size():
     # torch.save writes whole storages: views of one big arena would each write the whole arena.
     model, optimizer = trained()
     state = state_of(model, optimizer)
-    snapshot = HostSnapshot().take(state)
+    snapshot = HostSnapshot(reuse_from_bytes=0).take(state)
     for tensor in snapshot["model"].values():
         assert tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size()
     assert saved_bytes(snapshot) == saved_bytes(state)
+
+
+def test_small_tensors_are_copied_afresh_and_never_change_the_arena():
+    # RNG states are small and one per rank: a new world size must not cost a new arena
+    host = HostSnapshot(reuse_from_bytes=8192)  # a CPU RNG state is 5056 bytes
+    big = torch.randn(64, 64)
+    first = host.take({"w": big, "rng": [torch.get_rng_state()]})
+    second = host.take({"w": big, "rng": [torch.get_rng_state() for _ in range(3)]})
+    assert host.allocations == 1 and second["w"].data_ptr() == first["w"].data_ptr()
+    assert len(second["rng"]) == 3 and torch.equal(second["rng"][2], torch.get_rng_state())
+    assert first["rng"][0].data_ptr() != second["rng"][0].data_ptr()
+
+
+def test_the_arena_can_be_made_ahead_of_the_first_checkpoint():
+    # plan() on the training thread (shapes only), allocate() on another: the first take only copies
+    model, optimizer = trained()
+    host = HostSnapshot(reuse_from_bytes=0)
+    layout = host.plan(state_of(model, optimizer))
+    allocating = threading.Thread(target=host.allocate, args=(layout,))
+    allocating.start()
+    allocating.join()
+    assert host.allocations == 1
+    snapshot = host.take(state_of(model, optimizer))
+    assert host.allocations == 1 and torch.equal(snapshot["model"]["0.weight"], model.state_dict()["0.weight"])
 
 
 def test_tied_weights_are_copied_once():
@@ -114,7 +139,7 @@ def test_odd_tensors_are_copied_exactly(tensor):
 def test_pinning_without_cuda_warns_once_and_still_copies(caplog):
     if torch.cuda.is_available():
         pytest.skip("this machine can pin")
-    host = HostSnapshot(pin=True)
+    host = HostSnapshot(pin=True, reuse_from_bytes=0)
     with caplog.at_level(logging.WARNING, logger="elastic_trainer"):
         copied = host.take({"w": torch.ones(3)})
         host.take({"w": torch.zeros(3)})
@@ -126,7 +151,7 @@ def test_pinning_without_cuda_warns_once_and_still_copies(caplog):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_tensors_are_copied_into_pinned_memory():
     source = {"w": torch.randn(1024, 1024, device="cuda"), "step": torch.tensor(3.0)}
-    host = HostSnapshot(pin=True)
+    host = HostSnapshot(pin=True, reuse_from_bytes=0)
     copied = host.take(source)
     assert host.pinned and copied["w"].is_pinned() and copied["w"].device.type == "cpu"
     assert torch.equal(copied["w"], source["w"].cpu())

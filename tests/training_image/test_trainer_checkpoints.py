@@ -18,20 +18,21 @@ from elastic_trainer.checkpoint import CheckpointStore
 from elastic_trainer.events import PREFIX
 from elastic_trainer.fence import StaleGenerationError
 from elastic_trainer.signals import StopRequest
+from elastic_trainer.staging import HostSnapshot
 from elastic_trainer.trainer import TrainConfig, _Run
 from torch import nn
 from torch.utils.data import TensorDataset
 
 
 class Task:
-    def __init__(self, stop: StopRequest | None = None, stop_at_call: int = 0) -> None:
+    def __init__(self, stop: StopRequest | None = None, stop_at_call: int = 0, hidden: int = 8) -> None:
         generator = torch.Generator().manual_seed(3)
         inputs = torch.randn(64, 4, generator=generator)
         self.dataset = TensorDataset(inputs, inputs.sum(1, keepdim=True))
-        self.stop, self.stop_at_call, self.calls = stop, stop_at_call, 0
+        self.stop, self.stop_at_call, self.calls, self.hidden = stop, stop_at_call, 0, hidden
 
     def build_model(self) -> nn.Module:
-        return nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.2), nn.Linear(8, 1))
+        return nn.Sequential(nn.Linear(4, self.hidden), nn.Dropout(0.2), nn.Linear(self.hidden, 1))
 
     def build_optimizer(self, model):
         return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -172,3 +173,21 @@ def test_the_sharded_format_resumes_exactly(group, tmp_path, capsys):
     for name, buffers in expected["optimizer"]["state"].items():
         assert torch.equal(buffers["momentum_buffer"], got["optimizer"]["state"][name]["momentum_buffer"]), name
     assert expected["scheduler"] == got["scheduler"]
+
+
+def test_the_host_buffers_are_made_in_the_background_before_the_first_checkpoint(group, tmp_path, capsys,
+                                                                                   monkeypatch):
+    # Pinning gigabytes takes a while: the first checkpoint must not pay it on the training thread.
+    made_by: list[str] = []
+    real = HostSnapshot.allocate
+
+    def allocate(self, layout):
+        if layout != self._layout:
+            made_by.append(threading.current_thread().name)
+        real(self, layout)
+
+    monkeypatch.setattr(HostSnapshot, "allocate", allocate)
+    run = _Run(Task(hidden=2048), config(tmp_path, total_steps=8, checkpoint_every=4), StopRequest())
+    run.snapshot.reuse_from_bytes = 8192  # every tensor of this model (>= 8 KiB) but the RNG states (5 KiB)
+    assert run.run() == 0
+    assert made_by == ["checkpoint-writer"] and run.snapshot.allocations == 1

@@ -19,6 +19,7 @@ torch.distributed.checkpoint write one record per tensor, never the whole arena.
 from __future__ import annotations
 
 import copy
+import math
 import mmap
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -44,13 +45,20 @@ class HostSnapshot:
     ``take(state)`` returns a copy of ``state`` whose tensors live in this snapshot's buffers: it is
     valid until the next ``take``, so a caller writing it in the background must finish that write
     before taking the next snapshot (the async writer allows one write in flight).
+
+    Tensors of at least ``reuse_from_bytes`` live in the arena, which is reallocated only when their
+    layout (order, shapes, dtypes) changes; smaller ones (RNG states, step counters: bytes, whose
+    number may vary with the world size) are copied into fresh memory each time, which costs
+    nothing and keeps the arena's layout stable. ``plan`` and ``allocate`` let a caller make the
+    arena before the first checkpoint, off the training thread: pinning a few GB takes a while.
     """
 
-    def __init__(self, pin: bool = False) -> None:
+    def __init__(self, pin: bool = False, reuse_from_bytes: int = 64 * 1024) -> None:
         self.pin = pin
+        self.reuse_from_bytes = reuse_from_bytes
         self.allocations = 0  # arenas allocated so far: 1 while the layout never changes
         self.pinned = False  # whether the current arena is page-locked
-        self._layout: tuple[tuple[object, ...], ...] | None = None
+        self._layout: tuple[tuple[tuple[int, ...], torch.dtype], ...] | None = None
         self._buffers: list[torch.Tensor] = []
         self._arena: mmap.mmap | None = None
         self._arena_ptr = 0
@@ -60,31 +68,46 @@ class HostSnapshot:
         return len(self._arena) if self._arena is not None else 0
 
     # -- the copy ------------------------------------------------------------------------------
+    def plan(self, state: object) -> tuple:
+        """The arena layout ``state`` needs (shapes and dtypes only: cheap, and safe to hand to a thread)."""
+        return tuple((tuple(t.shape), t.dtype) for t in self._unique(state)[0] if self._reused(t))
+
     def take(self, state: object) -> object:
-        tensors: list[torch.Tensor] = []
-        aliases: dict[tuple, int] = {}  # tied weights (one storage, two names) are copied once
-        index_of: list[int] = []
-        _collect(state, tensors, aliases, index_of)
-        layout = tuple((tuple(t.shape), t.dtype) for t in tensors)
-        if layout != self._layout:
-            self._allocate(tensors)
-            self._layout = layout
-        devices = set()
-        for source, target in zip(tensors, self._buffers, strict=True):
+        tensors, index_of = self._unique(state)
+        reused = [t for t in tensors if self._reused(t)]
+        self.allocate(tuple((tuple(t.shape), t.dtype) for t in reused))
+        buffers = iter(self._buffers)
+        targets, devices = [], set()
+        for source in tensors:
+            target = next(buffers) if self._reused(source) else torch.empty(source.shape, dtype=source.dtype)
             if source.device.type == "cuda":
                 devices.add(source.device)
             # non_blocking: device-to-host copies into page-locked memory queue on the current stream
             target.copy_(source.detach(), non_blocking=source.device.type == "cuda")
+            targets.append(target)
         for device in devices:
             torch.cuda.current_stream(device).synchronize()  # the copy is done before training resumes
-        return _rebuild(state, iter(index_of), self._buffers)
+        return _rebuild(state, iter(index_of), targets)
+
+    def _reused(self, tensor: torch.Tensor) -> bool:
+        return tensor.numel() * tensor.element_size() >= self.reuse_from_bytes
+
+    @staticmethod
+    def _unique(state: object) -> tuple[list[torch.Tensor], list[int]]:
+        tensors: list[torch.Tensor] = []
+        index_of: list[int] = []
+        _collect(state, tensors, {}, index_of)  # tied weights (one storage, two names) are copied once
+        return tensors, index_of
 
     # -- the buffers ---------------------------------------------------------------------------
-    def _allocate(self, tensors: list[torch.Tensor]) -> None:
+    def allocate(self, layout: tuple) -> None:
+        """Make the arena for ``layout`` unless it is the current one (then nothing happens)."""
+        if layout == self._layout:
+            return
         slots, offset = [], 0
-        for tensor in tensors:
-            nbytes = tensor.numel() * tensor.element_size()
-            slots.append(_Slot(tuple(tensor.shape), tensor.dtype, nbytes, offset))
+        for shape, dtype in layout:
+            nbytes = math.prod(shape) * dtype.itemsize
+            slots.append(_Slot(shape, dtype, nbytes, offset))
             offset += -(-nbytes // _ALIGN) * _ALIGN
         self.close()
         self._arena = mmap.mmap(-1, max(offset, mmap.PAGESIZE))  # anonymous, page-aligned, zero-filled
@@ -98,6 +121,7 @@ class HostSnapshot:
         ]
         view.release()
         del whole
+        self._layout = layout
         self.allocations += 1
         if self.pin:
             self.pinned = _register(self._arena_ptr, len(self._arena))

@@ -397,6 +397,8 @@ class _Run:
                 emit("signal", rank=self.rank, signum=self.stop.signum, step=step)
             reason = "final" if step >= cfg.total_steps else "stop" if stopping else (
                 "periodic" if step % cfg.checkpoint_every == 0 else None)
+            if step == first_step and reason is None and cfg.async_checkpoint:
+                self._prepare_staging(model, optimizer, step, generation)
             if self.writer.busy:  # a background write that has ended is reported now, not at the next checkpoint
                 code = self._report(self.writer.poll())
                 if code:
@@ -491,6 +493,22 @@ class _Run:
 
         self.writer.submit(write, step=step, generation=generation, reason=reason)
         return self._report(self.writer.wait()) if synchronous else 0
+
+    def _prepare_staging(self, model, optimizer, step, generation) -> None:
+        """Make the host buffers in the background after the first step, once the optimizer state exists.
+
+        Allocating and page-locking them takes a while for a state of gigabytes: done here, the first
+        checkpoint only copies, and blocks training no longer than every later one.
+        """
+        if self.cfg.checkpoint_format == "sharded":
+            from elastic_trainer import sharded
+
+            layout = self.snapshot.plan({"tensors": sharded.tensors_of(model, optimizer)})
+        elif self.rank == 0:
+            layout = self.snapshot.plan({"model": model.state_dict(), "optimizer": optimizer.state_dict()})
+        else:
+            return  # the single format: rank 0 writes everything
+        self.writer.submit(lambda: self.snapshot.allocate(layout), step=step, generation=generation, reason="staging")
 
     def _report(self, outcome: WriteOutcome | None) -> int:
         """Say how a checkpoint write ended: EXIT_FENCED if this group must stop, else 0.
