@@ -59,11 +59,11 @@ def trainer_options() -> set[str]:
     return {option for action in parser._actions for option in action.option_strings}
 
 
-def checkpoint_modes() -> list:
-    """The trainer's default, plus each alternative it offers (the flags arrive with issue 11's items 2 and 3)."""
+def checkpoint_modes(sync: bool = True) -> list:
+    """The trainer's default, plus each alternative it offers (issue 11's items 2 and 3)."""
     options = trainer_options()
     modes = [pytest.param((), id="default")]
-    if "--no-async-checkpoint" in options:
+    if sync and "--no-async-checkpoint" in options:
         modes.append(pytest.param(("--no-async-checkpoint",), id="sync"))
     if "--checkpoint-format" in options:
         modes.append(pytest.param(("--checkpoint-format=sharded",), id="sharded"))
@@ -119,12 +119,13 @@ def test_resume_at_the_same_world_size_continues_the_losses_exactly(make_job, de
     assert got == {step: expected[step] for step in got}
 
 
-def test_resume_at_another_world_size_on_another_device(make_job, device):
+@pytest.mark.parametrize("mode", checkpoint_modes(sync=False))
+def test_resume_at_another_world_size_on_another_device(make_job, device, mode):
     # world 2 -> world 1 on `device` -> world 2 again, one checkpoint directory. Two ranks on one
     # GPU are refused by NCCL: with fewer than two GPUs the world-size-2 parts run on the CPU.
     two_gpus = device == "cuda" and torch.cuda.device_count() >= 2
     pair = [{"CUDA_VISIBLE_DEVICES": str(i)} for i in range(2)] if two_gpus else [device_env("cpu")] * 2
-    args = ["--global-batch-size=16", "--checkpoint-every=10", "--step-delay-s=0.02", "--seed=3"]
+    args = ["--global-batch-size=16", "--checkpoint-every=10", "--step-delay-s=0.02", "--seed=3", *mode]
     first = make_job("--total-steps=20", *args, nnodes="2:2", extra_env=device_env(device))
     for env in pair:
         first.start_node(env=env)
