@@ -104,3 +104,13 @@ def find_machine(cloud: str, machine_type: str) -> tuple[str, Machine] | None:
         if o and (m := o.machine(machine_type)):
             return key, m
     return None
+
+
+def list_price(gpu: str, cloud: str, machine_type: str) -> float | None:
+    """The on-demand list price (USD per hour) of one machine of a GPU offering, its GPUs included,
+    from prices.yaml; None where the machine is not in the offering or has no list price."""
+    from components.catalog import prices  # prices.yaml is its own file, like machines.yaml
+
+    found = offering(gpu, cloud)
+    machine = found.machine(machine_type) if found else None
+    return prices.machine_price(cloud, machine_type, gpu, machine.gpus) if machine else None
