@@ -80,6 +80,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         except UnicodeEncodeError:
             parser.error(f"argument {i + 1} ({token!r}) is not valid UTF-8 text")
     head, command = split_command(argv)
+        if "\0" in token:  # a shell cannot pass one; a caller of main() can
+            parser.error(f"argument {i + 1} ({token!r}) contains a NUL character")
     args, extras = parser.parse_known_args(head)
     sub = _subparser(parser, args.command)
     takes_command = sub.get_default("takes_command")
@@ -90,6 +92,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
             hint = "; the training command goes after --, e.g. -- python train.py" if takes_command else ""
         sub.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
     if takes_command:
+    _check_values(sub, args)
         args.training_command = command
     elif command is not None:
         sub.error(f"takes no command after --, got: -- {' '.join(command)}")
@@ -97,6 +100,17 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def _one_line(error: BaseException, limit: int = 300) -> str:
+def _check_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """argparse 3.11 drops a value of exactly ``--`` (``--context=--``, ``-n--``) and stores an empty
+    list where one string belongs; say so instead of failing later on the list."""
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        items = value if isinstance(action, argparse._AppendAction) and isinstance(value, list) else [value]
+        if action.option_strings and action.nargs is None and any(isinstance(item, list) for item in items):
+            parser.error(f"argument {'/'.join(action.option_strings)}: expected a value, got '--' "
+                         "(which only separates the training command)")
+
+
     text = " ".join(f"{type(error).__name__}: {error}".split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

@@ -221,6 +221,14 @@ def test_broken_pipe_is_quiet(capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_an_argument_with_a_nul_exits_2(capsys):
+    # Found by tests/property/test_cli_args.py: `synth --out '\x00'` was a ValueError from the OS layer.
+    with pytest.raises(SystemExit) as exit_:
+        main(["synth", "--stack-file", LOCAL_STACK, "--out", "\x00"])
+    assert exit_.value.code == 2
+    assert "argument 5 ('\\x00') contains a NUL character" in capsys.readouterr().err
+
+
 def test_an_argument_that_is_not_utf8_exits_2(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["submit", "j\udcff", "--cpu", "--image", "r/t:1", "--dry-run", *CMD])

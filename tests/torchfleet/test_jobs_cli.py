@@ -69,6 +69,9 @@ USAGE_ERRORS = [
     ("sweep-bad-param", ["sweep", "s", *BASE, "--param", "lr", *CMD], "--param: expected KEY=V1,V2"),
     ("sweep-empty-value", ["sweep", "s", *BASE, "--param", "lr=0.1,", *CMD], "--param: expected KEY=V1,V2"),
     ("sweep-dup-key", ["sweep", "s", *BASE, "--param", "lr=1", "--param", "lr=2", *CMD], "--param lr: given twice"),
+    ("sweep-too-many", ["sweep", "s", *BASE, "--param", "a=" + ",".join(map(str, range(20))),
+                        "--param", "b=" + ",".join(map(str, range(20))), *CMD],
+     "--param: 400 combinations, at most 256 jobs per sweep"),
     # Regression: `--cloud local --gpu t4` said "local offers:  " (an empty list).
     ("local-cloud-gpu", ["submit", "j", "--cloud", "local", "--gpu", "t4", "--image", "r/t:1", *CMD],
      "--gpu: the local stack is CPU-only (it has no GPU machines); submit a CPU job with --cpu"),
@@ -176,6 +179,9 @@ ARGPARSE_ERRORS = [
     ("abbreviation-global", ["sub", "j", *BASE, *CMD], "invalid choice: 'sub'"),
     ("list-with-command", ["list", "--", "x"], "takes no command after --"),
     ("status-no-name", ["status"], "required: NAME"),
+    # Found by tests/property/test_cli_args.py: argparse 3.11 turned `--context=--` into an empty list.
+    ("value-double-dash", ["submit", "j", *BASE, "--context=--", *CMD], "argument --context: expected a value"),
+    ("append-double-dash", ["submit", "j", *BASE, "--env=--", *CMD], "argument --env: expected a value, got '--'"),
 ]
 
 

@@ -7,6 +7,7 @@ starts with the flag and says what would be valid.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,9 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # (https://kubernetes.io/docs/setup/best-practices/cluster-large/).
 MAX_NODES = 5000
 _NODES = re.compile(r"^\s*(\d+)\s*(?::\s*(\d+)\s*)?$")
+# One job per combination: a few more values per --param multiply into thousands of jobs, each
+# asking for GPUs. A sweep beyond this is more likely a typo than a plan.
+MAX_SWEEP_JOBS = 256
 _PARAM_KEY = re.compile(r"^[+~]{0,2}[A-Za-z_][\w.\-/@]*$")  # Hydra override keys (a.b, +new, ~drop)
 # Environment the CLI sets itself; a user value would break the per-job folders or identity.
 # POD_IP: the pod's address from the downward API, which torchrun advertises (--local-addr).
@@ -150,6 +154,10 @@ def parse_params(items: Sequence[str]) -> list[tuple[str, list[str]]]:
         params.append((key, choices))
     if not params:
         raise UsageError("--param: a sweep needs at least one, e.g. --param lr=0.1,0.01")
+    jobs = math.prod(len(values) for _, values in params)
+    if jobs > MAX_SWEEP_JOBS:
+        raise UsageError(f"--param: {jobs} combinations, at most {MAX_SWEEP_JOBS} jobs per sweep; "
+                         "sweep fewer values, or split the sweep")
     return params
 
 
