@@ -79,9 +79,9 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
             token.encode("utf-8")
         except UnicodeEncodeError:
             parser.error(f"argument {i + 1} ({token!r}) is not valid UTF-8 text")
-    head, command = split_command(argv)
         if "\0" in token:  # a shell cannot pass one; a caller of main() can
             parser.error(f"argument {i + 1} ({token!r}) contains a NUL character")
+    head, command = split_command(argv)
     args, extras = parser.parse_known_args(head)
     sub = _subparser(parser, args.command)
     takes_command = sub.get_default("takes_command")
@@ -91,15 +91,14 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         else:
             hint = "; the training command goes after --, e.g. -- python train.py" if takes_command else ""
         sub.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
-    if takes_command:
     _check_values(sub, args)
+    if takes_command:
         args.training_command = command
     elif command is not None:
         sub.error(f"takes no command after --, got: -- {' '.join(command)}")
     return args
 
 
-def _one_line(error: BaseException, limit: int = 300) -> str:
 def _check_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """argparse 3.11 drops a value of exactly ``--`` (``--context=--``, ``-n--``) and stores an empty
     list where one string belongs; say so instead of failing later on the list."""
@@ -111,6 +110,7 @@ def _check_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
                          "(which only separates the training command)")
 
 
+def _one_line(error: BaseException, limit: int = 300) -> str:
     text = " ".join(f"{type(error).__name__}: {error}".split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
