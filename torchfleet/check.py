@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from components import policy
-from torchfleet import output_paths
+from torchfleet import cost, output_paths
 from torchfleet.synth import synth_or_report
 
 
@@ -69,4 +69,7 @@ def run(args: argparse.Namespace) -> int:
         f"restrictPublicEndpoint={str(limits.restrict_public_endpoint).lower()})",
         file=sys.stderr,
     )
+    estimate = cost.stack_estimate(result.spec)  # what the stack can cost at its maximum (issue 13)
+    if estimate is not None:
+        print(estimate.render(f"{result.stack}, every pool at maxNodes"), file=sys.stderr)
     return 1 if violations else 0

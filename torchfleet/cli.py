@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from torchfleet.jobs.errors import EXIT_CLUSTER, JobError
 
 # Each module exposes register(subparsers), which adds its command(s) and sets `func`.
-COMMAND_MODULES = ["torchfleet.synth", "torchfleet.check", "torchfleet.jobs.commands", "torchfleet.demo"]
+COMMAND_MODULES = ["torchfleet.synth", "torchfleet.check", "torchfleet.gpus", "torchfleet.jobs.commands",
+                   "torchfleet.demo"]
 DEBUG_ENV = "TORCHFLEET_DEBUG"
 REPORT = (f"this is a bug in torchfleet: please report it in the project's issue tracker with the command line "
           f"and what {DEBUG_ENV}=1 prints")

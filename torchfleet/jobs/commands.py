@@ -19,6 +19,7 @@ import yaml
 
 from components import spec as platform
 from components.clouds.traits import CLOUD_TRAITS
+from torchfleet import cost
 from torchfleet.jobs import manifests, progress, schema, table
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs import target as targets
@@ -27,6 +28,8 @@ from torchfleet.jobs.errors import EXIT_OK, JobError, NameTakenError, Problems, 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 EXIT_DOC = "Exit codes: 0 ok; 2 usage or validation error (nothing submitted); 1 cluster error."
 USAGE = "torchfleet %s NAME [options] -- COMMAND [ARGS...]"
+# A sweep of more jobs than this asks first (or needs --yes): each job may ask for GPUs (issue 13).
+CONFIRM_OVER = 20
 
 
 # ---------------------------------------------------------------- argparse
@@ -89,6 +92,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("name", metavar="NAME", help="prefix of the job names (required, first)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=V1,V2",
                    help="values to sweep (repeatable); every combination becomes one job")
+    p.add_argument("-y", "--yes", action="store_true", default=False,
+                   help=f"submit without asking when the sweep has more than {CONFIRM_OVER} jobs (required "
+                        "without a terminal)")
     _job_options(p)
     _cluster_options(p)
     p.set_defaults(func=run_sweep, takes_command=True)
@@ -213,15 +219,32 @@ def _print_yaml(documents: Sequence[dict[str, Any]]) -> None:
 Planned = list[tuple[jobspec.JobRequest, dict[str, Any], list[dict[str, Any]]]]
 
 
+def _confirm(jobs: int) -> None:
+    """Ask before a sweep of more than CONFIRM_OVER jobs; without a terminal to ask on, --yes is required."""
+    if not sys.stdin.isatty():
+        raise UsageError(f"--yes: this sweep submits {jobs} jobs (more than {CONFIRM_OVER}) and there is no terminal "
+                         "to confirm on; add --yes to submit them (nothing was submitted)")
+    print(f"submit {jobs} jobs? [y/N] ", end="", file=sys.stderr, flush=True)
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise UsageError(f"not confirmed: none of the {jobs} jobs was submitted (--yes skips the question)")
+
+
 def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Planned]) -> int:
     """Validate everything against the stack file first (no Pulumi, no cluster), then connect."""
     session = resolve_target(args, need_cluster=False)
     planned = plan(session.target)
     for note in planned[0][0].notes:
         print(f"note: {note}", file=sys.stderr)
+    estimate = cost.for_jobs(session.target, [req for req, _, _ in planned])  # issue 13: cost at a glance
+    if estimate is not None:
+        first = planned[0][0]
+        what = f"sweep {first.sweep} ({len(planned)} jobs), every job" if first.sweep else f"job {first.name}"
+        print(estimate.render(f"{what} at its most nodes, one machine each"), file=sys.stderr)
     if args.dry_run:
         _print_yaml([doc for _, job, policies in planned for doc in (job, *policies)])
         return EXIT_OK
+    if len(planned) > CONFIRM_OVER and not getattr(args, "yes", False):
+        _confirm(len(planned))
     session = resolve_target(args, need_cluster=True)
     planned = plan(session.target)  # the deployed stack's outputs may name another namespace or claim
     t = session.target
