@@ -66,10 +66,20 @@ VALID_LINES = [
     ["delete", "resnet", "--namespace", "elastic-job"],
     ["demo", "--steps", "400", "--checkpoint-every", "20", "--step-delay", "0.05", "--workdir", "demo"],
 ]
+
+
+def _command_options() -> dict[str, list[argparse.Action]]:
+    """Each command's own options, read from the parser itself."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {name: [a for a in p._actions if a.option_strings and a.dest != "help"] for name, p in sub.choices.items()}
+
+
+COMMAND_OPTIONS = _command_options()
+COMMANDS = sorted(COMMAND_OPTIONS)  # every command the CLI has, as registered
 FLAGS = sorted({t for line in VALID_LINES for t in line if t.startswith("-")} | {
     "--help", "--stacks-dir", "--cloud", "--gpus-per-node", "--node", "--stack-file", "--out", "--follow",
 })
-COMMANDS = ["submit", "sweep", "synth", "check", "list", "status", "logs", "delete", "demo"]
 # Absolute paths left as typed: ones nothing can write, even root.
 UNWRITABLE = ["/proc/nope", "/proc/nope/x.json", "/proc/self", "/dev/null", "/sys/nope"]
 NEAR_MISSES = [
@@ -125,14 +135,6 @@ def mutated_line(draw) -> list[str]:
     return line
 
 
-def _command_options() -> dict[str, list[argparse.Action]]:
-    """Each command's own options, read from the parser itself."""
-    parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return {name: [a for a in p._actions if a.option_strings and a.dest != "help"] for name, p in sub.choices.items()}
-
-
-COMMAND_OPTIONS = _command_options()
 NAMES = st.one_of(st.sampled_from(["resnet", "a", "job-1", "x" * 54, "x" * 55, "Bad", "1job", "-x", "a_b", ""]),
                   st.text(max_size=12))
 
