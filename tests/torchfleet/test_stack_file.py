@@ -143,6 +143,11 @@ def test_values_and_keys_pulumi_config_cannot_carry(tmp_path, line, expected):
     assert any(expected in p for p in found), found
 
 
+def test_number_too_long_for_python(tmp_path):
+    [problem] = problems_of(tmp_path, GOOD + "  torchfleet:x: " + "1" * 5000 + "\n")
+    assert problem.endswith("no config value is that long") and "Exceeds the limit" in problem
+
+
 def test_dates_stay_as_written(tmp_path):
     # Pulumi passes "2025-01-01" as text; safe_load would have made a datetime.date (no JSON for it).
     path = tmp_path / "Pulumi.dated.yaml"

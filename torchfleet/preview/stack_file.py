@@ -63,6 +63,8 @@ def parse_stack_text(text: str, where: str = "<stack file>") -> dict[str, Any]:
         raise
     except yaml.YAMLError as error:
         raise StackFileError([f"{where}: not valid YAML: {_short(error)}; fix the line it names"]) from None
+    except ValueError as error:  # a number of more than 4300 digits (Python's int() limit)
+        raise StackFileError([f"{where}: {_short_repr(str(error), 80)}; no config value is that long"]) from None
     except RecursionError:
         raise StackFileError([f"{where}: nested too deeply to be a stack file; at most {MAX_DEPTH} levels"]) from None
     return _check_shape(document, where)
