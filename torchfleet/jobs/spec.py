@@ -6,6 +6,7 @@ starts with the flag and says what would be valid.
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import math
 import re
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from components import catalog
+from components.catalog import regions
 from components.spec import TRAINING_UID
 from torchfleet.jobs import image_ref
 from torchfleet.jobs.egress import parse_egress
@@ -332,8 +334,8 @@ def size_cpu(cpu_millis: int, memory_mib: int) -> Sizing:
 # ---------------------------------------------------------------- the request
 
 
-_AZURE_ZONE = re.compile(r"^[1-3]$")
-_AZURE_ZONE_LABEL = re.compile(r"^([a-z0-9]+)-([1-3])$")
+_AZURE_ZONE = re.compile(r"[1-3]")
+_AZURE_ZONE_LABEL = re.compile(r"([a-z0-9]+)-([1-3])")
 
 
 def zone_names(target: Target, zone: str) -> tuple[str, str]:
@@ -345,16 +347,45 @@ def zone_names(target: Target, zone: str) -> tuple[str, str]:
     """
     if target.cloud != "azure":
         return zone, zone
-    if _AZURE_ZONE.match(zone):
+    if _AZURE_ZONE.fullmatch(zone):
         if not target.region:
             raise UsageError(f"--zone: Azure labels nodes <region>-<zone>; without --stack give it whole, "
                              f"e.g. eastus-{zone}")
         return zone, f"{target.region}-{zone}"
-    m = _AZURE_ZONE_LABEL.match(zone)
+    m = _AZURE_ZONE_LABEL.fullmatch(zone)
     if not m or (target.region and m.group(1) != target.region):
         where = target.region or "eastus"
         raise UsageError(f"--zone: expected an Azure zone like 1 or {where}-1, got {zone!r}")
     return m.group(2), zone
+
+
+def check_zone_exists(target: Target, pool_zone: str, label: str) -> None:
+    """A zone the job's pods can land in: one of the stack's, or without a stack one the cloud has
+    (components/catalog/regions.yaml). A node selector on a zone no node has leaves every pod Pending."""
+    if target.cloud == "local":
+        raise UsageError(f"--zone: the local stack's nodes (kind, minikube) carry no zone label, so the pods would "
+                         f"stay Pending on {label!r}; drop --zone")
+    if target.zones is not None:
+        if pool_zone not in target.zones:
+            raise UsageError(f"--zone: stack {target.stack} has no zone {pool_zone!r}; its zones: "
+                             f"{', '.join(target.zones) or 'none'}")
+        return
+    known = regions.load().get(target.cloud)
+    if known is None:
+        return
+    if target.cloud == "azure":  # the label is <location>-<zone>
+        location, _, number = label.rpartition("-")
+        found = regions.region("azure", location)
+        if found is not None and number in found.zones:
+            return
+        every = [f"{name}-{z}" for name, r in known.regions.items() for z in r.zones]
+    else:
+        every = [z for r in known.regions.values() for z in r.zones]
+        if label in every:
+            return
+    close = difflib.get_close_matches(label, every, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"e.g. {every[0] if every else 'none known'}"
+    raise UsageError(f"--zone: {label!r} is not a zone of {target.cloud} (components/catalog/regions.yaml); {hint}")
 
 
 def resolve_machine(
@@ -483,7 +514,10 @@ def build_request(
         mount=mount_path, overrides=tuple(overrides), sweep=sweep, run_as_user=run_as_user, egress=egress,
     )
     if cpu:
-        zone_label = zone_names(target, zone)[1] if zone else None
+        zone_label = None
+        if zone:
+            pool_zone, zone_label = zone_names(target, zone)
+            check_zone_exists(target, pool_zone, zone_label)
         notes = [] if target.cloud == "local" else [
             "--cpu: the pods go to nodes without the GPU taint (on a cloud stack, the manager pool), "
             "never to a GPU node"
@@ -492,6 +526,8 @@ def build_request(
         return JobRequest(gpu=None, gpus_per_node=0, sizing=sizing, zone=zone_label, notes=tuple(notes), **common)
     gpus_per_node = 1 if gpus_per_node is None else gpus_per_node
     pool_zone, zone_label = zone_names(target, zone) if zone else (None, None)
+    if zone and target.pools is None:  # with a stack, resolve_machine checks the GPU's pools' zones
+        check_zone_exists(target, pool_zone, zone_label)
     machine, notes = resolve_machine(target, gpu, pool_zone, hi, gpus_per_node)
     if gpus_per_node > machine.gpus:
         raise UsageError(

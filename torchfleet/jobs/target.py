@@ -43,6 +43,7 @@ class Target:
     pools: tuple[platform.GpuPoolSpec, ...] | None  # None: no stack, so any catalog GPU is accepted
     max_gpus: int | None = None  # the stack's guardrail
     region: str | None = None  # Azure zone labels carry it
+    zones: tuple[str, ...] | None = None  # the stack's zones, as its config names them; None: no stack
 
     @property
     def etcd_host(self) -> str:
@@ -105,6 +106,7 @@ def from_stack(stack: str, stacks_dir: Path = STACKS_DIR) -> Target:
         pools=spec.gpu_pools,
         max_gpus=spec.guardrails.max_gpus,
         region=spec.region,
+        zones=tuple(spec.zones),
     )
 
 
