@@ -509,7 +509,7 @@ def _parse_min_max(
     p: _Problems, key: str, obj: dict, default_min: int, traits: CloudTraits | None = None
 ) -> tuple[int, int]:
     most = traits.max_nodes_per_pool if traits else None
-    why = "the most nodes one node pool of this cloud holds (clouds/traits.py cites the quota)"
+    why = "the most nodes one node pool holds on this cloud; components/clouds/traits.py cites the quota"
     lo = _int(p, f"{key}.minNodes", obj.get("minNodes"), default_min, maximum=most, why=why)
     hi = _int(p, f"{key}.maxNodes", obj.get("maxNodes"), None, minimum=1, maximum=most, why=why)
     if hi is None and "maxNodes" not in obj:
@@ -542,7 +542,8 @@ def _parse_manager(p: _Problems, value: Any, cloud: str) -> NodePoolSpec:
 
 
 def _disk_max(traits: CloudTraits) -> dict[str, Any]:
-    return {"maximum": traits.max_disk_gb, "why": "the largest root disk this cloud's nodes take (clouds/traits.py)"}
+    why = "the largest root disk this cloud's nodes take; components/clouds/traits.py cites it"
+    return {"maximum": traits.max_disk_gb, "why": why}
 
 
 def _resolve_offering(p: _Problems, key: str, gpu: Any, cloud: str) -> catalog.Offering | None:
@@ -651,7 +652,7 @@ def _parse_storage(p: _Problems, value: Any, traits: CloudTraits) -> StorageSpec
     minimum = traits.storage_tiers[tier]
     size = _int(
         p, f"{key}.sizeGb", obj.get("sizeGb"), minimum, maximum=traits.storage_max_gb.get(tier),
-        why=f"the largest {tier} store (clouds/traits.py cites the page)",
+        why=f"the largest {tier} store; components/clouds/traits.py cites it",
     )
     if size is not None and size < minimum:
         p.add(f"{key}.sizeGb", f"tier {tier} needs at least {minimum} GiB, got {size}")

@@ -84,6 +84,16 @@ def test_raw_config_reads_the_spec_keys_and_every_cloud_namespace_but_no_other()
     assert set(platform_config.raw_config()) == {*AWS, "aws:profile", "gcp:project"}
 
 
+def test_load_checks_values_as_the_pulumi_cli_passes_them(monitor):
+    # Under `pulumi up` the Pulumi CLI parses the YAML (a huge integer reaches the program as the
+    # JSON number 1e+20); the spec's limits apply all the same (issue 12).
+    pools = '[{"gpu": "t4", "maxNodes": 1e+20}]'
+    runtime_config.set_all_config(engine({**AWS, "torchfleet:gpuPools": pools}))
+    with pytest.raises(ConfigError) as caught:
+        platform_config.load()
+    assert caught.value.problems == ["torchfleet:gpuPools[0].maxNodes: expected a whole number, got 1e+20"]
+
+
 def test_load_reports_another_clouds_key_under_pulumi_up(monitor):
     runtime_config.set_all_config(engine({**AWS, "gcp:project": "my-ml-project"}))
     with pytest.raises(ConfigError) as caught:
