@@ -373,3 +373,49 @@ def test_workers_start_with_the_scripts_imports_already_loaded(tmp_path, environ
                           str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert f"probe {preloaded}" in ran.stdout
+
+
+FORMAT_A_FAILURE = """
+import logging, sys, threading
+import torch
+from torch._logging._internal import TorchLogsFormatter
+before = "torch._dynamo" in sys.modules
+try:
+    raise RuntimeError("a worker failed")
+except RuntimeError:
+    record = logging.LogRecord("torch.distributed.elastic", logging.ERROR, "api.py", 1, "failed", None, sys.exc_info())
+TorchLogsFormatter().format(record)
+print(before, "torch._dynamo" in sys.modules)
+"""
+
+WARM_THE_AGENT = """
+import sys, threading
+from elastic_trainer import launcher
+launcher._warm_agent_imports()
+for thread in threading.enumerate():
+    if thread.name == "warm-agent-imports":
+        thread.join()
+print("torch._dynamo" in sys.modules)
+"""
+
+
+def test_torchs_log_formatter_imports_dynamo_when_an_agent_logs_a_worker_failure():
+    # Pins why the launcher warms its agent: torchrun logs a failed worker with logger.exception,
+    # and torch's formatter imports torch._dynamo to format it, seconds inside the first restart.
+    ran = subprocess.run([sys.executable, "-c", FORMAT_A_FAILURE], capture_output=True, text=True, timeout=300)
+    assert ran.stdout.split() == ["False", "True"], ran.stderr[-2000:]
+
+
+def test_the_agents_warm_up_imports_dynamo_before_any_worker_fails():
+    env = {"PYTHONPATH": str(IMAGE_DIR), "PATH": "/usr/bin:/bin"}
+    ran = subprocess.run([sys.executable, "-c", WARM_THE_AGENT], env=env, capture_output=True, text=True, timeout=300)
+    assert ran.stdout.split() == ["True"], ran.stderr[-2000:]
+
+
+def test_the_launcher_warms_its_agent_before_running_torchrun(monkeypatch):
+    calls = []
+    monkeypatch.setattr(launcher, "_warm_agent_imports", lambda: calls.append("warm"))
+    monkeypatch.setattr(launcher, "_start_forkserver", lambda modules: calls.append("forkserver"))
+    monkeypatch.setattr(launcher, "_run_torchrun", lambda args: calls.append("torchrun") or 0)
+    assert launcher.main([*CONTROLLER, *SCRIPT]) == 0
+    assert calls == ["forkserver", "warm", "torchrun"]
