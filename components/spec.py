@@ -462,10 +462,10 @@ def _check_region_offers(p: _Problems, cloud: str, region: str, entries: Any, po
             (i for i, e in enumerate(entries) if isinstance(e, dict) and str(e.get("gpu", "")).lower() == pool.gpu), 0
         )
         elsewhere = [r.name for r in regions.load()[cloud].regions.values() if r.gpus and pool.gpu in r.gpus]
+        other = f"a region that has it, e.g. {', '.join(elsewhere[:3])}" if elsewhere else "another region"
         p.add(
             f"{_k('gpuPools')}[{index}].gpu",
-            f"{pool.gpu} is not offered in {region} (it offers {', '.join(known.gpus)}); "
-            f"pick one of those or a region that has {pool.gpu}, e.g. {', '.join(elsewhere[:3]) or 'see the catalog'}",
+            f"{pool.gpu} is not offered in {region} (it offers {', '.join(known.gpus)}); pick one of those or {other}",
         )
 
 

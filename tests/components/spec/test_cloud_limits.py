@@ -4,6 +4,8 @@ and that nothing else is reported."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from components.spec import ConfigError, parse
@@ -104,13 +106,13 @@ def test_gpu_not_offered_in_a_region_the_catalog_knows(monkeypatch):
     from components.catalog import regions
 
     real = regions.load()
-    aws = real["aws"]
-    narrowed = {**aws.regions, "us-west-2": aws.regions["us-west-2"].__class__(
-        "aws", "us-west-2", aws.regions["us-west-2"].zones, ("t4",))}
-    monkeypatch.setattr(regions, "load", lambda: {**real, "aws": aws.__class__("aws", aws.source, aws.checked,
-                                                                                narrowed)})
+    usw2 = dataclasses.replace(real["aws"].regions["us-west-2"], gpus=("t4",))
+    aws = dataclasses.replace(real["aws"], regions={**real["aws"].regions, "us-west-2": usw2})
+    monkeypatch.setattr(regions, "load", lambda: {**real, "aws": aws})
     message = only(pools("aws", {"gpu": "t4", "maxNodes": 2}, {"gpu": "l4", "maxNodes": 2}), f"{GPU_POOLS}[1].gpu")
-    assert message.startswith("l4 is not offered in us-west-2 (it offers t4); pick one of those or a region")
+    assert message == (
+        "l4 is not offered in us-west-2 (it offers t4); pick one of those or another region"
+    )
 
 
 @pytest.mark.parametrize("cloud, version, service", [("gcp", "1.99", "GKE"), ("azure", "1.10", "AKS")])
@@ -199,8 +201,7 @@ def test_azure_network_leaving_no_room_for_service_and_pod_ranges(monkeypatch):
     # Every candidate pair taken: reported up front, not as a ValueError from azure/naming.py.
     from components.clouds import traits
 
-    azure = traits.CLOUD_TRAITS["azure"]
-    squeezed = azure.__class__(**{**azure.__dict__, "service_range_candidates": ("10.1.0.0/16",)})
+    squeezed = dataclasses.replace(traits.CLOUD_TRAITS["azure"], service_range_candidates=("10.1.0.0/16",))
     monkeypatch.setitem(traits.CLOUD_TRAITS, "azure", squeezed)
     message = only(config("azure", network={"cidr": "10.0.0.0/12"}), "torchfleet:network.cidr")
     assert message.startswith("10.0.0.0/12 overlaps every range azure can give Kubernetes services and pods")
