@@ -3,7 +3,8 @@
 Pure Python (no pulumi import) so every rule is tested without mocks. `parse(raw)` takes the
 stack's config as a dict keyed by full config key ("torchfleet:gpuPools", "aws:region"), with
 structured values already decoded, and returns a PlatformSpec or raises ConfigError listing
-every problem at once, each naming its key path and what would be valid.
+every problem at once, each naming its key path and what would be valid. The checks against each
+cloud's own limits (regions, versions, networks, derived names) live in cloud_limits.py.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from components import catalog, limits
-from components.catalog import kubernetes as kubernetes_versions
+from components import catalog, cloud_limits, limits
 from components.catalog import machines, regions
 from components.clouds.traits import CLOUD_TRAITS, MAX_ETCD_MEMBERS, CloudTraits
 
@@ -53,28 +53,10 @@ ROLE_TRAINING = "training"
 LABEL_JOB = "torchfleet.io/job"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_K8S_VERSION = re.compile(r"^1\.\d{2}$")
 _DURATION = re.compile(r"^\d+(s|m|h)$")
-# https://cloud.google.com/resource-manager/docs/creating-managing-projects#before_you_begin:
-# 6 to 30 characters, lowercase letters, digits and hyphens, starting with a letter, not ending
-# with a hyphen.
-_GCP_PROJECT_ID = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
 # Past this a number counts nothing real, and would leave the program as a float (maxSize: 1e+20).
 _INT_CEILING = 2**31 - 1
-# Private ranges a cluster network may use (RFC 1918, and RFC 6598's shared space).
-_PRIVATE_RANGES = tuple(
-    ipaddress.IPv4Network(c) for c in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
-)
-_REGION_EXAMPLE = {"aws": "us-west-2", "gcp": "us-central1", "azure": "eastus"}
-
-
-def _r(value: Any, limit: int = 100) -> str:
-    """repr() of a user's value, cut short: a problem line stays one line whatever was written."""
-    try:
-        text = repr(value)
-    except ValueError:  # an int past Python's digit limit for str()
-        return "<a number too long to print>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+_r = cloud_limits.short_repr
 
 
 class ConfigError(ValueError):
@@ -315,28 +297,26 @@ def parse(raw: dict[str, Any], stack: str = "dev") -> PlatformSpec:
         p.add(_k("cloud"), f"must be one of {', '.join(CLOUD_TRAITS)}, got {_r(cloud)}")
         raise ConfigError(p.items)  # nothing else can be checked without knowing the cloud
     traits = CLOUD_TRAITS[cloud]
-    _other_clouds_keys(p, raw, cloud)
+    cloud_limits.other_clouds_keys(p, raw, cloud)
 
-    region = _parse_region(p, raw, cloud, traits)
+    region = cloud_limits.region(p, raw, cloud, traits)
     for required in traits.required_keys:
         if not raw.get(required):
             p.add(required, f"required for cloud {cloud}")
     project = raw.get("gcp:project")
-    if cloud == "gcp" and project and (not isinstance(project, str) or not _GCP_PROJECT_ID.match(project)):
-        p.add(
-            "gcp:project",
-            f"{_r(project)} is not a project id: 6-30 lowercase letters, digits and '-', starting with a "
-            "letter and not ending with '-' (the id, not the display name: `gcloud projects list` shows both)",
-        )
+    if cloud == "gcp":
+        cloud_limits.gcp_project(p, project)
 
     zones = _parse_zones(p, raw, cloud, traits, region)
-    version = _parse_kubernetes_version(p, raw.get(_k("kubernetesVersion")), cloud, traits)
-    _parse_stack_name(p, stack, cloud, tuple(zones))
+    version = cloud_limits.kubernetes_version(
+        p, raw.get(_k("kubernetesVersion")), cloud, traits, DEFAULT_KUBERNETES_VERSION
+    )
+    cloud_limits.stack_name(p, stack, cloud, tuple(zones))
 
     manager = _parse_manager(p, raw.get(_k("managerPool")), cloud)
     gpu_pools = _parse_gpu_pools(p, raw.get(_k("gpuPools")), cloud, traits, zones)
     if region and gpu_pools:
-        _check_region_offers(p, cloud, region, raw.get(_k("gpuPools")), gpu_pools)
+        cloud_limits.region_offers(p, cloud, region, raw.get(_k("gpuPools")), gpu_pools)
     storage = _parse_storage(p, raw.get(_k("storage")), traits)
     training = _parse_training(p, raw.get(_k("training")), cloud, traits)
     network = _parse_network(p, raw.get(_k("network")), cloud, traits)
@@ -363,110 +343,6 @@ def parse(raw: dict[str, Any], stack: str = "dev") -> PlatformSpec:
         guardrails=guardrails,
         project=project if isinstance(project, str) else None,
     )
-
-
-def _other_clouds_keys(p: _Problems, raw: dict, cloud: str) -> None:
-    """Keys of another cloud's provider (gcp:project on an AWS stack) would be ignored: say so."""
-    own = set(CLOUD_TRAITS[cloud].config_namespaces)
-    for key in raw:
-        namespace = key.split(":", 1)[0]
-        if namespace in own:
-            continue
-        for other, traits in CLOUD_TRAITS.items():
-            if namespace in traits.config_namespaces:
-                p.add(key, f"a key of {other}'s provider, but torchfleet:cloud is {cloud}: it would be ignored; "
-                           "remove it")
-
-
-def _parse_region(p: _Problems, raw: dict, cloud: str, traits: CloudTraits) -> str | None:
-    """The region (location on Azure), if it is one the catalog (catalog/regions.yaml) knows."""
-    key = traits.region_key
-    if key is None:
-        return None
-    value = raw.get(key)
-    example = _REGION_EXAMPLE.get(cloud, "")
-    if value is None or value == "":
-        p.add(key, f"required for cloud {cloud}")
-        return None
-    if not isinstance(value, str):
-        p.add(key, f"expected one region name like {example}, got {_r(value)}")
-        return None
-    known = regions.load().get(cloud)
-    if known is None or value in known.regions:
-        return value
-    # Azure's display names ("East US 2") are not location names ("eastus2").
-    squeezed = re.sub(r"[^a-z0-9-]", "", value.lower())
-    close = difflib.get_close_matches(squeezed, sorted(known.regions), n=1, cutoff=0.7)
-    hint = f"did you mean {close[0]}?" if close else f"e.g. {example}"
-    p.add(
-        key,
-        f"unknown {cloud} region {_r(value)}; {hint} ({len(known.regions)} regions known as of {known.checked}: "
-        f"{known.source}; a newer one goes into components/catalog/regions.yaml)",
-    )
-    return None
-
-
-def _parse_kubernetes_version(p: _Problems, value: Any, cloud: str, traits: CloudTraits) -> str:
-    key = _k("kubernetesVersion")
-    if value is not None and value != "" and not isinstance(value, str):
-        p.add(key, f'expected a minor version like "1.33" (quoted), got {_r(value)}')
-        return DEFAULT_KUBERNETES_VERSION
-    version = value or DEFAULT_KUBERNETES_VERSION
-    if not _K8S_VERSION.match(version):
-        p.add(key, f'expected a minor version like "1.33" (quoted), got {_r(version)}')
-        return version
-    service = kubernetes_versions.service_for(cloud)
-    offered = service.minors if service else traits.kubernetes_versions
-    buildable = traits.kubernetes_versions
-    allowed = [v for v in offered if not buildable or v in buildable]
-    if allowed and version not in allowed:
-        if service:
-            why = f"{service.name.upper()} offers {', '.join(offered)} ({service.source}, as of {service.checked})"
-        else:
-            why = f"{cloud} supports {', '.join(offered)}"
-        if buildable and set(buildable) != set(offered):
-            why += f", and the cluster autoscaler image Torchfleet pins exists for {', '.join(buildable)}"
-        p.add(key, f"{why}; use one of {', '.join(allowed)}, got {_r(version)}")
-    return version
-
-
-def _parse_stack_name(p: _Problems, stack: str, cloud: str, zones: tuple[str, ...]) -> None:
-    """The stack name flows into cloud names (the EKS cluster, tags): refuse one that breaks them."""
-    fix = "rename the stack (`pulumi stack rename`, and its file stacks/Pulumi.<stack>.yaml)"
-    rule = limits.NAME_RULES["pulumi-stack"]
-    if (why := rule.problem(stack)) is not None:
-        p.add("stack", f"{_r(stack)} is not a Pulumi stack name: {why} ({rule.source}); {fix}")
-        return
-    for kind, name, what in limits.derived_names(cloud, stack, zones):
-        rule = limits.NAME_RULES[kind]
-        if (why := rule.problem(name)) is None:
-            continue
-        if len(name) > rule.max_len:
-            advice = f"{fix} to at most {rule.max_len - (len(name) - len(stack))} characters"
-        else:
-            advice = f"{fix} using only {rule.allowed}"
-        p.add("stack", f"the stack name {_r(stack)} makes {what} {_r(name)}: {why} ({rule.source}); {advice}")
-
-
-def _check_region_offers(p: _Problems, cloud: str, region: str, entries: Any, pools: list[GpuPoolSpec]) -> None:
-    """Where the catalog knows a region's GPUs (catalog/regions.yaml `gpus`), a pool must use one of them."""
-    known = regions.region(cloud, region)
-    if known is None or known.gpus is None:
-        return
-    reported = set()
-    for pool in pools:
-        if pool.gpu in known.gpus or pool.gpu in reported:
-            continue
-        reported.add(pool.gpu)
-        index = next(
-            (i for i, e in enumerate(entries) if isinstance(e, dict) and str(e.get("gpu", "")).lower() == pool.gpu), 0
-        )
-        elsewhere = [r.name for r in regions.load()[cloud].regions.values() if r.gpus and pool.gpu in r.gpus]
-        other = f"a region that has it, e.g. {', '.join(elsewhere[:3])}" if elsewhere else "another region"
-        p.add(
-            f"{_k('gpuPools')}[{index}].gpu",
-            f"{pool.gpu} is not offered in {region} (it offers {', '.join(known.gpus)}); pick one of those or {other}",
-        )
 
 
 def _parse_zones(p: _Problems, raw: dict, cloud: str, traits: CloudTraits, region: str | None) -> list[str]:
@@ -703,7 +579,7 @@ def _parse_network(p: _Problems, value: Any, cloud: str, traits: CloudTraits) ->
     except (ValueError, TypeError):
         p.add(f"{key}.cidr", f"expected an IPv4 CIDR like 10.0.0.0/16, got {_r(cidr)}")
     else:
-        _check_network_range(p, f"{key}.cidr", net, cloud, traits)
+        cloud_limits.network_range(p, f"{key}.cidr", net, cloud, traits)
     public = _str_list(p, f"{key}.publicAccessCidrs", obj.get("publicAccessCidrs"))
     for c in public or []:
         try:
@@ -718,36 +594,6 @@ def _parse_network(p: _Problems, value: Any, cloud: str, traits: CloudTraits) ->
         public_access_cidrs=tuple(public) if public is not None else default.public_access_cidrs,
         nat=nat,
     )
-
-
-def _check_network_range(p: _Problems, key: str, net: ipaddress.IPv4Network, cloud: str, traits: CloudTraits) -> None:
-    largest, smallest = traits.network_prefix_range
-    if not any(net.subnet_of(r) for r in _PRIVATE_RANGES):
-        p.add(key, f"{net} is not a private range; use one inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16, "
-                   "e.g. 10.0.0.0/16")
-    elif net.prefixlen < largest:
-        p.add(key, f"{net} is larger than {cloud} allows (/{largest} to /{smallest}); use e.g. 10.0.0.0/16")
-    elif net.prefixlen > 20:
-        p.add(key, f"{net} is too small for per-zone node subnets; use /20 or larger, e.g. 10.0.0.0/16")
-    elif traits.service_range_candidates:
-        # The cloud module takes the first service range free of the network, then the first pod
-        # range free of both (azure/naming.py cluster_ranges): refuse here what it would refuse there.
-        service = _first_free(traits.service_range_candidates, net)
-        if service is None or _first_free(traits.pod_range_candidates, net, service) is None:
-            p.add(
-                key,
-                f"{net} overlaps every range {cloud} can give Kubernetes services and pods "
-                f"({', '.join(traits.service_range_candidates + traits.pod_range_candidates)}); "
-                "use a smaller range that leaves one of each free, e.g. 10.0.0.0/16",
-            )
-
-
-def _first_free(candidates: tuple[str, ...], *taken: ipaddress.IPv4Network) -> ipaddress.IPv4Network | None:
-    for c in candidates:
-        net = ipaddress.IPv4Network(c)
-        if not any(net.overlaps(t) for t in taken):
-            return net
-    return None
 
 
 def _parse_autoscaler(p: _Problems, value: Any) -> AutoscalerSpec:

@@ -1,0 +1,189 @@
+"""A stack config against each cloud's own limits (issue 12): its regions and zones, the Kubernetes
+versions its managed service offers, the GPUs a region has, its network ranges, its project ids,
+and the names it derives from the stack name. Each check adds "key: what is wrong; what would be
+right" problems to spec.parse's list. Pure Python: the limits are data in components/catalog/,
+components/clouds/traits.py and components/limits.py, each citing its source.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+from typing import TYPE_CHECKING, Any, Protocol
+
+from components import limits
+from components.catalog import kubernetes, regions
+from components.clouds.traits import CLOUD_TRAITS, CloudTraits
+
+if TYPE_CHECKING:
+    from components.spec import GpuPoolSpec
+
+
+class Problems(Protocol):
+    def add(self, key: str, message: str) -> None: ...
+
+
+K8S_MINOR = re.compile(r"^1\.\d{2}$")  # a minor version, as the managed services take it: "1.33"
+# https://cloud.google.com/resource-manager/docs/creating-managing-projects#before_you_begin:
+# 6 to 30 characters, lowercase letters, digits and hyphens, starting with a letter, not ending
+# with a hyphen.
+GCP_PROJECT_ID = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
+# Private ranges a cluster network may use (RFC 1918, and RFC 6598's shared space).
+PRIVATE_RANGES = tuple(
+    ipaddress.IPv4Network(c) for c in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+)
+REGION_EXAMPLE = {"aws": "us-west-2", "gcp": "us-central1", "azure": "eastus"}
+
+
+def short_repr(value: Any, limit: int = 100) -> str:
+    """repr() of a user's value, cut short: a problem line stays one line whatever was written."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's digit limit for str()
+        return "<a number too long to print>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def gcp_project(p: Problems, project: Any) -> None:
+    if project and (not isinstance(project, str) or not GCP_PROJECT_ID.match(project)):
+        p.add(
+            "gcp:project",
+            f"{short_repr(project)} is not a project id: 6-30 lowercase letters, digits and '-', starting with a "
+            "letter and not ending with '-' (the id, not the display name: `gcloud projects list` shows both)",
+        )
+
+
+def other_clouds_keys(p: Problems, raw: dict, cloud: str) -> None:
+    """Keys of another cloud's provider (gcp:project on an AWS stack) would be ignored: say so."""
+    own = set(CLOUD_TRAITS[cloud].config_namespaces)
+    for key in raw:
+        namespace = key.split(":", 1)[0]
+        if namespace in own:
+            continue
+        for other, traits in CLOUD_TRAITS.items():
+            if namespace in traits.config_namespaces:
+                p.add(key, f"a key of {other}'s provider, but torchfleet:cloud is {cloud}: it would be ignored; "
+                           "remove it")
+
+
+def region(p: Problems, raw: dict, cloud: str, traits: CloudTraits) -> str | None:
+    """The region (location on Azure), if it is one the catalog (catalog/regions.yaml) knows."""
+    key = traits.region_key
+    if key is None:
+        return None
+    value = raw.get(key)
+    example = REGION_EXAMPLE.get(cloud, "")
+    if value is None or value == "":
+        p.add(key, f"required for cloud {cloud}")
+        return None
+    if not isinstance(value, str):
+        p.add(key, f"expected one region name like {example}, got {short_repr(value)}")
+        return None
+    known = regions.load().get(cloud)
+    if known is None or value in known.regions:
+        return value
+    # Azure's display names ("East US 2") are not location names ("eastus2").
+    squeezed = re.sub(r"[^a-z0-9-]", "", value.lower())
+    close = difflib.get_close_matches(squeezed, sorted(known.regions), n=1, cutoff=0.7)
+    hint = f"did you mean {close[0]}?" if close else f"e.g. {example}"
+    p.add(
+        key,
+        f"unknown {cloud} region {short_repr(value)}; {hint} ({len(known.regions)} regions known as of "
+        f"{known.checked}: {known.source}; a newer one goes into components/catalog/regions.yaml)",
+    )
+    return None
+
+
+def kubernetes_version(p: Problems, value: Any, cloud: str, traits: CloudTraits, default: str) -> str:
+    key = "torchfleet:kubernetesVersion"
+    if value is not None and value != "" and not isinstance(value, str):
+        p.add(key, f'expected a minor version like "1.33" (quoted), got {short_repr(value)}')
+        return default
+    version = value or default
+    if not K8S_MINOR.match(version):
+        p.add(key, f'expected a minor version like "1.33" (quoted), got {short_repr(version)}')
+        return version
+    service = kubernetes.service_for(cloud)
+    offered = service.minors if service else traits.kubernetes_versions
+    buildable = traits.kubernetes_versions
+    allowed = [v for v in offered if not buildable or v in buildable]
+    if allowed and version not in allowed:
+        if service:
+            why = f"{service.name.upper()} offers {', '.join(offered)} ({service.source}, as of {service.checked})"
+        else:
+            why = f"{cloud} supports {', '.join(offered)}"
+        if buildable and set(buildable) != set(offered):
+            why += f", and the cluster autoscaler image Torchfleet pins exists for {', '.join(buildable)}"
+        p.add(key, f"{why}; use one of {', '.join(allowed)}, got {short_repr(version)}")
+    return version
+
+
+def stack_name(p: Problems, stack: str, cloud: str, zones: tuple[str, ...]) -> None:
+    """The stack name flows into cloud names (the EKS cluster, tags): refuse one that breaks them."""
+    fix = "rename the stack (`pulumi stack rename`, and its file stacks/Pulumi.<stack>.yaml)"
+    rule = limits.NAME_RULES["pulumi-stack"]
+    if (why := rule.problem(stack)) is not None:
+        p.add("stack", f"{short_repr(stack)} is not a Pulumi stack name: {why} ({rule.source}); {fix}")
+        return
+    for kind, name, what in limits.derived_names(cloud, stack, zones):
+        rule = limits.NAME_RULES[kind]
+        if (why := rule.problem(name)) is None:
+            continue
+        if len(name) > rule.max_len:
+            advice = f"{fix} to at most {rule.max_len - (len(name) - len(stack))} characters"
+        else:
+            advice = f"{fix} using only {rule.allowed}"
+        made = f"the stack name {short_repr(stack)} makes {what} {short_repr(name)}"
+        p.add("stack", f"{made}: {why} ({rule.source}); {advice}")
+
+
+def region_offers(p: Problems, cloud: str, region: str, entries: Any, pools: list[GpuPoolSpec]) -> None:
+    """Where the catalog knows a region's GPUs (catalog/regions.yaml `gpus`), a pool must use one of them."""
+    known = regions.region(cloud, region)
+    if known is None or known.gpus is None:
+        return
+    reported = set()
+    for pool in pools:
+        if pool.gpu in known.gpus or pool.gpu in reported:
+            continue
+        reported.add(pool.gpu)
+        index = next(
+            (i for i, e in enumerate(entries) if isinstance(e, dict) and str(e.get("gpu", "")).lower() == pool.gpu), 0
+        )
+        elsewhere = [r.name for r in regions.load()[cloud].regions.values() if r.gpus and pool.gpu in r.gpus]
+        other = f"a region that has it, e.g. {', '.join(elsewhere[:3])}" if elsewhere else "another region"
+        p.add(
+            f"torchfleet:gpuPools[{index}].gpu",
+            f"{pool.gpu} is not offered in {region} (it offers {', '.join(known.gpus)}); pick one of those or {other}",
+        )
+
+
+def network_range(p: Problems, key: str, net: ipaddress.IPv4Network, cloud: str, traits: CloudTraits) -> None:
+    largest, smallest = traits.network_prefix_range
+    if not any(net.subnet_of(r) for r in PRIVATE_RANGES):
+        p.add(key, f"{net} is not a private range; use one inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16, "
+                   "e.g. 10.0.0.0/16")
+    elif net.prefixlen < largest:
+        p.add(key, f"{net} is larger than {cloud} allows (/{largest} to /{smallest}); use e.g. 10.0.0.0/16")
+    elif net.prefixlen > 20:
+        p.add(key, f"{net} is too small for per-zone node subnets; use /20 or larger, e.g. 10.0.0.0/16")
+    elif traits.service_range_candidates:
+        # The cloud module takes the first service range free of the network, then the first pod
+        # range free of both (azure/naming.py cluster_ranges): refuse here what it would refuse there.
+        service = first_free(traits.service_range_candidates, net)
+        if service is None or first_free(traits.pod_range_candidates, net, service) is None:
+            p.add(
+                key,
+                f"{net} overlaps every range {cloud} can give Kubernetes services and pods "
+                f"({', '.join(traits.service_range_candidates + traits.pod_range_candidates)}); "
+                "use a smaller range that leaves one of each free, e.g. 10.0.0.0/16",
+            )
+
+
+def first_free(candidates: tuple[str, ...], *taken: ipaddress.IPv4Network) -> ipaddress.IPv4Network | None:
+    for c in candidates:
+        net = ipaddress.IPv4Network(c)
+        if not any(net.overlaps(t) for t in taken):
+            return net
+    return None
