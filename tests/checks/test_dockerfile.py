@@ -1,4 +1,6 @@
-"""hadolint and checkov on training-image/Dockerfile: nothing reported except the listed skips.
+"""hadolint and checkov on training-image/Dockerfile and on the bring-your-own-code example built on
+it (training-image/examples/Dockerfile.custom, README "Your own training code"): nothing reported
+except the listed skips.
 
 The Dockerfile is written with the training image (its own issue). Until it lands these tests
 fail, saying so, rather than skip: a check that silently skips is a check nobody runs.
@@ -12,6 +14,7 @@ from tests.checks.tools import run_json, tool
 from tests.harness import REPO
 
 DOCKERFILE = REPO / "training-image" / "Dockerfile"
+CUSTOM_DOCKERFILE = REPO / "training-image" / "examples" / "Dockerfile.custom"
 
 # Findings we accept, each with the reason (passed to the tools, so nothing else is hidden).
 HADOLINT_IGNORES: dict[str, str] = {}
@@ -46,14 +49,41 @@ def test_every_accepted_finding_has_a_reason():
     assert all(reason.strip() for reason in {**HADOLINT_IGNORES, **CHECKOV_SKIPS}.values())
 
 
-def test_hadolint_reports_nothing_on_the_dockerfile():
-    findings = hadolint(dockerfile())
+def dockerfiles() -> list:
+    return [pytest.param(dockerfile, id="Dockerfile"), pytest.param(lambda: str(CUSTOM_DOCKERFILE), id="custom")]
+
+
+@pytest.mark.parametrize("path", dockerfiles())
+def test_hadolint_reports_nothing_on_the_dockerfile(path):
+    findings = hadolint(path())
     assert findings == [], "\n".join(f"{f['code']} line {f['line']}: {f['message']}" for f in findings)
 
 
-def test_checkov_reports_nothing_on_the_dockerfile():
-    failed = checkov(dockerfile())
+@pytest.mark.parametrize("path", dockerfiles())
+def test_checkov_reports_nothing_on_the_dockerfile(path):
+    failed = checkov(path())
     assert failed == [], "\n".join(f"{c['check_id']}: {c['check_name']}" for c in failed)
+
+
+def _instructions(path) -> list[tuple[str, str]]:
+    lines = path.read_text().replace("\\\n", " ").splitlines()
+    return [tuple(line.split(None, 1)) for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_the_custom_image_builds_on_the_pinned_training_image_and_ends_as_its_user():
+    """What a job needs from an image the linters do not know: the training image's launcher as
+    entrypoint (not replaced), its user 10001 last, and the code and requirements it adds."""
+    base = _instructions(DOCKERFILE)
+    custom = _instructions(CUSTOM_DOCKERFILE)
+    from_line = next(arg for op, arg in custom if op == "FROM")
+    assert from_line == "torchfleet/trainer:0.1.0"  # the tag README's build commands give the base image
+    assert [arg for op, arg in custom if op == "USER"][-1] == [arg for op, arg in base if op == "USER"][-1] \
+        == "10001:10001"
+    assert not any(op in ("ENTRYPOINT", "CMD") for op, _ in custom), "the launcher must stay the entrypoint"
+    assert ("COPY", "train.py /workspace/train.py") in custom
+    assert ("COPY", "requirements.txt /tmp/requirements.txt") in custom
+    for name in ("train.py", "requirements.txt"):  # the example builds as it is
+        assert (CUSTOM_DOCKERFILE.parent / name).is_file()
 
 
 def test_both_tools_do_report_a_bad_dockerfile(tmp_path):
