@@ -20,7 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Exit codes: 0 ok, 2 invalid stack config (problems on stderr, nothing on stdout).",
     )
     p.add_argument("--stack-file", required=True, type=Path, help="e.g. stacks/Pulumi.aws-usw2.yaml")
-    p.add_argument("--out", type=Path, help="also write every Kubernetes object as YAML, one file per object")
+    p.add_argument("--out", type=Path,
+                   help="also write the Kubernetes objects the program declares as YAML, one file per object "
+                        "(not the Helm releases: Helm renders them at deploy time); the files of the previous "
+                        "synth into the same folder are replaced, nothing else in it is touched")
     p.set_defaults(func=run)
 
 
@@ -52,7 +55,11 @@ def run(args: argparse.Namespace) -> int:
     if result is None:
         return 2
     if args.out is not None:
-        write_manifests(result.kubernetes_objects(), args.out)
+        written = write_manifests(result.kubernetes_objects(), args.out)
+        print(f"--out: wrote {len(written)} Kubernetes objects to {args.out}", file=sys.stderr)
+        for r in not_written(result.resources):
+            print(f"--out: not written: {r.type} {r.name} (Helm renders it at deploy time; its chart, version and "
+                  "values are in the JSON)", file=sys.stderr)
     json.dump(result.to_json(), sys.stdout, indent=2, sort_keys=False, default=str)
     sys.stdout.write("\n")
     return 0
@@ -64,8 +71,34 @@ def manifest_filename(obj: dict) -> str:
     return "-".join(p for p in parts if p) + ".yaml"
 
 
+def not_written(resources: list) -> list:
+    """The Kubernetes resources `--out` cannot write as objects: Helm releases (their chart is
+    rendered by Helm on the cluster, not by the program)."""
+    return [r for r in resources if r.custom and r.type.startswith("kubernetes:") and "apiVersion" not in r.inputs]
+
+
+# The files the last `--out` wrote into a folder, so the next one replaces them (a reused folder
+# kept another stack's objects, issue 13) without touching anything it did not write.
+INDEX = ".torchfleet-synth-files"
+
+
+def _previous_files(out: Path) -> list[Path]:
+    index = out / INDEX
+    if not index.is_file():
+        return []
+    names = [line.strip() for line in index.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    # Only plain names of the shape manifest_filename gives: an edited index cannot reach outside.
+    return [out / n for n in names if "/" not in n and "\\" not in n and n.endswith(".yaml") and not n.startswith(".")]
+
+
 def write_manifests(objects: list[dict], out: Path) -> list[Path]:
     out = output_paths.make_folder("--out", out)
+    try:
+        for path in _previous_files(out):
+            if path.is_file() and not path.is_symlink():
+                path.unlink()
+    except OSError as error:
+        raise output_paths.failed_write("--out", out, error) from None
     written = []
     for obj in objects:
         path = out / manifest_filename(obj)
@@ -74,4 +107,9 @@ def write_manifests(objects: list[dict], out: Path) -> list[Path]:
         except OSError as error:
             raise output_paths.failed_write("--out", path, error) from None
         written.append(path)
+    try:
+        (out / INDEX).write_text("# written by torchfleet synth --out; the next one replaces these files\n"
+                                 + "".join(f"{p.name}\n" for p in written))
+    except OSError as error:
+        raise output_paths.failed_write("--out", out / INDEX, error) from None
     return written

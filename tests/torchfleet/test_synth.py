@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from tests.harness import REPO
+from torchfleet import synth
 from torchfleet.cli import main
 from torchfleet.synth import manifest_filename
 
@@ -93,3 +94,37 @@ def test_runs_as_a_command_without_pulumi_cli(tmp_path):
 @pytest.mark.parametrize("name", ["deployment-elastic-job-etcd.yaml"])
 def test_manifest_filename_is_kind_namespace_name(name):
     assert manifest_filename({"kind": "Deployment", "metadata": {"namespace": "elastic-job", "name": "etcd"}}) == name
+
+
+def test_out_into_a_reused_folder_replaces_the_previous_synth_and_nothing_else(tmp_path, capsys):
+    """Regression (issue 13): a second --out into the same folder kept the first stack's files, so
+    the folder mixed two stacks. The files a synth wrote are listed in the folder's index and
+    replaced by the next synth; files it did not write stay."""
+    out = tmp_path / "manifests"
+    out.mkdir()
+    (out / "mine.yaml").write_text("kind: Mine\n")
+    (tmp_path / "outside.yaml").write_text("kind: Outside\n")
+    assert main(["synth", "--stack-file", str(REPO / "stacks/Pulumi.aws-usw2.yaml"), "--out", str(out)]) == 0
+    aws = {p.name for p in out.glob("*.yaml")} - {"mine.yaml"}
+    capsys.readouterr()
+    # An edited index cannot make synth remove anything outside the folder or a file it did not write.
+    index = out / synth.INDEX
+    index.write_text(index.read_text() + "../outside.yaml\nmine.yaml.bak\n")
+    assert main(["synth", "--stack-file", str(REPO / "stacks/Pulumi.local.yaml"), "--out", str(out)]) == 0
+    local = {p.name for p in out.glob("*.yaml")} - {"mine.yaml"}
+    assert local and aws - local  # aws-only objects existed, and are gone now
+    doc = json.loads(capsys.readouterr().out)
+    assert len(local) == len([r for r in doc["resources"] if r["type"].startswith("kubernetes:")
+                              and "apiVersion" in r["inputs"]])
+    assert (out / "mine.yaml").read_text() == "kind: Mine\n"
+    assert (tmp_path / "outside.yaml").is_file()
+    assert sorted(index.read_text().splitlines()[1:]) == sorted(local)
+
+
+def test_out_names_what_it_does_not_write(tmp_path, capsys):
+    assert main(["synth", "--stack-file", str(REPO / "stacks/Pulumi.aws-usw2.yaml"), "--out", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert f"--out: wrote {len(list(tmp_path.glob('*.yaml')))} Kubernetes objects to {tmp_path}" in err
+    skipped = sorted(line.split()[4] for line in err.splitlines() if line.startswith("--out: not written:"))
+    assert skipped == ["torchfleet-aws-autoscaling-cluster-autoscaler",
+                       "torchfleet-aws-autoscaling-nvidia-device-plugin"]
