@@ -261,7 +261,10 @@ def test_sigterm_while_waiting_for_the_rendezvous_exits_143_and_leaves_it_open(m
     time.sleep(1)  # well inside the wait: a round needs a second node
     sent_at = waiting.sigterm()
     assert waiting.wait(30) == 143
-    assert time.monotonic() - sent_at < 5
+    # Within GKE's 15 s notice, the shortest of the clouds' (as the stop tests in test_real_runs.py):
+    # the exit itself takes about a second, but a 5 s bound failed once at 5.06 s on the loaded
+    # 2-core CI machine (issue 13), and a bound tighter than the notice pins nothing a pod needs.
+    assert time.monotonic() - sent_at < 15, "must fit GKE's 15 s notice window"
     # and the rendezvous stays open for the pod's replacement (torchrun closes it for every node
     # when its agent ends on any exception other than its own SignalException)
     job.start_node(), job.start_node()
