@@ -7,7 +7,7 @@ one process. The first synth of a stack is reported on its own as "cold": it pay
 (the cloud's provider SDK, the Kubernetes resource modules) that later runs find loaded. The
 program's own imports are timed once, before any stack. Then --runs warm synths give the median,
 min and max.
-A benchmark prints figures; no test asserts on them (DESIGN.md: bench/).
+A benchmark prints figures; no test asserts on them (docs/facts.md, "Conventions").
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ DEFAULT_MANAGER_MACHINE = {
     "local": "",
 }
 
-# The contract between pools, jobs and the CLI (DESIGN.md, "Names, labels, taints").
+# The contract between pools, jobs and the CLI (README.md, "Names, labels, taints").
 LABEL_POOL = "torchfleet.io/pool"
 LABEL_GPU = "torchfleet.io/gpu"
 LABEL_CAPACITY = "torchfleet.io/capacity"

@@ -1,7 +1,7 @@
 """Kubeflow's training-operator (PyTorchJob with elasticPolicy), for `training.operator: kubeflow`.
 
 It publishes kustomize manifests only, so the program installs its standalone overlay from a
-pinned git ref with pulumi-kubernetes' kustomize.v2.Directory (DESIGN.md, "Facts"). Jobs use
+pinned git ref with pulumi-kubernetes' kustomize.v2.Directory (docs/facts.md, "Controllers and exit codes"). Jobs use
 the layer's etcd with `rdzvBackend: etcd-v2`.
 """
 

@@ -1,5 +1,5 @@
-"""checkov on the pods and network policy `torchfleet submit` creates (both operators), as DESIGN.md
-asks of every manifest the project renders. The operators' custom resources are not scanned by
+"""checkov on the pods and network policy `torchfleet submit` creates (both operators), as the project
+does for every manifest it renders (docs/facts.md, "Conventions"). The operators' custom resources are not scanned by
 checkov, so each job's pod template is written out as the Pod the controller will create."""
 
 import json

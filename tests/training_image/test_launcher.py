@@ -16,7 +16,7 @@ from elastic_trainer import launcher
 from elastic_trainer.launcher import LaunchError, build_plan, check_rdzv_conf, parse_rdzv_conf
 from elastic_trainer.localrun import IMAGE_DIR
 
-# What the ElasticJob controller prepends to the container args (DESIGN.md).
+# What the ElasticJob controller prepends to the container args (docs/facts.md, "Controllers and exit codes").
 CONTROLLER = ["--rdzv_backend=etcd", "--rdzv_endpoint=etcd:2379", "--rdzv_id=job", "--nnodes=1:4"]
 SCRIPT = ["/workspace/examples/imagenet.py", "--arch", "resnet18", "--rdzv_backend=ignored-script-arg"]
 
@@ -193,7 +193,7 @@ def _start_and_sigterm(cmd: list[str], tmp_path) -> int:
 
 @pytest.mark.slow
 def test_sigterm_ends_in_143_where_torchrun_alone_exits_1(tmp_path):
-    # Pins DESIGN.md's fact: torchrun exits 1 on SIGTERM (fatal for both controllers).
+    # Pins a fact of docs/facts.md: torchrun exits 1 on SIGTERM (fatal for both controllers).
     assert _start_and_sigterm([sys.executable, "-m", "torch.distributed.run"], tmp_path) == 1
     assert _start_and_sigterm([sys.executable, "-m", "elastic_trainer.launcher"], tmp_path) == 143
 

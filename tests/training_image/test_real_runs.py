@@ -148,7 +148,7 @@ def test_5_a_truncated_checkpoint_is_skipped_and_the_previous_one_used(make_job)
 
 
 def test_6_a_writer_from_an_older_round_is_fenced_out(make_job):
-    # A newer worker group formed behind this one's back (what a split job looks like, DESIGN.md):
+    # A newer worker group formed behind this one's back (what a split job looks like, docs/facts.md "Rendezvous"):
     # the old group must not commit again, and its agent's restart joins as a newer generation.
     job = make_job("--total-steps=120", "--global-batch-size=16", "--checkpoint-every=20",
                    "--step-delay-s=0.02", nnodes="1:1")

@@ -1,6 +1,6 @@
 """The researcher's command line: submit, sweep, list, status, logs and delete elastic training jobs.
 
-One purpose per module, built as plain data first and applied last (DESIGN.md, style 5):
+One purpose per module, built as plain data first and applied last (docs/facts.md, "Conventions"):
 
 - ``errors``     the two exit-code classes (2: usage/validation, 1: cluster)
 - ``target``     where a job goes: the stack (its file, its Pulumi outputs) or the platform defaults

@@ -18,7 +18,8 @@ ELASTICJOB = {"group": "elastic.pytorch.org", "version": "v1alpha1", "plural": "
 PYTORCHJOB = {"group": "kubeflow.org", "version": "v1", "plural": "pytorchjobs", "kind": "PyTorchJob"}
 RESOURCES = {"torchelastic": ELASTICJOB, "kubeflow": PYTORCHJOB}
 
-# The ElasticJob controller reads exit codes only from the container with this name (DESIGN.md);
+# The ElasticJob controller reads exit codes only from the container with this name (docs/facts.md,
+# "Controllers and exit codes");
 # the training operator's validation refuses a PyTorchJob without a container named "pytorch"
 # (kubeflow/training-operator pkg/apis/kubeflow.org/v1 pytorch_validation.go, v1.9.x).
 CONTAINER_NAME = {"torchelastic": "elasticjob-worker", "kubeflow": "pytorch"}
@@ -69,7 +70,7 @@ def environment(req: JobRequest) -> list[dict[str, Any]]:
         "TORCHFLEET_CHECKPOINT_DIR": req.checkpoint_dir,
         "TORCHFLEET_OUTPUT_DIR": req.output_dir,
         "TORCHFLEET_DATALOADER_WORKERS": str(req.sizing.loader_workers),
-        # torch 2.13 rejoin bug (DESIGN.md): the launcher sets it too; set here so it is visible.
+        # torch 2.13 rejoin bug (docs/facts.md, "Rendezvous"): the launcher sets it too; set here so it is visible.
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
         "PYTHONUNBUFFERED": "1",  # logs reach `torchfleet logs` as they are written
     }

@@ -21,7 +21,7 @@ and ``localrun`` are used by tools that never train).
 __all__ = ["EXIT_CHECKPOINT_FAILED", "EXIT_FENCED", "EXIT_MEMBERSHIP_CHANGE", "EXIT_SIGTERM"]
 
 # A worker that stopped for a spot notice exits like a process killed by SIGTERM
-# (128 + 15): both controllers retry 143 and treat exit code 1 as fatal (DESIGN.md).
+# (128 + 15): both controllers retry 143 and treat exit code 1 as fatal (docs/facts.md, "Controllers and exit codes").
 EXIT_SIGTERM = 143
 # A worker whose peer left at a coordinated stop: the agent restarts it, which
 # re-enters the rendezvous with the remaining nodes (EX_TEMPFAIL from sysexits.h).

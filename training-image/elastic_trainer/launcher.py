@@ -8,7 +8,7 @@ Both controllers start this (ElasticJob prepends ``--rdzv_backend=etcd --rdzv_en
 What it adds (every item can be overridden, see README.md):
 
 - ``--rdzv_backend=etcd-v2``. The legacy ``etcd`` backend loses its keys after 2 hours
-  (DESIGN.md), so when the effective backend is ``etcd`` (what the ElasticJob controller
+  (docs/facts.md, "Rendezvous"), so when the effective backend is ``etcd`` (what the ElasticJob controller
   prepends) it is switched to ``etcd-v2`` unless ``TORCHFLEET_ALLOW_LEGACY_ETCD=1``. Any later
   ``--rdzv_backend`` in the args wins, as with torchrun itself (argparse: last one wins).
 - tuned rendezvous timeouts, merged key by key with any ``--rdzv_conf`` given (yours win);
@@ -16,12 +16,12 @@ What it adds (every item can be overridden, see README.md):
 - ``--max_restarts=100``: a survivor's workers fail when a peer dies; torchrun's default of 0
   would end the job at the first spot interruption instead of re-entering the rendezvous.
 - ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: torch 2.13 rejoin bug, a replacement node cannot
-  join a running job without it (DESIGN.md).
+  join a running job without it (docs/facts.md, "Rendezvous").
 - ``TORCHFLEET_PG_TIMEOUT_S=300``: the trainer's process-group timeout. Minutes, not NCCL's
-  10-minute default: a peer that stalls longer than that has failed (seeds/004, DESIGN.md).
+  10-minute default: a peer that stalls longer than that has failed (seeds/004, docs/facts.md).
 - workers forked from a warm forkserver (``--run_path --start_method=forkserver``, preloading
   ``elastic_trainer.warm``) for ``.py`` scripts: ``import torch`` and torch.optim's lazy imports
-  are paid while the agent is still in the rendezvous, not after it (DESIGN.md: about 2 s of a
+  are paid while the agent is still in the rendezvous, not after it (docs/facts.md: about 2 s of a
   6 s recovery on an idle machine), and so are the script's own top-level imports of installed
   packages (torchvision: ~7 s on a GPU machine), found by parsing the script, plus
   ``TORCHFLEET_PRELOAD_MODULES``. ``TORCHFLEET_PRELOAD=0`` or your own ``--start_method``,
@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-# Measured on the CI machine (DESIGN.md, torch 2.13, etcd-v2, 2 nodes): 6.1 s from SIGKILL to
+# Measured on the CI machine (docs/facts.md, torch 2.13, etcd-v2, 2 nodes): 6.1 s from SIGKILL to
 # the survivor's next step, stable under CPU load, against 47 s with torchrun's defaults
 # (keep_alive 5 s x 3 to declare a node dead, then a 30 s last call).
 TUNED_RDZV_CONF: dict[str, str] = {
@@ -69,7 +69,7 @@ TORCH_DEFAULT_RDZV_CONF: dict[str, str] = {
 }
 # The worst heartbeat gap seen on a loaded machine is keep_alive_interval + 1 s. A node is
 # declared dead after interval x attempts, so that product must exceed interval + 1 s by this
-# margin. Too aggressive is worse than slow (DESIGN.md): 1 x 1 never forms a group, and 1 x 2
+# margin. Too aggressive is worse than slow (docs/facts.md, "Rendezvous"): 1 x 1 never forms a group, and 1 x 2
 # silently split one job into two world-size-1 jobs writing the same checkpoint.
 HEARTBEAT_MARGIN_S = 1
 
@@ -143,7 +143,7 @@ def _int_setting(conf: Mapping[str, str], key: str) -> int:
 
 
 def check_rdzv_conf(conf: Mapping[str, str]) -> None:
-    """Refuse heartbeat settings that let a live node be declared dead (DESIGN.md)."""
+    """Refuse heartbeat settings that let a live node be declared dead (docs/facts.md)."""
     interval = _int_setting(conf, "keep_alive_interval")
     attempts = _int_setting(conf, "keep_alive_max_attempt")
     _int_setting(conf, "last_call_timeout")
@@ -153,7 +153,7 @@ def check_rdzv_conf(conf: Mapping[str, str]) -> None:
         raise LaunchError(
             f"--rdzv_conf keep_alive_interval={interval} x keep_alive_max_attempt={attempts} = {budget} s: "
             f"a live node's heartbeat can be {interval + 1} s late, so this must be at least {needed} s "
-            f"(raise keep_alive_max_attempt); shorter budgets split one job into several (DESIGN.md)"
+            f"(raise keep_alive_max_attempt); shorter budgets split one job into several (docs/facts.md)"
         )
 
 
@@ -271,7 +271,7 @@ def build_plan(argv: Sequence[str], environ: Mapping[str, str]) -> LaunchPlan:
     # the defaults of its options: the options this launcher always passes would silently
     # override them. So a PET_* value replaces our default, and an explicit option still wins.
     backend = backends[-1] if backends else environ.get("PET_RDZV_BACKEND") or "etcd-v2"
-    # The legacy etcd backend loses its keys after 2 hours (DESIGN.md): a plain `etcd`, whether
+    # The legacy etcd backend loses its keys after 2 hours (docs/facts.md, "Rendezvous"): a plain `etcd`, whether
     # the ElasticJob controller's prepended arg or a PyTorchJob's rdzvBackend, becomes etcd-v2.
     if backend == "etcd" and environ.get("TORCHFLEET_ALLOW_LEGACY_ETCD") != "1":
         backend = "etcd-v2"
@@ -354,7 +354,7 @@ def _run_torchrun(torchrun_args: list[str]) -> int:
         launch()
     except SignalException as exc:
         # torchrun has already SIGTERMed its workers and waited for them (they checkpoint);
-        # it raises SignalException, which would end in exit code 1 (DESIGN.md).
+        # it raises SignalException, which would end in exit code 1 (docs/facts.md, "Controllers and exit codes").
         print(f"[torchfleet] agent stopped by {exc.sigval.name}", file=sys.stderr, flush=True)
         return 128 + int(exc.sigval)
     except ChildFailedError:

@@ -2,7 +2,7 @@
 
 The handler only records the request; the loop agrees on it with every rank (one all-reduce per
 step), so all ranks stop after the same step and rank 0 checkpoints that step. Notice windows
-(DESIGN.md): AWS 2 minutes, GKE 15 s for non-system pods, Azure about 30 s; torchrun itself
+(docs/facts.md, "Spot notices"): AWS 2 minutes, GKE 15 s for non-system pods, Azure about 30 s; torchrun itself
 SIGKILLs workers 30 s after forwarding the SIGTERM.
 """
 

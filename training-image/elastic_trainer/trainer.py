@@ -2,7 +2,7 @@
 
 One call, ``train(task, config)``, run by every worker torchrun starts:
 
-1. heavy imports and one optimizer construction *before* joining the process group (DESIGN.md:
+1. heavy imports and one optimizer construction *before* joining the process group (docs/facts.md:
    of the ~2 s a restarted worker needs, about 1 s is ``import torch`` and about 1 s a lazy
    import the first ``torch.optim`` constructor triggers; paying them here overlaps them with
    the slowest peer's start instead of adding them after the group formed);

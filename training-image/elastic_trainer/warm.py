@@ -3,8 +3,8 @@
 Every worker torchrun starts is then forked from a process that has already paid for
 ``import torch`` (about 1 s), the lazy imports of the first ``torch.optim`` constructor
 (torch._dynamo, sympy: about 1 s), this library, and the script's own imports the launcher
-chose (``TORCHFLEET_WARM_MODULES``: torchvision took ~7 s on a GPU machine). DESIGN.md measured
-those 2 s of a 6 s recovery on an idle machine; under CPU load they grow several-fold, and on a
+chose (``TORCHFLEET_WARM_MODULES``: torchvision took ~7 s on a GPU machine). docs/facts.md ("Rendezvous")
+measured those 2 s of a 6 s recovery on an idle machine; under CPU load they grow several-fold, and on a
 GPU machine's disk `import torch` alone took 5.4 s. Nothing here may touch CUDA: a CUDA context
 does not survive a fork, and every worker forked after one would fail on its first CUDA call.
 """

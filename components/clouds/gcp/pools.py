@@ -238,7 +238,7 @@ class GcpNodePools(pulumi.ComponentResource):
                 pool.labels,
                 {**self._labels, "torchfleet-pool": pool.name},
                 # GKE puts nvidia.com/gpu=present:NoSchedule on GPU pools itself; declaring the
-                # same taint keeps the pool free of diffs and matches DESIGN.md's contract.
+                # same taint keeps the pool free of diffs and matches README.md's "Names, labels, taints".
                 taints=[gke_taint(GPU_TAINT)],
                 spot=pool.spot,
                 accelerators=gpu_accelerators(pool),

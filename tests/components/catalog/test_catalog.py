@@ -1,4 +1,4 @@
-"""components/catalog/gpus.yaml: a test walks every row (DESIGN.md, style example 4).
+"""components/catalog/gpus.yaml: a test walks every row (docs/facts.md, "Conventions").
 
 The rows are read both raw (what the YAML says, e.g. that a date is a quoted string) and through
 components.catalog (what parse() sees).

@@ -29,7 +29,7 @@ JOB = "kubernetes:batch/v1:Job"
 ETCD_LABELS = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/component": "rendezvous",
                "app.kubernetes.io/part-of": "torchfleet"}
 TRAINING_POD = {LABEL_ROLE: ROLE_TRAINING, LABEL_JOB: "any-job"}
-# The labels every GPU node carries (DESIGN.md "Names, labels, taints").
+# The labels every GPU node carries (README.md, "Names, labels, taints").
 GPU_NODE = {LABEL_POOL: "gpu", LABEL_GPU: "t4", LABEL_CAPACITY: "spot", LABEL_GPU_PRESENT: "true"}
 
 
