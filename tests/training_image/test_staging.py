@@ -159,3 +159,23 @@ def test_cuda_tensors_are_copied_into_pinned_memory():
     assert not torch.equal(copied["w"], source["w"].cpu())
     host.take(source)
     assert host.allocations == 1 and torch.equal(copied["w"], source["w"].cpu())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_copy_beside_the_training_stream_holds_the_values_of_its_step():
+    # The next step's forward and backward run while the parameters are copied; its update waits.
+    weight = torch.randn(4096, 4096, device="cuda")  # 64 MiB: the copy is still running below
+    statistics = torch.zeros(4096, device="cuda")  # a buffer a forward pass changes: copied at once
+    expected = {"weight": weight.cpu(), "statistics": statistics.cpu()}
+    host = HostSnapshot(pin=True)
+    host.allocate(host.plan({"weight": weight, "statistics": statistics}))  # as the trainer does, ahead
+    copied = host.take({"weight": weight, "statistics": statistics}, beside={weight.untyped_storage().data_ptr()})
+    statistics.add_(1)  # the next forward, on the training stream
+    weight @ weight  # ... and its compute, overlapping the copy
+    host.before_update()
+    weight.add_(1)  # the next optimizer step: queued behind the copy on the GPU
+    host.ready()
+    assert torch.equal(copied["weight"], expected["weight"]) and torch.equal(copied["statistics"],
+                                                                             expected["statistics"])
+    assert torch.equal(weight.cpu(), expected["weight"] + 1)

@@ -377,6 +377,7 @@ class _Run:
                 self._hold()
             loss = self.task.loss_sum(ddp_model, batch, self.device)
             (loss * scale).backward()
+            self.snapshot.before_update()  # a checkpoint's copy may still be reading what the step changes
             optimizer.step()
             if scheduler is not None:
                 scheduler.step()
@@ -459,14 +460,17 @@ class _Run:
             "step": step,
             "epoch": epoch,
         }
+        synchronous = reason != "periodic" or not self.cfg.async_checkpoint
+        beside = () if synchronous else self._changed_by_the_optimizer_only(model, optimizer)
         if sharded_format:
             from elastic_trainer import sharded
 
-            staged = self.snapshot.take({"tensors": sharded.tensors_of(model, optimizer), "extra": extra})
+            staged = self.snapshot.take({"tensors": sharded.tensors_of(model, optimizer), "extra": extra},
+                                        beside=beside)
         else:
-            staged = self.snapshot.take({"model": model.state_dict(), "optimizer": optimizer.state_dict(), **extra})
+            staged = self.snapshot.take({"model": model.state_dict(), "optimizer": optimizer.state_dict(), **extra},
+                                        beside=beside)
         blocked = time.monotonic() - started
-        synchronous = reason != "periodic" or not self.cfg.async_checkpoint
         info = {"world_size": self.world, "epoch": epoch, "reason": reason}
         stall = self.stall
 
@@ -477,6 +481,7 @@ class _Run:
 
         def write() -> Checkpoint | None:
             began = time.monotonic()
+            self.snapshot.ready()  # the copies that overlap with the next step (take's ``beside``) are done
             if sharded_format:
                 saved = sharded.save(self.store, staged["tensors"], staged["extra"], step=step, generation=generation,
                                      group=self.ckpt_group, info=info, before_commit=before_commit)
@@ -493,6 +498,19 @@ class _Run:
 
         self.writer.submit(write, step=step, generation=generation, reason=reason)
         return self._report(self.writer.wait()) if synchronous else 0
+
+    def _changed_by_the_optimizer_only(self, model, optimizer) -> set[int]:
+        """Storages of parameters and optimizer state: on CUDA a snapshot copies them beside the next step.
+
+        Only ``optimizer.step()`` changes them (the loop waits for the copy before it); a task whose
+        forward pass changed parameters in place would need ``--no-async-checkpoint``.
+        """
+        if self.device.type != "cuda":
+            return set()
+        storages = {param.untyped_storage().data_ptr() for param in model.parameters()}
+        for buffers in optimizer.state.values():
+            storages.update(t.untyped_storage().data_ptr() for t in buffers.values() if isinstance(t, torch.Tensor))
+        return storages
 
     def _prepare_staging(self, model, optimizer, step, generation) -> None:
         """Make the host buffers in the background after the first step, once the optimizer state exists.
