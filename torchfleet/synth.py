@@ -39,7 +39,9 @@ def synth_or_report(stack_file: Path):
               file=sys.stderr)
         return None
     if not stack_file.is_file():
-        print(f"--stack-file: {stack_file} does not exist", file=sys.stderr)
+        what = "is not a regular file" if stack_file.exists() else "does not exist"
+        print(f"--stack-file: {stack_file} {what}; give a stack file such as stacks/Pulumi.aws-usw2.yaml",
+              file=sys.stderr)
         return None
     try:
         return synth_file(stack_file)

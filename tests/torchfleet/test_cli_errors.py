@@ -53,6 +53,12 @@ def test_synth_out_that_cannot_be_created_exits_2(capsys):
     assert "torchfleet synth: --out: " in err and "/proc/nope" in err
 
 
+def test_synth_stack_file_that_is_a_device_exits_2(capsys):
+    code, out, err = run(["synth", "--stack-file", "/dev/null"], capsys)
+    assert (code, out) == (2, "")
+    assert "--stack-file: /dev/null is not a regular file" in err
+
+
 def test_synth_stack_file_that_is_a_folder_exits_2(tmp_path, capsys):
     code, out, err = run(["synth", "--stack-file", str(tmp_path)], capsys)
     assert (code, out) == (2, "")
