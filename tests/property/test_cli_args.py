@@ -81,7 +81,7 @@ FLAGS = sorted({t for line in VALID_LINES for t in line if t.startswith("-")} | 
     "--help", "--stacks-dir", "--cloud", "--gpus-per-node", "--node", "--stack-file", "--out", "--follow",
 })
 # Absolute paths left as typed: ones nothing can write, even root.
-UNWRITABLE = ["/proc/nope", "/proc/nope/x.json", "/proc/self", "/dev/null", "/sys/nope"]
+UNWRITABLE = ["/proc/nope", "/proc/nope/x.json", "/proc/nope/deeper", "/dev/null", "/sys/nope"]
 NEAR_MISSES = [
     "", " ", "--", "-", "-n", "0", "-1", "1:0", "2:8", "99999999999999999999", "1e9", "nan", "inf", "1.5", "500m",
     "t4", "T4", "k80", "a100-80gb", "us-west-2a", "a b", "1", "eastus-1", "local", "aws-usw2", "../x", "x/y",
