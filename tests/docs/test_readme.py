@@ -1,0 +1,210 @@
+"""Every command README.md shows is run here, or listed with the reason it cannot be (issue 13:
+README statements that did not hold when run).
+
+- `bash`/`sh` blocks: each command that runs offline (synth, check, gpus, --help, submit and sweep
+  as dry runs, plain file commands) runs in a sandbox folder and must exit 0; `submit`/`sweep`
+  without --dry-run run as their --dry-run twin. Commands that need a cloud, a cluster, Docker or
+  the Pulumi CLI are matched by SKIPPED, each with its reason; a command matching neither fails the
+  test, so a new README example is run or explicitly skipped.
+- `console` blocks: the `$ ` commands run in order in one sandbox, and what they print (stdout then
+  stderr, as a terminal shows this CLI's output) must be the lines the README shows.
+- A YAML block introduced as "this `NAME.yaml`" is written to NAME.yaml for the console block after it.
+
+`torchfleet ...` runs in this process (torchfleet.cli.main), other commands through bash.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.harness import REPO
+from torchfleet.cli import main
+
+README = REPO / "README.md"
+TEXT = README.read_text()
+# What the sandbox sees of the repository, by relative path as the README's commands use it.
+LINKED = ("stacks", "training-image", "k8s", "components", "Pulumi.yaml", "policy")
+
+# (pattern matched at the start of a command, why it is not run here)
+SKIPPED: list[tuple[str, str]] = [
+    (r"bash \.ci/setup", "installs everything (minutes); CI runs it (.ci/run, .github/workflows/ci.yml)"),
+    (r"bash \.ci/run", "the whole suite: it is what CI runs"),
+    (r"source \.venv/bin/activate", "changes the reader's shell only"),
+    (r"export PIP_EXTRA_INDEX_URL=", "pip's environment; .github/workflows/ci.yml sets the same"),
+    (r"pulumi ", "needs the Pulumi CLI and a cloud account or cluster (none here)"),
+    (r"kubectl ", "needs a Kubernetes cluster (none here)"),
+    (r"kind ", "needs Docker to run a kind cluster (none here)"),
+    (r"docker ", "needs Docker (none here); tests/checks/test_dockerfile.py lints both Dockerfiles"),
+    (r"az ", "needs the Azure CLI and a subscription"),
+    (r"python3\.11 -m venv policy/venv", "installs the CrossGuard pack's venv; tests/policy runs the pack in-process"),
+    (r"torchfleet (list|status|logs|delete)\b",
+     "needs a cluster; tests/torchfleet/test_jobs_cluster.py runs each against a mocked Kubernetes API"),
+    (r"\.venv/bin/python bench/", "a benchmark (minutes): README.md's Figures come from it, never from a test"),
+    (r"PYTHONPATH=training-image \.venv/bin/python -m elastic_trainer\.launcher",
+     "a real training run: tests/training_image/test_custom_example.py runs the same command (slow)"),
+    (r".*\.venv/bin/torchfleet demo", "the demo (real processes, minutes): tests/training_image/test_demo.py"),
+]
+
+
+@dataclass(frozen=True)
+class Command:
+    line: str
+    section: str
+    block: int  # index of its code block in README.md
+
+    @property
+    def id(self) -> str:
+        return f"{self.section[:24]}: {self.line[:70]}"
+
+
+def _section(offset: int) -> str:
+    heads = [m for m in re.finditer(r"^## (.+)$", TEXT, re.M) if m.start() < offset]
+    return heads[-1].group(1) if heads else "top"
+
+
+def blocks(lang: str) -> list[tuple[int, int, str]]:
+    """(block index, offset, body) of every fenced block of a language, continuation lines joined."""
+    found = []
+    for i, m in enumerate(re.finditer(r"^```(\w*)\n(.*?)^```", TEXT, re.S | re.M)):
+        if m.group(1) == lang:
+            found.append((i, m.start(), m.group(2).replace("\\\n", " ")))
+    return found
+
+
+def shell_commands() -> list[Command]:
+    commands = []
+    for lang in ("bash", "sh"):
+        for i, offset, body in blocks(lang):
+            for line in body.splitlines():
+                line = line.strip()
+                if line and not line.startswith("#"):
+                    commands.append(Command(_strip_comment(line), _section(offset), i))
+    return commands
+
+
+def _strip_comment(line: str) -> str:
+    """The command without its trailing `# comment` (a '#' after a space, outside quotes)."""
+    quote = None
+    for pos, char in enumerate(line):
+        if char in "'\"":
+            quote = None if quote == char else (quote or char)
+        elif char == "#" and quote is None and pos and line[pos - 1] == " ":
+            return line[:pos].rstrip()
+    return line
+
+
+def skip_reason(line: str) -> str | None:
+    for pattern, reason in SKIPPED:
+        if re.match(pattern, line):
+            return reason
+    return None
+
+
+COMMANDS = shell_commands()
+RUN = [c for c in COMMANDS if skip_reason(c.line) is None]
+
+
+@pytest.fixture
+def sandbox(tmp_path, monkeypatch):
+    for name in LINKED:
+        (tmp_path / name).symlink_to(REPO / name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run_line(line: str, sandbox: Path, capsys) -> tuple[int, str, str]:
+    """Run one README command in the sandbox: (exit code, stdout, stderr)."""
+    line = line.replace("/tmp/", f"{sandbox}/tmp/")
+    line = re.sub(r"\s*(\| less|> /dev/null)$", "", line)
+    words = shlex.split(line)
+    if words[0] == "torchfleet":
+        capsys.readouterr()
+        try:
+            code = main(words[1:])
+        except SystemExit as exited:  # argparse's --help and usage errors
+            code = exited.code
+        out, err = capsys.readouterr()
+        return code, out, err
+    done = subprocess.run(["bash", "-c", line], cwd=sandbox, capture_output=True, text=True, timeout=60)
+    return done.returncode, done.stdout, done.stderr
+
+
+def dry_run_twin(line: str) -> str:
+    """A submit/sweep without --dry-run, as the dry run that checks the same flags and sends nothing."""
+    if re.match(r"torchfleet (submit|sweep) ", line) and "--dry-run" not in line:
+        head, _, command = line.partition(" -- ")
+        return f"{head} --dry-run -- {command}"
+    return line
+
+
+@pytest.mark.parametrize("command", RUN, ids=[c.id for c in RUN])
+def test_readme_command_runs(command, sandbox, capsys):
+    if " ... " in f" {command.line} ":
+        pytest.skip("abbreviated in README.md (`...`): its full form is the command shown just before it")
+    code, out, err = run_line(dry_run_twin(command.line), sandbox, capsys)
+    assert code == 0, f"{command.line}\nexit {code}\n{out[-2000:]}\n{err[-2000:]}"
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c not in RUN], ids=[c.id for c in COMMANDS if c not in RUN])
+def test_readme_command_not_run_here_says_why(command):
+    reason = skip_reason(command.line)
+    assert reason and len(reason) > 20
+    pytest.skip(reason)
+
+
+def test_every_offline_command_kind_is_run():
+    """The README's offline examples are run, not skipped: a skip pattern must not swallow them."""
+    kinds = {re.match(r"torchfleet (\w+)", c.line).group(1) for c in RUN if c.line.startswith("torchfleet ")}
+    assert {"synth", "check", "gpus", "submit", "sweep"} <= kinds
+    assert any("--dry-run" in c.line for c in RUN) and any("--help" in c.line for c in RUN)
+
+
+def files_shown() -> dict[str, str]:
+    """`NAME.yaml`: followed by a yaml block: the file a console block after it reads."""
+    return {m.group(1): m.group(2) for m in re.finditer(r"`([\w.-]+\.yaml)`:\n\n```yaml\n(.*?)^```", TEXT, re.S | re.M)}
+
+
+CONSOLES = [(i, _section(offset), body) for i, offset, body in blocks("console")]
+
+
+@pytest.mark.parametrize("index, section, body", CONSOLES, ids=[f"{s}-block{i}" for i, s, _ in CONSOLES])
+def test_readme_console_output_is_what_the_command_prints(index, section, body, sandbox, capsys):
+    for name, text in files_shown().items():
+        (sandbox / name).write_text(text)
+    expected: list[tuple[str, list[str]]] = []
+    for line in body.splitlines():
+        if line.startswith("$ "):
+            expected.append((line[2:], []))
+        else:
+            expected[-1][1].append(line)
+    for line, shown in expected:
+        _, out, err = run_line(line, sandbox, capsys)
+        assert (out + err).splitlines() == shown, f"README.md ({section}) shows other output for: {line}"
+
+
+def test_setup_lines_are_what_ci_setup_prints():
+    """The `[setup]` lines README.md shows: the steps .ci/setup times, in its format."""
+    (shown,) = [b for _, _, b in blocks("") if b.startswith("[setup] ")]
+    calls = [shlex.split(line)[1] for line in (REPO / ".ci" / "setup").read_text().splitlines()
+             if line.strip().startswith("step ")]
+    names = list(dict.fromkeys(c.replace("$(basename $PY)", "python3.11") for c in calls))
+    lines = shown.splitlines()
+    assert [line.split(":")[0].removeprefix("[setup] ") for line in lines] == names
+    for line in lines:
+        assert re.fullmatch(r"\[setup\] [\w.-]+: .+ \((\d\.\d|\d{2,}) s\)", line), line
+
+
+def test_the_python_excerpt_is_the_example_s():
+    """README's train.py excerpt names the class and methods training-image/examples/train.py has."""
+    (body,) = [b for _, _, b in blocks("python") if "class SpiralClassifier" in b]
+    example = (REPO / "training-image" / "examples" / "train.py").read_text()
+    for name in re.findall(r"(?:def|class) (\w+)", body):
+        assert re.search(rf"(def|class) {name}\b", example), name
+    for call in ("TrainConfig.add_arguments(parser)", "train(SpiralClassifier(", "reduction=\"sum\""):
+        assert call in body and call in example
