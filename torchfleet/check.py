@@ -1,7 +1,8 @@
 """`torchfleet check`: run the guardrails (components/policy.py) on a stack, offline.
 
 Synthesizes the stack under mocks (as `torchfleet synth` does), then runs every rule with the
-stack's own limits (torchfleet:guardrails). Prints one line per violation, "rule  resource  why".
+stack's own limits (torchfleet:guardrails). Prints one line per violation, "rule  resource  why",
+and on stderr the most the stack can cost per hour at list prices (torchfleet/cost.py).
 Exit codes: 0 clean, 1 violations, 2 the stack cannot be checked (bad config, missing file) or
 --policy-config-out cannot be written.
 """
