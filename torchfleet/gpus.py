@@ -115,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return EXIT_OK
     if not found:
-        print(f"no available {gpu} machines on {args.cloud}; retired: {'; '.join(retired(args.cloud, gpu)) or '-'}")
+        where = f" on {args.cloud}" if args.cloud else ""
+        print(f"no available {gpu} machines{where}; retired: {'; '.join(retired(args.cloud, gpu)) or '-'}")
         return EXIT_OK
     print(render_table(found))
     print()

@@ -65,6 +65,8 @@ def test_retired_offerings_are_named_not_listed(capsys):
 def test_a_gpu_a_cloud_does_not_offer_says_so(capsys):
     code, out, _ = run(capsys, "--cloud", "gcp", "--gpu", "a10g")
     assert code == 0 and out.strip() == "no available a10g machines on gcp; retired: -"
+    code, out, _ = run(capsys, "--gpu", "k80")
+    assert code == 0 and out.strip() == "no available k80 machines; retired: k80 (aws, gcp, azure)"
 
 
 def test_unknown_gpu_exits_2_listing_the_catalog(capsys):
