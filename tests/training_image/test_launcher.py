@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -376,6 +377,85 @@ def test_workers_start_with_the_scripts_imports_already_loaded(tmp_path, environ
                           str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert f"probe {preloaded}" in ran.stdout
+
+
+# -- rendezvous settings by job size (issue 15) ------------------------------------------------------
+TUNED_2_NODES = {"last_call_timeout": "1", "keep_alive_interval": "1", "keep_alive_max_attempt": "3"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "max_nodes"),
+    [
+        (SCRIPT, {}, 1),  # torchrun's default --nnodes=1:1
+        (CONTROLLER + SCRIPT, {}, 4),
+        (["--nnodes=2:16", *SCRIPT], {}, 16),
+        (["--nnodes", "64", *SCRIPT], {}, 64),  # a fixed size, the spaced form
+        ([*CONTROLLER, "--nnodes=8:32", *SCRIPT], {}, 32),  # the user's own --nnodes after the controller's wins
+        (SCRIPT, {"PET_NNODES": "1:32"}, 32),  # PyTorchJob's elasticPolicy
+        (["--nnodes=1:8", *SCRIPT], {"PET_NNODES": "1:64"}, 8),  # an explicit option wins over PET_*
+    ],
+)
+def test_rendezvous_settings_follow_the_jobs_maximum_node_count(argv, environ, max_nodes):
+    plan = build_plan(argv, environ)
+    assert plan.rdzv_conf == launcher.rdzv_conf_for_nodes(max_nodes)
+    assert opt(plan, "rdzv_conf") == [launcher.format_rdzv_conf(plan.rdzv_conf)]
+    assert plan.warnings == ()
+
+
+def test_small_jobs_keep_the_two_node_settings():
+    # the settings bench/recovery.py measured (6.1 s kill to resume with 2 nodes) stay for small jobs
+    for max_nodes in (1, 2, 4, 8):
+        assert launcher.rdzv_conf_for_nodes(max_nodes) == TUNED_2_NODES
+
+
+def test_the_rule_never_gets_more_aggressive_with_size_and_passes_its_own_checks():
+    previous = {key: 0 for key in TUNED_2_NODES}
+    for max_nodes in range(1, 65):
+        conf = launcher.rdzv_conf_for_nodes(max_nodes)
+        assert all(int(conf[key]) >= previous[key] for key in ("keep_alive_interval", "last_call_timeout")), max_nodes
+        assert check_rdzv_conf(conf, max_nodes) == (), max_nodes  # no refusal, no warning
+        previous = {key: int(value) for key, value in conf.items()}
+    assert int(launcher.rdzv_conf_for_nodes(64)["keep_alive_interval"]) > 1  # 1 s never formed 32 nodes
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "message"),
+    [
+        # issue 15: 32 nodes with 1 s heartbeats formed 0/32 in 200 s
+        (["--nnodes=1:32", "--rdzv_conf=keep_alive_interval=1"], {}, "keep_alive_interval=1 with --nnodes up to 32"),
+        (["--nnodes=64", "--rdzv_conf=keep_alive_interval=2,keep_alive_max_attempt=3"], {},
+         "keep_alive_interval=2 with --nnodes up to 64"),
+        (["--rdzv_conf=keep_alive_interval=1"], {"PET_NNODES": "2:64"}, "with --nnodes up to 64"),
+        ([], {"PET_NNODES": "1:64", "PET_RDZV_CONF": "keep_alive_interval=1"}, "with --nnodes up to 64"),
+        (["--nnodes=4:two"], {}, "--nnodes='4:two': expected a node count"),
+        (["--nnodes=8:4"], {}, "--nnodes='8:4': expected 1 <= MIN <= MAX"),
+        ([], {"PET_NNODES": "0"}, "PET_NNODES='0'"),
+    ],
+)
+def test_settings_that_cannot_form_at_the_jobs_size_are_refused(argv, environ, message, capsys, monkeypatch):
+    with pytest.raises(LaunchError, match=re.escape(message)):
+        build_plan([*argv, *SCRIPT], environ)
+    for key, value in environ.items():
+        monkeypatch.setenv(key, value)
+    assert launcher.main([*argv, *SCRIPT]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_weaker_than_default_settings_are_warned_about(monkeypatch, capsys):
+    smallest = next(row[2] for row in launcher.RDZV_BY_MAX_NODES if row[0] >= 64)
+    argv = ["--nnodes=1:64", f"--rdzv_conf=keep_alive_interval={smallest},last_call_timeout=1", *SCRIPT]
+    plan = build_plan(argv, {})
+    assert plan.rdzv_conf["keep_alive_interval"] == str(smallest)  # the user's value is kept
+    assert any("last_call_timeout=1 is below" in w for w in plan.warnings)
+    monkeypatch.setenv("TORCHFLEET_DRY_RUN", "1")
+    assert launcher.main(argv) == 0
+    assert "warning: --rdzv_conf last_call_timeout=1 is below" in capsys.readouterr().err
+
+
+def test_jobs_larger_than_measured_get_the_largest_settings_and_a_warning():
+    plan = build_plan(["--nnodes=1:100", *SCRIPT], {})
+    assert plan.rdzv_conf == launcher.rdzv_conf_for_nodes(64)
+    assert plan.warnings and "measured up to 64 nodes" in plan.warnings[0]
 
 
 FORMAT_A_FAILURE = """

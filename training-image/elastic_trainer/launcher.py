@@ -60,6 +60,43 @@ TUNED_RDZV_CONF: dict[str, str] = {
     "keep_alive_interval": "1",
     "keep_alive_max_attempt": "3",
 }
+# The tuned settings above were measured with 2 nodes. Every heartbeat is a compare-and-set write
+# of the whole rendezvous state (one etcd key per job), so the load grows with the square of the
+# group size, and a node whose heartbeat lands late is declared dead and the round starts again:
+# past some size a group never forms (issue 15: 32 nodes, 0/32 in 200 s with 1 s or 2 s
+# heartbeats). So the settings follow the job's MAXIMUM node count, one row per size class:
+# (up to this many nodes, settings, smallest keep_alive_interval that formed at that size in
+# bench/rendezvous.py). Figures and the machine: README.md "Rendezvous at scale".
+RDZV_BY_MAX_NODES: tuple[tuple[int, dict[str, str], int], ...] = (
+    (8, TUNED_RDZV_CONF, 1),
+    (16, {"last_call_timeout": "2", "keep_alive_interval": "2", "keep_alive_max_attempt": "3"}, 1),
+    (32, {"last_call_timeout": "3", "keep_alive_interval": "5", "keep_alive_max_attempt": "3"}, 3),
+    (64, {"last_call_timeout": "5", "keep_alive_interval": "10", "keep_alive_max_attempt": "3"}, 5),
+)
+
+
+def rdzv_conf_for_nodes(max_nodes: int) -> dict[str, str]:
+    """The launcher's rendezvous settings for a job of at most ``max_nodes`` nodes."""
+    return dict(_size_row(max_nodes)[1])
+
+
+def _size_row(max_nodes: int) -> tuple[int, dict[str, str], int]:
+    # past the largest measured size, the largest row: not known to form (check_rdzv_conf warns)
+    return next((row for row in RDZV_BY_MAX_NODES if max_nodes <= row[0]), RDZV_BY_MAX_NODES[-1])
+
+
+def parse_max_nodes(value: str, source: str = "--nnodes") -> int:
+    """torchrun's ``--nnodes``: ``N`` or ``MIN:MAX``; the maximum."""
+    low, sep, high = value.partition(":")
+    try:
+        counts = [int(low), int(high)] if sep else [int(low)]
+    except ValueError:
+        raise LaunchError(f"{source}={value!r}: expected a node count N or MIN:MAX (e.g. 2:8)") from None
+    if counts[0] < 1 or counts[-1] < counts[0]:
+        raise LaunchError(f"{source}={value!r}: expected 1 <= MIN <= MAX")
+    return counts[-1]
+
+
 # torchrun's own values (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py), used by
 # the checks below when a key is not set and by bench/recovery.py for the comparison.
 TORCH_DEFAULT_RDZV_CONF: dict[str, str] = {
@@ -100,6 +137,7 @@ _START_FLAGS = ("--run_path", "--run-path", "--start_method", "--start-method", 
                 "-m", "--module")
 _BACKEND_FLAGS = ("--rdzv_backend", "--rdzv-backend")
 _CONF_FLAGS = ("--rdzv_conf", "--rdzv-conf")
+_NNODES_FLAGS = ("--nnodes",)
 
 
 class LaunchError(ValueError):
@@ -113,6 +151,7 @@ class LaunchPlan:
     rdzv_conf: dict[str, str] = field(default_factory=dict)
     preload: bool = False
     preload_modules: tuple[str, ...] = ()  # imported by the forkserver after elastic_trainer.warm
+    warnings: tuple[str, ...] = ()  # printed on stderr before torchrun starts
 
 
 def parse_rdzv_conf(text: str, source: str = "--rdzv_conf") -> dict[str, str]:
@@ -142,11 +181,12 @@ def _int_setting(conf: Mapping[str, str], key: str) -> int:
     return number
 
 
-def check_rdzv_conf(conf: Mapping[str, str]) -> None:
-    """Refuse heartbeat settings that let a live node be declared dead (docs/facts.md)."""
+def check_rdzv_conf(conf: Mapping[str, str], max_nodes: int = 1) -> tuple[str, ...]:
+    """Refuse heartbeat settings that let a live node be declared dead (docs/facts.md), or that did not
+    form a group of ``max_nodes`` in bench/rendezvous.py; return warnings for weaker-than-default ones."""
     interval = _int_setting(conf, "keep_alive_interval")
     attempts = _int_setting(conf, "keep_alive_max_attempt")
-    _int_setting(conf, "last_call_timeout")
+    last_call = _int_setting(conf, "last_call_timeout")
     budget = interval * attempts
     needed = interval + 1 + HEARTBEAT_MARGIN_S
     if budget < needed:
@@ -155,6 +195,23 @@ def check_rdzv_conf(conf: Mapping[str, str]) -> None:
             f"a live node's heartbeat can be {interval + 1} s late, so this must be at least {needed} s "
             f"(raise keep_alive_max_attempt); shorter budgets split one job into several (docs/facts.md)"
         )
+    limit, default, smallest = _size_row(max_nodes)
+    if interval < smallest:
+        raise LaunchError(
+            f"--rdzv_conf keep_alive_interval={interval} with --nnodes up to {max_nodes}: groups of that size "
+            f"did not form with heartbeats under {smallest} s in the rendezvous benchmark (README.md, "
+            f"\"Rendezvous at scale\"); use keep_alive_interval>={smallest}, or leave it out for the "
+            f"launcher's {default['keep_alive_interval']}"
+        )
+    warnings = []
+    if max_nodes > limit:
+        warnings.append(f"--nnodes up to {max_nodes}: rendezvous settings were measured up to {limit} nodes "
+                        f"only (README.md, \"Rendezvous at scale\"); using those of {limit}")
+    for key, value in (("keep_alive_interval", interval), ("last_call_timeout", last_call)):
+        if value < int(default[key]):
+            warnings.append(f"--rdzv_conf {key}={value} is below the launcher's {default[key]} for up to "
+                            f"{limit} nodes: a late heartbeat or join restarts the round for every node")
+    return tuple(warnings)
 
 
 def _split_script(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -191,6 +248,12 @@ def _take(options: list[str], flags: tuple[str, ...]) -> tuple[list[str], list[s
             rest.append(token)
         i += 1
     return rest, values
+
+
+def _last_value(options: Sequence[str], flags: tuple[str, ...]) -> str | None:
+    """The value of the last of ``flags`` (``--f=v`` or ``--f v``), as argparse would keep it."""
+    _, values = _take(list(options), flags)
+    return values[-1] if values else None
 
 
 def script_imports(source: str) -> list[str]:
@@ -276,12 +339,20 @@ def build_plan(argv: Sequence[str], environ: Mapping[str, str]) -> LaunchPlan:
     if backend == "etcd" and environ.get("TORCHFLEET_ALLOW_LEGACY_ETCD") != "1":
         backend = "etcd-v2"
 
-    conf = dict(TUNED_RDZV_CONF)
+    # torchrun reads PET_NNODES as --nnodes' default (PyTorchJob sets it); the last --nnodes wins
+    nnodes = _last_value(options, _NNODES_FLAGS)
+    if nnodes is not None:
+        max_nodes = parse_max_nodes(nnodes)
+    elif environ.get("PET_NNODES"):
+        max_nodes = parse_max_nodes(environ["PET_NNODES"], source="PET_NNODES")
+    else:
+        max_nodes = 1  # torchrun's default --nnodes
+    conf = rdzv_conf_for_nodes(max_nodes)
     if environ.get("PET_RDZV_CONF"):
         conf.update(parse_rdzv_conf(environ["PET_RDZV_CONF"], source="PET_RDZV_CONF"))
     for text in confs:
         conf.update(parse_rdzv_conf(text))
-    check_rdzv_conf(conf)
+    warnings = check_rdzv_conf(conf, max_nodes)
     max_restarts = environ.get("PET_MAX_RESTARTS") or DEFAULT_MAX_RESTARTS
 
     preload = (
@@ -306,7 +377,7 @@ def build_plan(argv: Sequence[str], environ: Mapping[str, str]) -> LaunchPlan:
             f"TORCHFLEET_PG_TIMEOUT_S={env['TORCHFLEET_PG_TIMEOUT_S']!r}: must be a positive number of seconds"
         ) from None
     return LaunchPlan(torchrun_args=torchrun_args, env=env, rdzv_conf=conf, preload=preload,
-                      preload_modules=preload_modules(script[0], environ) if preload else ())
+                      preload_modules=preload_modules(script[0], environ) if preload else (), warnings=warnings)
 
 
 def _start_forkserver(modules: Sequence[str] = ()) -> None:
@@ -395,6 +466,8 @@ def _main(argv: Sequence[str] | None) -> int:
     except LaunchError as exc:
         print(f"torchfleet launcher: {exc}", file=sys.stderr)
         return 2
+    for warning in plan.warnings:
+        print(f"torchfleet launcher: warning: {warning}", file=sys.stderr, flush=True)
     if os.environ.get("TORCHFLEET_DRY_RUN") == "1":
         print(json.dumps({"torchrun": plan.torchrun_args, "env": plan.env, "preload": list(plan.preload_modules)},
                          indent=2))
