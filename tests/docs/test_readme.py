@@ -173,8 +173,8 @@ def files_shown() -> dict[str, str]:
 CONSOLES = [(i, _section(offset), body) for i, offset, body in blocks("console")]
 
 
-@pytest.mark.parametrize("index, section, body", CONSOLES, ids=[f"{s}-block{i}" for i, s, _ in CONSOLES])
-def test_readme_console_output_is_what_the_command_prints(index, section, body, sandbox, capsys):
+def console_mismatch(body: str, sandbox: Path, capsys) -> str | None:
+    """The first `$ ` command of a console block whose output is not the lines shown, else None."""
     for name, text in files_shown().items():
         (sandbox / name).write_text(text)
     expected: list[tuple[str, list[str]]] = []
@@ -185,7 +185,22 @@ def test_readme_console_output_is_what_the_command_prints(index, section, body, 
             expected[-1][1].append(line)
     for line, shown in expected:
         _, out, err = run_line(line, sandbox, capsys)
-        assert (out + err).splitlines() == shown, f"README.md ({section}) shows other output for: {line}"
+        if (out + err).splitlines() != shown:
+            return f"{line}\nshown:\n" + "\n".join(shown) + f"\nprinted:\n{out}{err}"
+    return None
+
+
+@pytest.mark.parametrize("index, section, body", CONSOLES, ids=[f"{s}-block{i}" for i, s, _ in CONSOLES])
+def test_readme_console_output_is_what_the_command_prints(index, section, body, sandbox, capsys):
+    mismatch = console_mismatch(body, sandbox, capsys)
+    assert mismatch is None, f"README.md ({section}) shows other output for: {mismatch}"
+
+
+def test_a_changed_figure_in_shown_output_is_caught(sandbox, capsys):
+    """The comparison can fail: the check example with one cost figure changed."""
+    (body,) = [b for _, _, b in CONSOLES if b.startswith("$ torchfleet check --stack-file stacks/")]
+    assert "14.33 USD/hour" in body
+    assert console_mismatch(body.replace("14.33 USD/hour", "14.34 USD/hour"), sandbox, capsys)
 
 
 def test_setup_lines_are_what_ci_setup_prints():
