@@ -43,7 +43,7 @@ SKIPPED: list[tuple[str, str]] = [
     (r"docker ", "needs Docker (none here); tests/checks/test_dockerfile.py lints both Dockerfiles"),
     (r"az ", "needs the Azure CLI and a subscription"),
     (r"python3\.11 -m venv policy/venv", "installs the CrossGuard pack's venv; tests/policy runs the pack in-process"),
-    (r"torchfleet (list|status|logs|delete)\b",
+    (r"torchfleet (list|status|logs|delete|tensorboard)\b",
      "needs a cluster; tests/torchfleet/test_jobs_cluster.py runs each against a mocked Kubernetes API"),
     (r"\.venv/bin/python bench/", "a benchmark (minutes): README.md's Figures come from it, never from a test"),
     (r"PYTHONPATH=training-image \.venv/bin/python -m elastic_trainer\.launcher",
@@ -138,8 +138,8 @@ def run_line(line: str, sandbox: Path, capsys) -> tuple[int, str, str]:
 def dry_run_twin(line: str) -> str:
     """A submit/sweep without --dry-run, as the dry run that checks the same flags and sends nothing."""
     if re.match(r"torchfleet (submit|sweep) ", line) and "--dry-run" not in line:
-        head, _, command = line.partition(" -- ")
-        return f"{head} --dry-run -- {command}"
+        head, cut, command = line.partition(" -- ")
+        return f"{head} --dry-run{cut}{command}"
     return line
 
 
