@@ -21,6 +21,7 @@ from torchfleet.jobs.errors import EXIT_CLUSTER, JobError
 
 # Each module exposes register(subparsers), which adds its command(s) and sets `func`.
 COMMAND_MODULES = ["torchfleet.synth", "torchfleet.check", "torchfleet.gpus", "torchfleet.jobs.commands",
+                   "torchfleet.jobs.inspect_commands",
                    "torchfleet.demo"]
 DEBUG_ENV = "TORCHFLEET_DEBUG"
 REPORT = (f"this is a bug in torchfleet: please report it in the project's issue tracker with the command line "

@@ -229,6 +229,14 @@ def _demo(args: argparse.Namespace, workdir: Path) -> int:
             stop.set()  # before the job's nodes are stopped: those exits are not failures
 
 
+def status_view(events, total_steps: int) -> str:
+    """The status view's progress lines (torchfleet/jobs/summary.py) from the local run's events."""
+    from torchfleet.jobs import summary
+
+    found = summary.summarize(summary.merge([event.data for event in events]), total_steps)
+    return summary.render_text(found, now=time.time())
+
+
 def _timeline(args: argparse.Namespace, job, killed: set[str], timeline: _Timeline) -> int:
     """Start two nodes, kill one, start a replacement, and print what happened when."""
     from elastic_trainer.localrun import kill_and_resume
@@ -269,4 +277,6 @@ def _timeline(args: argparse.Namespace, job, killed: set[str], timeline: _Timeli
     print(f"\nkill to resume {kill['kill_to_resume_s']:.1f} s, replacement joined in "
           f"{(joined.t - replacement.started_at):.1f} s, lost {kill['lost_steps']} steps; "
           f"checkpoints in {job.checkpoint_dir}" + ("" if args.workdir else " (removed)"))
+    # The view `torchfleet status NAME` shows for a cluster job, from the same events (issue 13).
+    print("\nas `torchfleet status` shows it:\n" + status_view(job.events.snapshot(), args.steps))
     return 0 if all(code == 0 for code in codes.values()) and joined.kind == "step" else 1

@@ -242,7 +242,12 @@ class JobClient:
         except ClusterError:
             return None
 
-    def log_lines(self, pod: str, container: str, *, follow: bool = False, tail: int | None = None) -> Iterator[str]:
+    def log_lines(
+        self, pod: str, container: str, *, follow: bool = False, tail: int | None = None, previous: bool = False,
+    ) -> Iterator[str]:
+        if previous:  # the container before the last restart; kubernetes' `previous=True` (kubectl logs -p)
+            yield from self._previous_log_lines(pod, container, tail)
+            return
         if not follow:
             text = self._call(
                 self.core.read_namespaced_pod_log, pod, self.namespace, container=container, tail_lines=tail,
@@ -269,6 +274,22 @@ class JobClient:
                 yield line.decode(errors="replace")
         if buffer:
             yield buffer.decode(errors="replace")
+
+
+    def _previous_log_lines(self, pod: str, container: str, tail: int | None) -> Iterator[str]:
+        try:
+            text = self.core.read_namespaced_pod_log(pod, self.namespace, container=container, tail_lines=tail,
+                                                     previous=True, _request_timeout=TIMEOUT)
+        except ApiException as error:
+            # 400 "previous terminated container ... not found": the container never restarted
+            # (a pod the controller recreated starts with none).
+            if error.status == 400:
+                raise UsageError(f"--previous: pod {pod} has no previous container (it has not restarted in "
+                                 f"place; a replaced pod starts afresh): {_message(error)}") from None
+            raise self._translate(error, pod) from None
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise ClusterError(f"no cluster reachable at {_host(self.api)}: {error}") from None
+        yield from (text or "").splitlines()
 
 
 def _message(error: ApiException) -> str:

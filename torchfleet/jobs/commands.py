@@ -1,4 +1,4 @@
-"""`torchfleet submit | sweep | list | status | logs | delete`: argparse wiring and the run functions.
+"""`torchfleet submit | sweep`: argparse wiring and the run functions (list, status, logs, delete: inspect_commands.py).
 
 Exit codes: 0 ok; 2 usage or validation error (bad flags, unknown GPU for the stack, a taken job
 name, a job that does not exist: nothing was changed); 1 cluster error (unreachable, refused).
@@ -20,10 +20,10 @@ import yaml
 from components import spec as platform
 from components.clouds.traits import CLOUD_TRAITS
 from torchfleet import cost
-from torchfleet.jobs import manifests, progress, schema, table
+from torchfleet.jobs import manifests, schema
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs import target as targets
-from torchfleet.jobs.errors import EXIT_OK, JobError, NameTakenError, Problems, UsageError
+from torchfleet.jobs.errors import EXIT_OK, JobError, NameTakenError, UsageError
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 EXIT_DOC = "Exit codes: 0 ok; 2 usage or validation error (nothing submitted); 1 cluster error."
@@ -98,33 +98,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     _job_options(p)
     _cluster_options(p)
     p.set_defaults(func=run_sweep, takes_command=True)
-
-    p = sub.add_parser("list", help="the jobs in the namespace", description=f"List jobs. {EXIT_DOC}")
-    _cluster_options(p)
-    p.set_defaults(func=run_list)
-
-    p = sub.add_parser("status", help="pods, nodes, events and last checkpoint of a job",
-                       description=f"Show a job. {EXIT_DOC}")
-    p.add_argument("name", metavar="NAME")
-    p.add_argument("--shared-dir", type=Path,
-                   help="where the shared store is mounted on this machine: read checkpoints from it directly")
-    _cluster_options(p)
-    p.set_defaults(func=run_status)
-
-    p = sub.add_parser("logs", help="a job's logs", description=f"Print a job's logs. {EXIT_DOC}")
-    p.add_argument("name", metavar="NAME")
-    p.add_argument("-f", "--follow", action="store_true", help="keep printing as the pod writes")
-    p.add_argument("--rank", type=int, default=0,
-                   help="node index N: the pod <job>-worker-N (default 0; rank 0 writes the progress lines)")
-    p.add_argument("--tail", type=int, default=None, help="only the last N lines")
-    _cluster_options(p)
-    p.set_defaults(func=run_logs)
-
-    p = sub.add_parser("delete", help="delete a job (its checkpoints stay on the shared store)",
-                       description=f"Delete a job. {EXIT_DOC}")
-    p.add_argument("name", metavar="NAME")
-    _cluster_options(p)
-    p.set_defaults(func=run_delete)
 
 
 def training_command(args: argparse.Namespace) -> list[str]:
@@ -304,88 +277,3 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def run_list(args: argparse.Namespace) -> int:
-    session = resolve_target(args, need_cluster=True)
-    jobs = job_client(args, session)
-    found = jobs.list()
-    pods = jobs.pods(f"{platform.LABEL_ROLE}={platform.ROLE_TRAINING}")
-    by_job: dict[str, list] = {}
-    for pod in pods:
-        by_job.setdefault((pod.metadata.labels or {}).get(platform.LABEL_JOB, ""), []).append(pod)
-    now = _now()
-    rows = [table.job_row(j, by_job.get(j["metadata"]["name"], []), jobs.node_labels, now)
-            for j in sorted(found, key=lambda j: j["metadata"]["name"])]
-    if not rows:
-        print(f"no {jobs.resource['kind']}s in namespace {session.target.namespace}")
-        return EXIT_OK
-    print(table.render_list(rows))
-    return EXIT_OK
-
-
-def _job_pods(jobs, name: str) -> list:
-    return jobs.pods(f"{platform.LABEL_JOB}={name}")
-
-
-def _container(jobs) -> str:
-    return manifests.CONTAINER_NAME["kubeflow" if jobs.resource is manifests.PYTORCHJOB else "torchelastic"]
-
-
-def run_status(args: argparse.Namespace) -> int:
-    jobspec.check_lookup_name(args.name)
-    if args.shared_dir and not Path(args.shared_dir).is_dir():
-        raise UsageError(f"--shared-dir: {args.shared_dir} is not a folder; give where the shared store is mounted "
-                         "on this machine")
-    session = resolve_target(args, need_cluster=True)
-    jobs = job_client(args, session)
-    job = jobs.get(args.name)
-    pods = _job_pods(jobs, args.name)
-    events = jobs.events([args.name, *(p.metadata.name for p in pods)])
-    checkpoint = None
-    if args.shared_dir:
-        ckpt_dir = Path(args.shared_dir) / args.name / "checkpoints"
-        try:
-            checkpoint = progress.from_store(ckpt_dir)
-        except OSError as error:
-            raise UsageError(f"--shared-dir: cannot read {ckpt_dir} ({error.strerror})") from None
-    if checkpoint is None:
-        found = []
-        for pod in pods:
-            if pod.status and pod.status.phase in ("Running", "Succeeded", "Failed"):
-                lines = jobs.log_lines(pod.metadata.name, _container(jobs), tail=2000)
-                found.append(progress.from_log_lines(lines, f"{pod.metadata.name} log"))
-        checkpoint = progress.newest(found)
-    print(table.render_status(job, pods, events, jobs.node_labels, checkpoint, _now()))
-    return EXIT_OK
-
-
-def run_logs(args: argparse.Namespace) -> int:
-    problems = Problems()
-    problems.check(jobspec.check_lookup_name, args.name)
-    if not 0 <= args.rank < jobspec.MAX_NODES:
-        problems.add(f"--rank: a node index from 0 to {jobspec.MAX_NODES - 1}, got {args.rank}")
-    if args.tail is not None and args.tail < 0:
-        problems.add(f"--tail: a number of lines, 0 or more, got {args.tail}")
-    problems.raise_any()
-    session = resolve_target(args, need_cluster=True)
-    jobs = job_client(args, session)
-    jobs.get(args.name)  # a clear "no such job" before looking for its pods
-    pods = {p.metadata.name: p for p in _job_pods(jobs, args.name)}
-    pod = f"{args.name}-worker-{args.rank}"  # both operators name pods <job>-worker-<index>
-    if pod not in pods:
-        have = ", ".join(sorted(pods)) or "none yet (see `torchfleet status`)"
-        raise UsageError(f"--rank: job {args.name} has no pod {pod}; its pods: {have}")
-    for line in jobs.log_lines(pod, _container(jobs), follow=args.follow, tail=args.tail):
-        print(line, flush=args.follow)
-    return EXIT_OK
-
-
-def run_delete(args: argparse.Namespace) -> int:
-    jobspec.check_lookup_name(args.name)
-    session = resolve_target(args, need_cluster=True)
-    jobs = job_client(args, session)
-    jobs.delete(args.name)
-    print(f"deleted {jobs.resource['kind']} {args.name} from namespace {session.target.namespace}; "
-          "its checkpoints and outputs stay on the shared store")
-    return EXIT_OK

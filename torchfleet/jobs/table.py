@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from components import spec as platform
 from torchfleet.jobs import manifests
+from torchfleet.jobs import summary as progress_summary
 from torchfleet.jobs.progress import CheckpointInfo
 from torchfleet.jobs.spec import CPU_MACHINE
 
@@ -118,7 +119,39 @@ def render_list(rows: Sequence[JobRow]) -> str:
     return render(LIST_COLUMNS, [r.cells() for r in rows])
 
 
-def _pod_restarts(pod: client.V1Pod) -> int:
+WIDE_COLUMNS = (*LIST_COLUMNS, "MACHINE", "IMAGE", "SWEEP")
+
+
+def _image(job: dict[str, Any]) -> str:
+    containers = ((manifests.worker_spec(job).get("template") or {}).get("spec") or {}).get("containers") or [{}]
+    return containers[0].get("image") or "-"
+
+
+def render_list_wide(rows: Sequence[JobRow], jobs: Sequence[dict[str, Any]]) -> str:
+    """`list -o wide`: the table plus each job's machine type, image and sweep."""
+    cells = []
+    for row, job in zip(rows, jobs, strict=True):
+        meta = job.get("metadata") or {}
+        machine = (meta.get("annotations") or {}).get(manifests.ANNOTATION_MACHINE) or "-"
+        sweep = (meta.get("labels") or {}).get(manifests.LABEL_SWEEP) or "-"
+        cells.append((*row.cells(), machine, _image(job), sweep))
+    return render(WIDE_COLUMNS, cells)
+
+
+def row_dict(row: JobRow, job: dict[str, Any]) -> dict[str, Any]:
+    """A row as data for `-o json|yaml` (numbers as numbers, nodes split into running/min/max)."""
+    lo, hi = manifests.min_max(job)
+    meta = job.get("metadata") or {}
+    return {
+        "name": row.name, "kind": job.get("kind"), "namespace": meta.get("namespace"), "state": row.state,
+        "nodes": {"running": int(row.nodes.split("/")[0]), "min": lo, "max": hi}, "gpu": row.gpu, "zone": row.zone,
+        "age": row.age, "restarts": row.restarts,
+        "machine": (meta.get("annotations") or {}).get(manifests.ANNOTATION_MACHINE),
+        "image": _image(job), "sweep": (meta.get("labels") or {}).get(manifests.LABEL_SWEEP),
+    }
+
+
+def pod_restarts(pod: client.V1Pod) -> int:
     return sum(cs.restart_count or 0 for cs in ((pod.status and pod.status.container_statuses) or []))
 
 
@@ -129,6 +162,8 @@ def render_status(
     node_labels,
     checkpoint: CheckpointInfo | None,
     now: datetime,
+    progress: progress_summary.Summary | None = None,
+    all_events: bool = False,
 ) -> str:
     meta = job.get("metadata") or {}
     ann = meta.get("annotations") or {}
@@ -139,6 +174,9 @@ def render_status(
     lo, hi = manifests.min_max(job)
     if checkpoint is not None:
         ckpt = f"step {checkpoint.step} (read from {checkpoint.source})"
+        seen = progress.last_checkpoint if progress is not None else None
+        if seen is not None and seen.step == checkpoint.step and seen.wall is not None:
+            ckpt += f", written {progress_summary.duration(now.timestamp() - seen.wall)} ago"
     else:
         # No store mounted and no checkpoint event in the logs: the job's own status is all we have.
         status = job.get("status") or {}
@@ -158,6 +196,8 @@ def render_status(
         ("Last checkpoint", ckpt),
         ("Age", f"{row.age}   Restarts: {row.restarts}"),
     ]
+    if progress is not None:  # the trainer's events (torchfleet/jobs/summary.py), after what the job says
+        fields += [f for f in progress_summary.render(progress, now.timestamp()) if f[0] != "Last checkpoint"]
     if ann.get(manifests.ANNOTATION_OVERRIDES):
         fields.append(("Overrides", ann[manifests.ANNOTATION_OVERRIDES]))
     lines = [f"{label + ':':<17}{value}" for label, value in fields]
@@ -168,7 +208,7 @@ def render_status(
         if node and node not in nodes:
             nodes[node] = node_labels(node)
         pod_rows.append((pod.metadata.name, (pod.status and pod.status.phase) or "?", node or "-",
-                         str(_pod_restarts(pod)), age(pod.metadata.creation_timestamp, now)))
+                         str(pod_restarts(pod)), age(pod.metadata.creation_timestamp, now)))
     lines += ["", "PODS", render(("NAME", "PHASE", "NODE", "RESTARTS", "AGE"), pod_rows) if pod_rows else "  (none)"]
     node_rows = []
     for node, labels in nodes.items():
@@ -188,5 +228,6 @@ def render_status(
         obj = ev.involved_object.name if ev.involved_object else "-"
         event_rows.append((age(when, now), ev.type or "-", ev.reason or "-", obj, (ev.message or "").strip()))
     lines += ["", "EVENTS",
-              render(("AGE", "TYPE", "REASON", "OBJECT", "MESSAGE"), event_rows[-20:]) if event_rows else "  (none)"]
+              render(("AGE", "TYPE", "REASON", "OBJECT", "MESSAGE"),
+                                event_rows if all_events else event_rows[-20:]) if event_rows else "  (none)"]
     return "\n".join(lines)

@@ -1,0 +1,111 @@
+"""The status view's figures as a pure function of the trainer's events (torchfleet/jobs/summary.py),
+over tables of events: a steady run, a restart that lost steps, a scale-up that lost none, a run
+from scratch after a crash with no checkpoint, and a finished one."""
+
+import json
+
+import pytest
+
+from torchfleet.jobs.summary import (
+    Checkpoint,
+    WorldChange,
+    events_from_lines,
+    merge,
+    render,
+    render_text,
+    summarize,
+    total_steps_from_args,
+)
+
+
+def ev(kind, wall, **fields):
+    return {"ev": kind, "wall": wall, **fields}
+
+
+def steps(first, last, world, t0, per_s=2.0, gen=1):
+    return [ev("step", t0 + (s - first) / per_s, step=s, world=world, gen=gen, loss=1.0 / s)
+            for s in range(first, last + 1)]
+
+
+STEADY = [ev("start", 100.0, world=2, gen=1), *steps(1, 30, 2, 100.0),
+          ev("ckpt", 110.0, step=20, gen=1)]
+# Killed at step 30 with the last checkpoint at 20: the next group resumes at 20 and trains 21-30 again.
+RESTART = [*STEADY, ev("resumed", 130.0, step=20, world=1, gen=2, from_gen=1),
+           *steps(21, 40, 1, 131.0, per_s=1.0, gen=2)]
+# A scale-up: the stop checkpoint is of the last step trained, so the new group loses nothing.
+SCALE_UP = [*RESTART, ev("ckpt", 151.0, step=40, gen=2), ev("resumed", 155.0, step=40, world=2, gen=3, from_gen=2),
+            *steps(41, 50, 2, 156.0, gen=3)]
+# A crash before any checkpoint: the next group starts from scratch and the 12 steps are lost.
+FROM_SCRATCH = [ev("start", 0.0, world=1, gen=1), *steps(1, 12, 1, 0.0),
+                ev("start", 20.0, world=1, gen=2), *steps(1, 3, 1, 21.0, gen=2)]
+DONE = [*STEADY, *steps(31, 40, 2, 115.0), ev("ckpt", 121.0, step=40, gen=1), ev("done", 121.5, step=40, world=2)]
+
+# (id, events, total steps, step, steps/s, eta, world, history [(step, world)], restarts, lost, checkpoint step, done)
+CASES = [
+    ("steady", STEADY, 100, 30, 2.0, 35.0, 2, [(0, 2)], 0, 0, 20, False),
+    ("restart-loses-steps", RESTART, 100, 40, 1.0, 60.0, 1, [(0, 2), (20, 1)], 1, 10, 20, False),
+    ("scale-up-loses-none", SCALE_UP, 100, 50, 2.0, 25.0, 2, [(0, 2), (20, 1), (40, 2)], 2, 10, 40, False),
+    ("from-scratch-loses-all", FROM_SCRATCH, None, 3, 2.0, None, 1, [(0, 1)], 1, 12, None, False),
+    ("done", DONE, 40, 40, 2.0, None, 2, [(0, 2)], 0, 0, 40, True),
+    ("nothing-yet", [], 100, None, None, None, None, [], 0, 0, None, False),
+]
+
+
+@pytest.mark.parametrize(("events", "total", "step", "rate", "eta", "world", "history", "restarts", "lost",
+                          "ckpt", "done"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_summary_from_events(events, total, step, rate, eta, world, history, restarts, lost, ckpt, done):
+    s = summarize(events, total)
+    assert s.step == step
+    assert s.steps_per_s == (pytest.approx(rate) if rate is not None else None)
+    assert s.eta_s == (pytest.approx(eta) if eta is not None else None)
+    assert s.world == world
+    assert [(c.step, c.world) for c in s.world_history] == history
+    assert (s.restarts, s.lost_steps, s.done) == (restarts, lost, done)
+    assert (s.last_checkpoint.step if s.last_checkpoint else None) == ckpt
+
+
+def test_rate_is_of_the_current_group_only():
+    # Right after a resume there is one step event of the new group: no speed yet, rather than one
+    # computed across the pause.
+    events = [*STEADY, ev("resumed", 200.0, step=20, world=1, gen=2), ev("step", 201.0, step=21, world=1)]
+    assert summarize(events, 100).steps_per_s is None
+
+
+def test_events_are_read_from_log_lines_and_merged_once():
+    lines = ["[torchfleet] torchrun --nnodes=1:2", "@@tf " + json.dumps(ev("start", 1.0, world=1)),
+             "2026 [rank0] INFO @@tf {not json", "prefix @@tf " + json.dumps(ev("step", 2.0, step=1, world=1)),
+             "@@tf [1, 2]", "@@tf " + json.dumps({"wall": 3.0})]
+    found = events_from_lines(lines)
+    assert [e["ev"] for e in found] == ["start", "step"]
+    # The previous container's log repeats what the current one holds; another pod adds its own.
+    merged = merge(found, [found[1], ev("exit", 1.5, rank=1, code=143)])
+    assert [e["ev"] for e in merged] == ["start", "exit", "step"]
+
+
+@pytest.mark.parametrize(("args", "total"), [
+    (["train.py", "--total-steps", "400"], 400), (["--module", "m", "--total-steps=50", "--lr", "1"], 50),
+    (["train.py", "--total-steps"], None), (["train.py", "--total-steps=x"], None), (["train.py"], None),
+])
+def test_total_steps_from_the_command(args, total):
+    assert total_steps_from_args(args) == total
+
+
+def test_render_names_every_figure():
+    text = render_text(summarize(RESTART, 100), now=160.0)
+    assert "Step:            40 of 100 (40%)   loss 0.025" in text
+    assert "Speed:           1.00 steps/s   ETA 1m00s" in text
+    assert "World size:      1 now; over time: 2 (step 0) -> 1 (step 20)" in text
+    assert "Restarts:        1; 10 steps lost" in text
+    assert "Last checkpoint: step 20 (generation 1), 50s ago" in text
+
+
+def test_render_before_any_event_says_so():
+    assert render(summarize([]))[0][1].startswith("no progress events yet")
+
+
+def test_summary_as_dict_is_plain_data():
+    s = summarize(SCALE_UP, 100)
+    data = json.loads(json.dumps(s.as_dict()))
+    assert data["world_history"][1] == {"step": 20, "world": 1, "wall": 130.0}
+    assert s.world_history[2] == WorldChange(40, 2, 155.0)
+    assert s.last_checkpoint == Checkpoint(40, 2, 151.0)

@@ -1,0 +1,341 @@
+"""`torchfleet list | status | logs | delete`: what is running, how far it is, what it printed, removing it.
+
+Kubectl's conventions where a researcher expects them (issue 13): ``-o json|yaml|wide`` on list and
+status, ``status --watch``, ``logs --all-ranks --previous -f``, ``delete`` of several names, ``--all``
+or ``-l key=value`` (``--all`` asks first unless ``--yes``). Exit codes as every command: 0 ok;
+2 the input is wrong (a bad name, a job that does not exist); 1 the cluster failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import queue
+import re
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components import spec as platform
+from torchfleet.jobs import commands, manifests, progress, summary, table
+from torchfleet.jobs import spec as jobspec
+from torchfleet.jobs.errors import EXIT_OK, JobNotFoundError, Problems, UsageError
+
+EXIT_DOC = commands.EXIT_DOC
+WATCH_INTERVAL_S = 2.0
+FINISHED = ("Succeeded", "Failed")
+# Label selectors as `kubectl -l` takes the equality form: key=value[,key=value]. Keys are
+# [prefix/]name, names up to 63 characters (the same label rules as spec.LABEL_VALUE).
+_LABEL_NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)")
+_LABEL_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+LOG_TAIL = 2000  # lines read per pod for status (events and the last checkpoint)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("list", help="the jobs in the namespace", description=f"List jobs. {EXIT_DOC}")
+    p.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table",
+                   help="table (default); wide adds machine, image and sweep; json or yaml for scripts")
+    commands._cluster_options(p)
+    p.set_defaults(func=run_list)
+
+    p = sub.add_parser("status", help="a job's progress (step, steps/s, ETA, world size, restarts), pods and events",
+                       description=f"Show a job. {EXIT_DOC}")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--shared-dir", type=Path,
+                   help="where the shared store is mounted on this machine: read checkpoints from it directly")
+    p.add_argument("-o", "--output", choices=("text", "wide", "json", "yaml"), default="text",
+                   help="text (default); wide lists every event; json or yaml for scripts")
+    p.add_argument("-w", "--watch", action="store_true",
+                   help=f"redraw every {WATCH_INTERVAL_S:g} s until the job succeeds or fails (Ctrl-C stops)")
+    commands._cluster_options(p)
+    p.set_defaults(func=run_status)
+
+    p = sub.add_parser("logs", help="a job's logs", description=f"Print a job's logs. {EXIT_DOC}")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing as the pods write")
+    p.add_argument("--rank", type=int, default=0,
+                   help="node index N: the pod <job>-worker-N (default 0; rank 0 writes the progress lines)")
+    p.add_argument("--all-ranks", action="store_true",
+                   help="every pod of the job, each line prefixed with its pod's index: [worker-N]")
+    p.add_argument("-p", "--previous", action="store_true",
+                   help="the previous container's logs: the one that was killed or failed before the restart")
+    p.add_argument("--tail", type=int, default=None, help="only the last N lines (of each pod)")
+    commands._cluster_options(p)
+    p.set_defaults(func=run_logs)
+
+    p = sub.add_parser("delete", help="delete jobs (their checkpoints stay on the shared store)",
+                       usage="torchfleet delete (NAME [NAME ...] | --all | -l KEY=VALUE) [options]",
+                       description=f"Delete jobs by name, every job (--all) or by label (-l). {EXIT_DOC}")
+    p.add_argument("names", nargs="*", metavar="NAME", help="one or more job names")
+    p.add_argument("--all", action="store_true", help="every job in the namespace (asks first unless --yes)")
+    p.add_argument("-l", "--selector", metavar="KEY=VALUE[,KEY=VALUE]",
+                   help="the jobs whose labels match, e.g. -l torchfleet.io/sweep=grid (a sweep's jobs)")
+    p.add_argument("-y", "--yes", action="store_true", help="delete without asking (required without a terminal)")
+    commands._cluster_options(p)
+    p.set_defaults(func=run_delete)
+
+
+def _session(args: argparse.Namespace):
+    session = commands.resolve_target(args, need_cluster=True)
+    return session, commands.job_client(args, session)
+
+
+def _dump(data: Any, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(data, indent=2, default=str)
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False).rstrip("\n")
+
+
+# ---------------------------------------------------------------- list
+
+
+def run_list(args: argparse.Namespace) -> int:
+    session, jobs = _session(args)
+    found = sorted(jobs.list(), key=lambda j: j["metadata"]["name"])
+    by_job: dict[str, list] = {}
+    for pod in jobs.pods(f"{platform.LABEL_ROLE}={platform.ROLE_TRAINING}"):
+        by_job.setdefault((pod.metadata.labels or {}).get(platform.LABEL_JOB, ""), []).append(pod)
+    now = commands._now()
+    rows = [table.job_row(j, by_job.get(j["metadata"]["name"], []), jobs.node_labels, now) for j in found]
+    if args.output in ("json", "yaml"):
+        print(_dump([table.row_dict(r, j) for r, j in zip(rows, found, strict=True)], args.output))
+    elif not rows:
+        print(f"no {jobs.resource['kind']}s in namespace {session.target.namespace}")
+    elif args.output == "wide":
+        print(table.render_list_wide(rows, found))
+    else:
+        print(table.render_list(rows))
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- status
+
+
+@dataclass(frozen=True)
+class StatusData:
+    job: dict[str, Any]
+    pods: list
+    events: list
+    checkpoint: progress.CheckpointInfo | None
+    progress: summary.Summary
+
+
+def _container(jobs) -> str:
+    return manifests.CONTAINER_NAME["kubeflow" if jobs.resource is manifests.PYTORCHJOB else "torchelastic"]
+
+
+def _job_pods(jobs, name: str) -> list:
+    return jobs.pods(f"{platform.LABEL_JOB}={name}")
+
+
+def gather(args: argparse.Namespace, jobs) -> StatusData:
+    """Everything the status view shows, read once: the job, its pods and events, and rank 0's
+    progress events from the pods' logs (training-image/elastic_trainer/events.py)."""
+    job = jobs.get(args.name)
+    pods = _job_pods(jobs, args.name)
+    events = jobs.events([args.name, *(p.metadata.name for p in pods)])
+    checkpoint = None
+    if args.shared_dir:
+        ckpt_dir = Path(args.shared_dir) / args.name / "checkpoints"
+        try:
+            checkpoint = progress.from_store(ckpt_dir)
+        except OSError as error:
+            raise UsageError(f"--shared-dir: cannot read {ckpt_dir} ({error.strerror})") from None
+    found, logs = [], []
+    for pod in pods:
+        if pod.status and pod.status.phase in ("Running", "Succeeded", "Failed"):
+            lines = list(jobs.log_lines(pod.metadata.name, _container(jobs), tail=LOG_TAIL))
+            found.append(progress.from_log_lines(lines, f"{pod.metadata.name} log"))
+            logs.append(summary.events_from_lines(lines))
+    if checkpoint is None:
+        checkpoint = progress.newest(found)
+    container = ((manifests.worker_spec(job).get("template") or {}).get("spec") or {}).get("containers") or [{}]
+    total = summary.total_steps_from_args([str(a) for a in container[0].get("args") or []])
+    return StatusData(job, pods, events, checkpoint, summary.summarize(summary.merge(*logs), total))
+
+
+def status_dict(data: StatusData, jobs, now) -> dict[str, Any]:
+    row = table.job_row(data.job, data.pods, jobs.node_labels, now)
+    return {
+        **table.row_dict(row, data.job),
+        "lastCheckpoint": None if data.checkpoint is None else {
+            "step": data.checkpoint.step, "generation": data.checkpoint.generation, "source": data.checkpoint.source},
+        "progress": data.progress.as_dict(),
+        "pods": [{"name": p.metadata.name, "phase": (p.status and p.status.phase) or None,
+                  "node": (p.spec and p.spec.node_name) or None, "restarts": table.pod_restarts(p)}
+                 for p in sorted(data.pods, key=lambda p: p.metadata.name)],
+        "events": [{"type": e.type, "reason": e.reason, "object": e.involved_object.name if e.involved_object else None,
+                    "message": (e.message or "").strip()} for e in data.events],
+    }
+
+
+def render_status(args: argparse.Namespace, data: StatusData, jobs) -> str:
+    now = commands._now()
+    if args.output in ("json", "yaml"):
+        return _dump(status_dict(data, jobs, now), args.output)
+    return table.render_status(data.job, data.pods, data.events, jobs.node_labels, data.checkpoint, now,
+                               progress=data.progress, all_events=args.output == "wide")
+
+
+def run_status(args: argparse.Namespace) -> int:
+    jobspec.check_lookup_name(args.name)
+    if args.shared_dir and not Path(args.shared_dir).is_dir():
+        raise UsageError(f"--shared-dir: {args.shared_dir} is not a folder; give where the shared store is mounted "
+                         "on this machine")
+    _, jobs = _session(args)
+    if not args.watch:
+        print(render_status(args, gather(args, jobs), jobs))
+        return EXIT_OK
+    clear = sys.stdout.isatty() and args.output in ("text", "wide")
+    while True:  # Ctrl-C ends it (torchfleet.cli: exit 130, no traceback)
+        data = gather(args, jobs)
+        text = render_status(args, data, jobs)
+        # A plain ANSI redraw (home, clear screen): no extra dependency for a refreshing view.
+        sys.stdout.write(("\x1b[H\x1b[2J" if clear else "") + text + "\n" + ("" if clear else "\n"))
+        sys.stdout.flush()
+        if table.state(data.job) in FINISHED:
+            return EXIT_OK
+        time.sleep(WATCH_INTERVAL_S)
+
+
+# ---------------------------------------------------------------- logs
+
+
+def _pod_index(name: str) -> int:
+    return int(name.rsplit("-", 1)[1]) if name.rsplit("-", 1)[-1].isdigit() else 1 << 30
+
+
+def run_logs(args: argparse.Namespace) -> int:
+    problems = Problems()
+    problems.check(jobspec.check_lookup_name, args.name)
+    if not 0 <= args.rank < jobspec.MAX_NODES:
+        problems.add(f"--rank: a node index from 0 to {jobspec.MAX_NODES - 1}, got {args.rank}")
+    if args.tail is not None and args.tail < 0:
+        problems.add(f"--tail: a number of lines, 0 or more, got {args.tail}")
+    if args.all_ranks and args.rank != 0:
+        problems.add(f"--rank {args.rank} and --all-ranks: give one of them")
+    problems.raise_any()
+    _, jobs = _session(args)
+    jobs.get(args.name)  # a clear "no such job" before looking for its pods
+    pods = {p.metadata.name: p for p in _job_pods(jobs, args.name)}
+    if args.all_ranks:
+        names = sorted(pods, key=_pod_index)
+        if not names:
+            raise UsageError(f"--all-ranks: job {args.name} has no pods yet (see `torchfleet status {args.name}`)")
+    else:
+        pod = f"{args.name}-worker-{args.rank}"  # both operators name pods <job>-worker-<index>
+        if pod not in pods:
+            have = ", ".join(sorted(pods)) or "none yet (see `torchfleet status`)"
+            raise UsageError(f"--rank: job {args.name} has no pod {pod}; its pods: {have}")
+        names = [pod]
+    streams = {name: jobs.log_lines(name, _container(jobs), follow=args.follow, tail=args.tail,
+                                    previous=args.previous) for name in names}
+    prefix = len(names) > 1 or args.all_ranks
+    for name, line in (_interleave(streams) if args.follow and len(names) > 1 else _in_turn(streams)):
+        print(f"[worker-{_pod_index(name)}] {line}" if prefix else line, flush=args.follow)
+    return EXIT_OK
+
+
+def _in_turn(streams: dict[str, Iterator[str]]) -> Iterator[tuple[str, str]]:
+    for name, lines in streams.items():
+        for line in lines:
+            yield name, line
+
+
+def _interleave(streams: dict[str, Iterator[str]]) -> Iterator[tuple[str, str]]:
+    """Lines of several followed pods as they arrive (one reader thread per pod). A reader's error
+    is raised here, in the command, so it ends under the exit-code contract."""
+    lines: queue.Queue = queue.Queue()
+    done = object()
+
+    def read(name: str, stream: Iterator[str]) -> None:
+        try:
+            for line in stream:
+                lines.put((name, line))
+        except BaseException as error:  # handed to the main thread, which raises it
+            lines.put((name, error))
+        lines.put((name, done))
+
+    for name, stream in streams.items():
+        threading.Thread(target=read, args=(name, stream), name=f"logs-{name}", daemon=True).start()
+    open_streams = len(streams)
+    while open_streams:
+        name, item = lines.get()
+        if item is done:
+            open_streams -= 1
+        elif isinstance(item, BaseException):
+            raise item
+        else:
+            yield name, item
+
+
+# ---------------------------------------------------------------- delete
+
+
+def parse_selector(text: str) -> dict[str, str]:
+    """``-l a=b,c=d`` -> {"a": "b", "c": "d"}; equality only, as a job's labels are set by torchfleet."""
+    out: dict[str, str] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("==" if "==" in part else "=")
+        prefix, slash, name = key.strip().rpartition("/")
+        if not sep or not _LABEL_NAME.fullmatch(name) or (slash and not _LABEL_PREFIX.fullmatch(prefix)):
+            raise UsageError(f"-l/--selector: expected KEY=VALUE[,KEY=VALUE], e.g. -l torchfleet.io/sweep=grid; "
+                             f"got {text!r}")
+        jobspec.check_label_value(f"-l/--selector {key.strip()}", value.strip())
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _confirm_all(count: int, namespace: str) -> None:
+    if not sys.stdin.isatty():
+        raise UsageError(f"--yes: --all deletes {count} job(s) in namespace {namespace} and there is no terminal "
+                         "to confirm on; add --yes (nothing was deleted)")
+    print(f"delete all {count} job(s) in namespace {namespace}? [y/N] ", end="", file=sys.stderr, flush=True)
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise UsageError("not confirmed: nothing was deleted (--yes skips the question)")
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    problems = Problems()
+    for name in args.names:
+        problems.check(jobspec.check_lookup_name, name)
+    ways = [w for w, given in (("NAME", bool(args.names)), ("--all", args.all), ("-l", args.selector is not None))
+            if given]
+    if len(ways) != 1:
+        problems.add("NAME: give the jobs to delete as names, --all or -l KEY=VALUE (one of them), e.g. "
+                     "torchfleet delete resnet-a resnet-b" + (f"; got {' and '.join(ways)}" if ways else ""))
+    selector = problems.check(parse_selector, args.selector) if args.selector is not None else None
+    problems.raise_any()
+    session, jobs = _session(args)
+    namespace = session.target.namespace
+    names: Sequence[str] = args.names
+    if args.all or selector is not None:
+        found = jobs.list()
+        names = sorted(j["metadata"]["name"] for j in found
+                       if all(((j["metadata"].get("labels") or {}).get(k)) == v for k, v in (selector or {}).items()))
+        if not names:
+            print(f"no {jobs.resource['kind']}s in namespace {namespace}" + (
+                f" with labels {args.selector}" if selector else ""))
+            return EXIT_OK
+        if args.all and not args.yes:
+            _confirm_all(len(names), namespace)
+    missing = []
+    for name in dict.fromkeys(names):
+        try:
+            jobs.delete(name)
+        except JobNotFoundError:
+            missing.append(name)
+            continue
+        print(f"deleted {jobs.resource['kind']} {name} from namespace {namespace}")
+    if len(names) > len(missing):
+        print("their checkpoints and outputs stay on the shared store")
+    if missing:
+        raise JobNotFoundError(f"NAME: no {jobs.resource['kind']} {', '.join(map(repr, missing))} in namespace "
+                               f"{namespace}; `torchfleet list` shows the jobs there")
+    return EXIT_OK

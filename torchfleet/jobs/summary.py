@@ -1,0 +1,206 @@
+"""A job's progress from its trainer's events: step, speed, ETA, world size over time, restarts, lost steps.
+
+The training image's rank 0 prints progress events on stdout as ``@@tf {json}`` lines
+(training-image/elastic_trainer/events.py): ``start`` (a fresh run), ``resumed`` (a worker group
+restarted from a checkpoint, at the checkpoint's step), ``step``, ``ckpt`` (a committed checkpoint),
+``done``. Every event carries ``wall`` (seconds since the epoch). `summarize` is a pure function of
+those events, so `torchfleet status`, `--watch` and the demo's closing view show the same figures.
+
+Lost steps: steps a worker group had trained past its last checkpoint when it was stopped, which the
+next group trains again after resuming (highest step seen before the resume, minus the resume step).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+EVENT_PREFIX = "@@tf "  # elastic_trainer.events.PREFIX
+# Steps/s over the newest step events of the current worker group: recent enough to follow a
+# world-size change, long enough to smooth one slow step.
+RATE_WINDOW = 20
+_STARTS = ("start", "resumed")
+
+
+@dataclass(frozen=True)
+class WorldChange:
+    step: int
+    world: int
+    wall: float
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    step: int
+    generation: int | None
+    wall: float | None
+
+
+@dataclass(frozen=True)
+class Summary:
+    step: int | None  # the newest step trained (after a resume: where the group is now)
+    total_steps: int | None
+    steps_per_s: float | None
+    eta_s: float | None
+    world: int | None
+    world_history: tuple[WorldChange, ...]
+    restarts: int  # worker groups started after the first (each a resume, or a start from scratch)
+    lost_steps: int  # steps trained again after resuming from an older checkpoint
+    last_checkpoint: Checkpoint | None
+    loss: float | None
+    done: bool
+    failed_checkpoints: int
+    last_wall: float | None  # the newest event's time
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def events_from_lines(lines: Iterable[str]) -> list[dict[str, Any]]:
+    """The progress events in log lines (anything else is skipped: torchrun's and the user's output)."""
+    found = []
+    for line in lines:
+        start = line.find(EVENT_PREFIX)
+        if start < 0:
+            continue
+        try:
+            event = json.loads(line[start + len(EVENT_PREFIX):])
+        except ValueError:
+            continue
+        if isinstance(event, dict) and isinstance(event.get("ev"), str):
+            found.append(event)
+    return found
+
+
+def merge(*logs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Events of several pods' logs in time order, each once (a pod's current and previous logs can
+    repeat a line; rank 0 of a new group may run in another pod)."""
+    seen: set[str] = set()
+    out = []
+    for event in (e for log in logs for e in log):
+        key = json.dumps(event, sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            out.append(event)
+    return sorted(out, key=lambda e: _number(e.get("wall")) or 0.0)
+
+
+def total_steps_from_args(args: Sequence[str]) -> int | None:
+    """``--total-steps N`` or ``--total-steps=N`` in the training command (the trainer's flag)."""
+    for i, arg in enumerate(args):
+        value = arg.partition("=")[2] if arg.startswith("--total-steps=") else (
+            args[i + 1] if arg == "--total-steps" and i + 1 < len(args) else None)
+        if value is not None and value.isdigit() and int(value) > 0:
+            return int(value)
+    return None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def summarize(events: Sequence[Mapping[str, Any]], total_steps: int | None = None) -> Summary:
+    """The progress the events (in time order) show; ``total_steps`` from the job's command, if known."""
+    step: int | None = None
+    highest = 0  # the highest step any group reached
+    world: int | None = None
+    history: list[WorldChange] = []
+    groups = 0
+    lost = 0
+    checkpoint: Checkpoint | None = None
+    loss: float | None = None
+    done = False
+    failed = 0
+    rate_points: list[tuple[float, int]] = []  # (wall, step) of the current group's step events
+    last_wall: float | None = None
+    for event in events:
+        kind, wall = event.get("ev"), _number(event.get("wall"))
+        last_wall = wall if wall is not None else last_wall
+        at = _int(event.get("step"))
+        if kind in _STARTS:
+            groups += 1
+            rate_points = []
+            done = False
+            resumed_at = at if kind == "resumed" and at is not None else 0
+            if groups > 1:
+                lost += max(0, highest - resumed_at)
+            step = resumed_at
+        if kind == "step" and at is not None:
+            step = at
+            highest = max(highest, at)
+            if wall is not None:
+                rate_points.append((wall, at))
+            loss = _number(event.get("loss")) if "loss" in event else loss
+        if kind == "done" and at is not None:
+            step, done = at, True
+            highest = max(highest, at)
+        if kind == "ckpt" and at is not None:
+            checkpoint = Checkpoint(at, _int(event.get("gen")), wall)
+        if kind == "ckpt_failed":
+            failed += 1
+        now_world = _int(event.get("world"))
+        if kind in (*_STARTS, "step", "done") and now_world is not None and now_world != world:
+            world = now_world
+            history.append(WorldChange(step or 0, now_world, wall or 0.0))
+    rate = _rate(rate_points[-RATE_WINDOW:])
+    eta = None
+    if rate and total_steps and step is not None and not done:
+        eta = max(0, total_steps - step) / rate
+    return Summary(step=step, total_steps=total_steps, steps_per_s=rate, eta_s=eta, world=world,
+                   world_history=tuple(history), restarts=max(0, groups - 1), lost_steps=lost,
+                   last_checkpoint=checkpoint, loss=loss, done=done, failed_checkpoints=failed, last_wall=last_wall)
+
+
+def _rate(points: Sequence[tuple[float, int]]) -> float | None:
+    if len(points) < 2:
+        return None
+    (w0, s0), (w1, s1) = points[0], points[-1]
+    return (s1 - s0) / (w1 - w0) if w1 > w0 and s1 > s0 else None
+
+
+def duration(seconds: float) -> str:
+    """45s, 12m30s, 3h05m."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def render(summary: Summary, now: float | None = None) -> list[tuple[str, str]]:
+    """(label, value) lines for the status view; ``now`` (epoch seconds) dates the checkpoint."""
+    s = summary
+    if s.step is None:
+        return [("Progress", "no progress events yet (the trainer prints them once training starts)")]
+    of = f" of {s.total_steps} ({100 * s.step // s.total_steps}%)" if s.total_steps else ""
+    step = f"{s.step}{of}" + (", done" if s.done else "") + (f"   loss {s.loss:.6g}" if s.loss is not None else "")
+    speed = f"{s.steps_per_s:.2f} steps/s" if s.steps_per_s else "-"
+    if s.eta_s is not None:
+        speed += f"   ETA {duration(s.eta_s)}"
+    elif not s.done and s.steps_per_s and not s.total_steps:
+        speed += "   ETA unknown (no --total-steps in the command)"
+    over_time = " -> ".join(f"{c.world} (step {c.step})" for c in s.world_history)
+    world = f"{s.world} now; over time: {over_time}" if s.world is not None else "-"
+    restarts = f"{s.restarts}; {s.lost_steps} steps lost (trained again after resuming from a checkpoint)"
+    if s.last_checkpoint is None:
+        ckpt = "none yet"
+    else:
+        c = s.last_checkpoint
+        ago = f", {duration(now - c.wall)} ago" if now is not None and c.wall is not None else ""
+        gen = f" (generation {c.generation})" if c.generation is not None else ""
+        ckpt = f"step {c.step}{gen}{ago}"
+    if s.failed_checkpoints:
+        ckpt += f"; {s.failed_checkpoints} failed (see the logs)"
+    return [("Step", step), ("Speed", speed), ("World size", world), ("Restarts", restarts),
+            ("Last checkpoint", ckpt)]
+
+
+def render_text(summary: Summary, now: float | None = None) -> str:
+    return "\n".join(f"{label + ':':<17}{value}" for label, value in render(summary, now))
