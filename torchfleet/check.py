@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from components import policy
-from torchfleet import cost, output_paths
+from torchfleet import cost, output_paths, stack_ref
 from torchfleet.synth import synth_or_report
 
 
@@ -26,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run the guardrail policies on a stack offline (no cloud, no Pulumi CLI)",
         description="Exit codes: 0 clean, 1 violations (one line each: rule, resource, why), 2 invalid stack.",
     )
-    p.add_argument("--stack-file", required=True, type=Path, help="e.g. stacks/Pulumi.aws-usw2.yaml")
+    p.add_argument("--stack", "--stack-file", dest="stack_file", required=True, metavar="STACK",
+                   help=f"a stack's name or its file, e.g. {stack_ref.EXAMPLE} (the same as submit's --stack)")
     p.add_argument(
         "--policy-config-out",
         type=Path,

@@ -10,7 +10,8 @@ from pathlib import Path
 import yaml
 
 from components.spec import ConfigError
-from torchfleet import output_paths
+from torchfleet import output_paths, stack_ref
+from torchfleet.jobs.errors import JobError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run the program for a stack under mocks (no cloud, no Pulumi CLI) and print its resources",
         description="Exit codes: 0 ok, 2 invalid stack config (problems on stderr, nothing on stdout).",
     )
-    p.add_argument("--stack-file", required=True, type=Path, help="e.g. stacks/Pulumi.aws-usw2.yaml")
+    p.add_argument("--stack", "--stack-file", dest="stack_file", required=True, metavar="STACK",
+                   help=f"a stack's name or its file, e.g. {stack_ref.EXAMPLE} (the same as submit's --stack)")
     p.add_argument("--out", type=Path,
                    help="also write the Kubernetes objects the program declares as YAML, one file per object "
                         "(not the Helm releases: Helm renders them at deploy time); the files of the previous "
@@ -27,21 +29,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def synth_or_report(stack_file: Path):
+def synth_or_report(stack_file: str | Path):
     """The stack synthesized under mocks, or None after printing why it cannot be (exit 2).
 
     Shared by `synth` and `check`: a missing file or an invalid config is the user's to fix.
     """
     from torchfleet.preview.runner import synth_file
 
-    if stack_file.is_dir():
-        print(f"--stack-file: {stack_file} is a folder; give a stack file such as stacks/Pulumi.aws-usw2.yaml",
-              file=sys.stderr)
-        return None
-    if not stack_file.is_file():
-        what = "is not a regular file" if stack_file.exists() else "does not exist"
-        print(f"--stack-file: {stack_file} {what}; give a stack file such as stacks/Pulumi.aws-usw2.yaml",
-              file=sys.stderr)
+    try:  # a name in stacks/ or any path (issue 13: one way to name a stack everywhere)
+        stack_file = stack_ref.resolve(str(stack_file), flag="--stack/--stack-file")
+    except JobError as error:
+        print(error, file=sys.stderr)
         return None
     try:
         return synth_file(stack_file)

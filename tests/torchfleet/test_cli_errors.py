@@ -182,10 +182,36 @@ def test_malformed_stack_file_behind_stack_exits_2(text, expected, tmp_path, cap
     assert len(err) < 2000  # one clear error, not the expansion
 
 
-@pytest.mark.parametrize("stack", ["../stacks/Pulumi.local", "a/b", ".hidden", ""])
-def test_stack_name_cannot_reach_outside_stacks(stack, capsys):
+# A name never reaches outside stacks/; since issue 13 a path (anything with '/' or a .yaml ending)
+# is taken as the path it is, so one that names no file says so.
+@pytest.mark.parametrize(("stack", "expected"), [
+    ("../stacks/Pulumi.local", "--stack: ../stacks/Pulumi.local does not exist; give a stack name"),
+    ("a/b", "--stack: a/b does not exist"),
+    (".hidden", "--stack: '.hidden' is not a stack name"),
+    ("", "--stack: empty; give a stack name or file"),
+])
+def test_stack_name_cannot_reach_outside_stacks(stack, expected, capsys):
     code, _, err = run(["submit", "j", "--stack", stack, "--cpu", "--image", "r/t:1", "--dry-run", *CMD], capsys)
-    assert code == 2 and f"--stack: {stack!r} is not a stack name" in err
+    assert code == 2 and expected in err
+
+
+# Regression (issue 13): `submit --stack stacks/Pulumi.aws-usw2.yaml` looked for
+# stacks/Pulumi.stacks/Pulumi.aws-usw2.yaml.yaml; a name and a path now name the same stack, everywhere.
+AWS_FILE = REPO / "stacks" / "Pulumi.aws-usw2.yaml"
+
+
+@pytest.mark.parametrize("stack", ["aws-usw2", "stacks/Pulumi.aws-usw2.yaml", str(AWS_FILE)])
+def test_a_stack_is_named_by_name_or_path_on_every_command(stack, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    argv = ["submit", "j", "--stack", stack, "--gpu", "t4", "--image", "r/t:1", "--dry-run", *CMD]
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    assert "torchfleet.io/gpu: t4" in out
+
+
+def test_check_takes_a_stack_name_as_submit_does(capsys):
+    code, _, err = run(["check", "--stack", "aws-usw2"], capsys)  # --stack-file PATH: the README's
+    assert code == 0 and "aws-usw2: 0 violation(s)" in err, err
 
 
 def test_status_shared_dir_that_is_no_folder_exits_2(a_file, capsys):

@@ -37,8 +37,9 @@ CONFIRM_OVER = 20
 
 def _cluster_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cluster (one of --stack or --kubeconfig/--context; default: the current context)")
-    g.add_argument("--stack", help="a stack in stacks/ (Pulumi.<stack>.yaml): its pools, operator, namespace; "
-                                   "its kubeconfig output is read through Pulumi")
+    g.add_argument("--stack", help="a stack's name (aws-usw2, in stacks/) or its file (any path, e.g. "
+                                   "stacks/Pulumi.aws-usw2.yaml): its pools, operator, namespace; its kubeconfig "
+                                   "output is read through Pulumi (default: $TORCHFLEET_STACK, then the config file)")
     g.add_argument("--stacks-dir", type=Path, default=targets.STACKS_DIR, help=argparse.SUPPRESS)
     g.add_argument("--kubeconfig", type=Path, help="a kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
     g.add_argument("--context", help="a context in the kubeconfig")
@@ -125,7 +126,7 @@ def resolve_target(args: argparse.Namespace, *, need_cluster: bool) -> Session:
     if args.stack is not None:
         t = targets.from_stack(args.stack, args.stacks_dir)
         if need_cluster and not (args.kubeconfig or args.context):
-            outputs = targets.read_stack_outputs(args.stack)
+            outputs = targets.read_stack_outputs(t.stack or args.stack)  # a path names its stack too
             t = targets.with_outputs(t, outputs)
             data = outputs.get("kubeconfig")
             if not data:

@@ -8,7 +8,6 @@ needs is in the stack file, which is why ``--dry-run`` never calls Pulumi.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -16,12 +15,12 @@ from typing import Any
 from components import spec as platform
 from components.clouds.traits import CLOUD_TRAITS
 from components.kube import manifests as kube_manifests
+from torchfleet import stack_ref
 from torchfleet.jobs.errors import ClusterError, UsageError
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS_DIR = REPO / "stacks"  # Pulumi.yaml: stackConfigDir: stacks
 DEFAULT_CLOUD = "aws"
-_STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 ETCD_PORT = kube_manifests.ETCD_CLIENT_PORT
 
 
@@ -72,16 +71,8 @@ def defaults(cloud: str = DEFAULT_CLOUD, namespace: str | None = None) -> Target
 
 
 def stack_file(stack: str, stacks_dir: Path = STACKS_DIR) -> Path:
-    found = Path(stacks_dir).glob("Pulumi.*.yaml")
-    known = ", ".join(sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in found)) or "none"
-    # Pulumi's stack names: letters, digits, '-', '_' and '.'; anything else (a '/') would reach
-    # outside stacks/.
-    if not _STACK_NAME.fullmatch(stack) or stack.startswith("."):
-        raise UsageError(f"--stack: {stack!r} is not a stack name (letters, digits, '-', '_', '.'); stacks: {known}")
-    path = Path(stacks_dir) / f"Pulumi.{stack}.yaml"
-    if not path.is_file():
-        raise UsageError(f"--stack: no stack {stack!r} ({path} does not exist); stacks: {known}")
-    return path
+    """The file of ``--stack``: a name in stacks/ or a path (torchfleet/stack_ref.py)."""
+    return stack_ref.resolve(stack, stacks_dir)
 
 
 def from_stack(stack: str, stacks_dir: Path = STACKS_DIR) -> Target:
