@@ -461,6 +461,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    recovery = os.environ.get("TORCHFLEET_RECOVERY") or "restart"
+    if recovery not in ("restart", "inplace"):
+        print(f"torchfleet launcher: TORCHFLEET_RECOVERY={recovery!r}: must be restart or inplace", file=sys.stderr)
+        return 2
+    if recovery == "inplace":  # issue 14: no torchrun, see replica_node.py
+        from elastic_trainer import replica_node
+
+        try:
+            options, script = _split_script(argv)
+        except LaunchError as exc:
+            print(f"torchfleet launcher: {exc}", file=sys.stderr)
+            return 2
+        return replica_node.main(options, script)
     try:
         plan = build_plan(argv, os.environ)
     except LaunchError as exc:

@@ -604,6 +604,10 @@ def train(task: Task, cfg: TrainConfig) -> int:
     """Run one worker's share of the job; returns the process exit code."""
     stop = StopRequest().install()
     warm_imports()
+    from elastic_trainer.inplace import recovery_mode, train_inplace
+
+    if recovery_mode() == "inplace":  # issue 14: survivors keep training (inplace.py)
+        return train_inplace(task, cfg, stop)
     if cfg.checkpoint_format == "sharded":
         # torch.distributed.checkpoint takes seconds to import: pay it before joining the group
         from elastic_trainer import sharded  # noqa: F401

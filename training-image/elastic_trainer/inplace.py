@@ -1,0 +1,369 @@
+"""In-place recovery (``TORCHFLEET_RECOVERY=inplace``): survivors keep training, a new group heals from a peer.
+
+The ``restart`` mode (trainer.py) restarts every worker of every node when membership changes.
+Here each node's worker is one torchft *replica group* (issue 14; training-image/README.md,
+"Recovery modes"):
+
+- a per-job Lighthouse (``torchft_lighthouse``, address in ``TORCHFT_LIGHTHOUSE``) decides a
+  quorum before every step; a group that stops heartbeating drops out of it;
+- gradients are averaged over the groups of the step's quorum (torchft's fault-tolerant DDP and
+  ``Manager.allreduce``); a step where a collective failed is not committed by anyone
+  (``should_commit``) and is simply run again with the new quorum;
+- a group that joins behind the others (a replacement) heals: it copies model, optimizer,
+  scheduler and step from a live peer over HTTP (torchft's checkpoint transport), never from
+  the shared store;
+- the shared store still gets the periodic checkpoints (written in the background, the same
+  CheckpointStore) for the loss of the whole job, or of the Lighthouse: a worker whose quorum
+  cannot be reached exits (EXIT_MEMBERSHIP_CHANGE), its node restarts it, and a job where no
+  group holds live state resumes from the last checkpoint once the Lighthouse answers again.
+
+Data: group ``g`` of ``G`` (``TORCHFLEET_REPLICA_GROUP``, ``TORCHFLEET_REPLICA_GROUPS``) takes
+the same contiguous slice of every global batch as rank ``g`` of world ``G`` in the restart mode
+(data/sampler.py), at the step the quorum agreed on. A step whose quorum lacks a group trains on
+the slices of the groups present: a smaller batch, same learning rate (the gradient is the mean
+over the samples present). The missing slice of that step is not revisited.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from datetime import timedelta
+
+import torch
+from torch import nn
+from torch.utils.data import default_collate
+
+from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_MEMBERSHIP_CHANGE
+from elastic_trainer.async_writer import AsyncWriter, WriteOutcome
+from elastic_trainer.checkpoint import CheckpointStore, CheckpointWriteError
+from elastic_trainer.data.sampler import ElasticBatchSampler
+from elastic_trainer.events import Scalars, emit, log, setup_logging
+from elastic_trainer.fence import StaleGenerationError
+from elastic_trainer.signals import StopRequest
+from elastic_trainer.staging import HostSnapshot
+
+# Which recovery a job uses: "restart" (torchrun restarts every worker, trainer.py) or "inplace".
+ENV_RECOVERY = "TORCHFLEET_RECOVERY"
+RECOVERY_MODES = ("restart", "inplace")
+ENV_LIGHTHOUSE = "TORCHFT_LIGHTHOUSE"  # torchft's own variable: http://host:port of the job's Lighthouse
+ENV_GROUP = "TORCHFLEET_REPLICA_GROUP"  # this node's index, 0..groups-1 (a pod's completion index)
+ENV_GROUPS = "TORCHFLEET_REPLICA_GROUPS"  # how many slices a global batch is cut into (the job's nodes)
+ENV_MIN_GROUPS = "TORCHFLEET_MIN_REPLICA_GROUPS"  # fewer groups than this in a quorum: no step commits
+# How long a collective, a heal or a commit vote may take; a quorum may wait longer (a group
+# waiting alone for the Lighthouse to come back). Seconds.
+ENV_TIMEOUT_S = "TORCHFLEET_INPLACE_TIMEOUT_S"
+ENV_QUORUM_TIMEOUT_S = "TORCHFLEET_INPLACE_QUORUM_TIMEOUT_S"
+REQUIRED_KEYS = ("model", "optimizer", "sampler", "rng", "step")
+
+
+def recovery_mode(environ: dict[str, str] | os._Environ[str] = os.environ) -> str:
+    """The job's recovery mode; a value that is neither mode is refused, naming the variable."""
+    mode = environ.get(ENV_RECOVERY, "restart") or "restart"
+    if mode not in RECOVERY_MODES:
+        raise ValueError(f"{ENV_RECOVERY}={mode!r}: must be one of {', '.join(RECOVERY_MODES)}")
+    return mode
+
+
+def _env_int(name: str, default: int | None, minimum: int) -> int:
+    text = os.environ.get(name)
+    if text is None or text == "":
+        if default is None:
+            raise ValueError(f"{name} is not set: the in-place mode needs it (training-image/README.md)")
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r}: must be a whole number >= {minimum}") from None
+    if value < minimum:
+        raise ValueError(f"{name}={text!r}: must be a whole number >= {minimum}")
+    return value
+
+
+def _digest(model: nn.Module) -> float:
+    """A cheap fingerprint of the weights: equal on every group that holds the same state."""
+    with torch.no_grad():
+        return round(float(sum(p.double().sum() for p in model.parameters())), 9)
+
+
+class _InplaceRun:
+    def __init__(self, task, cfg, stop: StopRequest) -> None:
+        self.task, self.cfg, self.stop = task, cfg, stop
+        self.group = _env_int(ENV_GROUP, None, 0)
+        self.groups = _env_int(ENV_GROUPS, None, 1)
+        if self.group >= self.groups:
+            raise ValueError(f"{ENV_GROUP}={self.group} must be below {ENV_GROUPS}={self.groups}")
+        self.min_groups = _env_int(ENV_MIN_GROUPS, 1, 1)
+        self.lighthouse = os.environ.get(ENV_LIGHTHOUSE, "")
+        if not self.lighthouse:
+            raise ValueError(f"{ENV_LIGHTHOUSE} is not set: the in-place mode needs the job's Lighthouse address")
+        self.device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+        self.store = CheckpointStore(cfg.checkpoint_dir, keep=cfg.keep_checkpoints)
+        self.scalars = Scalars(cfg.tensorboard_dir, 0 if self.group == 0 else 1)
+        self.snapshot = HostSnapshot(pin=self.device.type == "cuda")
+        self.writer = AsyncWriter()
+        self.generation = 0  # claimed by the group that writes, at each new quorum
+        self.writer_quorum = -1
+        self.trained = False  # has this worker committed a step (the final checkpoint is then its to write)
+
+    # -- state exchanged with a healing peer (torchft's checkpoint transport) ---------------------
+    def _state_dict(self) -> dict:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+        }
+
+    def _load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None and state.get("scheduler") is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
+        self.healed = True
+
+    def run(self) -> int:
+        from torchft.manager import Manager
+        from torchft.optim import OptimizerWrapper
+        from torchft.process_group import ProcessGroupGloo, ProcessGroupNCCL
+
+        cfg, task = self.cfg, self.task
+        timeout = timedelta(seconds=float(os.environ.get(ENV_TIMEOUT_S, "10")))
+        quorum_timeout = timedelta(seconds=float(os.environ.get(ENV_QUORUM_TIMEOUT_S, "30")))
+        torch.manual_seed(cfg.seed)  # identical initial weights in every group
+        self.model = task.build_model().to(self.device)
+        self.optimizer = task.build_optimizer(self.model)
+        self.scheduler = task.build_scheduler(self.optimizer, cfg.total_steps)
+        self.healed = False
+        # The group's own store (one worker per group): torchft keeps the manager's address in it.
+        store = torch.distributed.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+        pg = ProcessGroupNCCL(timeout=timeout) if self.device.type == "cuda" else ProcessGroupGloo(timeout=timeout)
+        self.manager = Manager(
+            pg=pg, load_state_dict=self._load_state_dict, state_dict=self._state_dict,
+            min_replica_size=self.min_groups,
+            # synchronous quorum: a healing group applies its peer's state before the step and
+            # takes part in it, so every group of a quorum trains every step of it
+            use_async_quorum=False,
+            timeout=timeout, quorum_timeout=quorum_timeout, connect_timeout=quorum_timeout,
+            rank=0, world_size=1, store_addr="127.0.0.1", store_port=store.port,
+            lighthouse_addr=self.lighthouse, replica_id=f"group{self.group}", hostname=socket.gethostname(),
+            init_sync=False,  # the weights are made from the seed, identical everywhere
+        )
+        try:
+            return self._run(OptimizerWrapper)
+        finally:
+            self._settle_write()
+            self.scalars.close()
+            self.manager.shutdown(wait=False)
+
+    def _resume_from_store(self) -> int:
+        """Load the newest checkpoint of the shared store: only when no live group holds a newer state."""
+        found = self.store.load_latest("cpu", required=REQUIRED_KEYS,
+                                       on_skip=lambda c, reason: emit("ckpt_skipped", name=c.path.name, reason=reason))
+        if found is None:
+            return 0
+        state, meta, _ = found
+        saved = state["sampler"]
+        if (saved["global_batch"], saved["seed"]) != (self.cfg.global_batch_size, self.cfg.seed):
+            raise ValueError(
+                f"the checkpoint was written with --global-batch-size={saved['global_batch']} "
+                f"--seed={saved['seed']}; this run has {self.cfg.global_batch_size} and {self.cfg.seed}"
+            )
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None and state.get("scheduler") is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
+        step = ElasticBatchSampler.step_from_state(saved, len(self.task.dataset))
+        self.manager.load_state_dict({"step": step, "batches_committed": state.get("batches_committed", 0)})
+        emit("resumed", step=step, group=self.group, from_gen=meta["generation"], source="store")
+        return step
+
+    def _average_gradients(self, loss_sum: torch.Tensor, count: int) -> None:
+        """Average the gradients over the quorum's groups, and sum the loss and sample count, in one collective.
+
+        One flat buffer and ``Manager.allreduce``, not torchft's DDP wrapper: its comm hook
+        asserts on a failed all-reduce (torchft 0.2.0, ``assert fut._fut`` in ddp.py) and killed
+        the survivors of a SIGKILLed peer instead of letting the step be dropped. A failed
+        collective is reported to the Manager, whose commit vote then drops the step everywhere.
+        """
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.model.parameters()]
+        flat = torch.cat([g.reshape(-1) for g in grads] + [torch.stack([
+            loss_sum.to(grads[0].dtype).reshape(()), torch.tensor(float(count), dtype=grads[0].dtype,
+                                                                  device=grads[0].device)])])
+        self.manager.allreduce(flat, reduce_op=torch.distributed.ReduceOp.SUM).wait()
+        groups = max(self.manager.num_participants(), 1)
+        offset = 0
+        for param, grad in zip(self.model.parameters(), grads, strict=True):
+            n = grad.numel()
+            param.grad = flat[offset:offset + n].view_as(grad).div_(groups)
+            offset += n
+        self.loss_sum, self.loss_count = float(flat[-2]), float(flat[-1])
+
+    def _run(self, optimizer_class) -> int:
+        cfg, task = self.cfg, self.task
+        manager = self.manager
+        optimizer = optimizer_class(manager, self.optimizer)
+        sampler = ElasticBatchSampler(len(task.dataset), cfg.global_batch_size, self.group, self.groups, cfg.seed,
+                                      total_steps=cfg.total_steps)
+        self.model.train()
+        started = False
+        last_quorum = None
+        while True:
+            try:
+                optimizer.zero_grad(set_to_none=True)  # the quorum (and a heal) for this step
+            except Exception as exc:  # the Lighthouse is gone: the node restarts this worker
+                log.error("no quorum: %s", exc)
+                emit("exit", group=self.group, step=manager.current_step(), code=EXIT_MEMBERSHIP_CHANGE,
+                     reason="no quorum")
+                return EXIT_MEMBERSHIP_CHANGE
+            if not started:
+                started = True
+                if manager.current_step() == 0 and not self.healed:
+                    # no live group is ahead: the job (re)starts from the shared store, if it has one.
+                    # Identical in every group that starts together (same newest checkpoint).
+                    if self._resume_from_store() == 0:
+                        emit("start", group=self.group, pid=os.getpid())
+                    continue  # the loaded step goes to the next quorum
+                emit("healed" if self.healed else "start", group=self.group, step=manager.current_step(),
+                     pid=os.getpid())
+            elif self.healed:
+                emit("healed", group=self.group, step=manager.current_step(), pid=os.getpid())
+            self.healed = False
+            step = manager.current_step()
+            if step >= cfg.total_steps:
+                emit("done", group=self.group, step=step)
+                return self._finish(step)
+            quorum = (manager.num_participants(), manager.participating_rank())
+            if quorum != last_quorum:
+                emit("quorum", group=self.group, step=step, participants=quorum[0], replica_rank=quorum[1])
+                last_quorum = quorum
+            indices = sampler.batch(step)
+            batch = default_collate([task.dataset[i] for i in indices])
+            loss = task.loss_sum(self.model, batch, self.device)
+            (loss / len(indices)).backward()  # this group's mean; the groups' means are averaged
+            self._average_gradients(loss.detach(), len(indices))
+            self.snapshot.before_update()
+            optimizer.step()  # only if every group of the quorum voted to commit
+            committed = manager.current_step() == step + 1
+            if not committed:
+                emit("step_dropped", group=self.group, step=step + 1)
+                continue
+            if self.scheduler is not None:
+                self.scheduler.step()
+            if cfg.step_delay_s:
+                time.sleep(cfg.step_delay_s)
+            step += 1
+            self.trained = True
+            mean_loss = self.loss_sum / max(self.loss_count, 1.0)
+            if step % cfg.progress_every == 0 or step == cfg.total_steps:
+                emit("step", step=step, group=self.group, world=quorum[0], loss=round(mean_loss, 6),
+                     digest=_digest(self.model))
+                if quorum[1] == 0:
+                    self.scalars.add("train/loss", mean_loss, step)
+                    self.scalars.add("train/replica_groups", quorum[0], step)
+            code = self._report(self.writer.poll()) if self.writer.busy else 0
+            if code:
+                return code
+            if self.stop:
+                emit("signal", group=self.group, signum=self.stop.signum, step=step)
+                code = self._checkpoint(sampler, step, "stop") or self.failed_save()
+                code = code or 128 + self.stop.signum
+                emit("exit", group=self.group, step=step, code=code)
+                return code
+            if step >= cfg.total_steps:
+                continue  # the final checkpoint after the next quorum agrees we are done
+            if step % cfg.checkpoint_every == 0 and quorum[1] == 0:
+                self._checkpoint(sampler, step, "periodic")
+
+    _failed_save = 0
+
+    def failed_save(self) -> int:
+        return self._failed_save
+
+    def _finish(self, step: int) -> int:
+        """The last step: the group of replica rank 0 writes the final checkpoint (the others exit 0)."""
+        if self.trained and self.manager.participating_rank() == 0:  # not a group that found the job done
+            self._checkpoint(None, step, "final")
+        return self.failed_save()
+
+    def _claim(self) -> int:
+        """A new generation whenever this group becomes the writer of a new quorum (checkpoint.py's fence).
+
+        A writer of an older quorum (a group cut off from the others) then cannot commit over it.
+        """
+        quorum_id = getattr(self.manager, "_quorum_id", -1)
+        if quorum_id != self.writer_quorum or not self.generation:
+            self.generation = self.store.generations.claim({"group": self.group, "quorum": quorum_id,
+                                                            "claimed": time.time(), "mode": "inplace"})
+            self.writer_quorum = quorum_id
+        return self.generation
+
+    def _checkpoint(self, sampler, step: int, reason: str) -> int:
+        sampler = sampler or ElasticBatchSampler(len(self.task.dataset), self.cfg.global_batch_size, self.group,
+                                                 self.groups, self.cfg.seed)
+        code = self._report(self.writer.wait())
+        if code:
+            return code
+        try:
+            generation = self._claim()
+        except OSError as exc:
+            log.error("could not claim a generation for the %s checkpoint of step %d: %s", reason, step, exc)
+            emit("ckpt_failed", group=self.group, step=step, reason=reason, error=str(exc))
+            if reason != "periodic":
+                self._failed_save = EXIT_CHECKPOINT_FAILED
+            return 0
+        epoch, _ = sampler.position(step)
+        started = time.monotonic()
+        staged = self.snapshot.take({
+            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+            "rng": [{"torch": torch.get_rng_state()}], "sampler": sampler.state_dict(step), "step": step,
+            "epoch": epoch, "batches_committed": self.manager.batches_committed(),
+        })
+        blocked = time.monotonic() - started
+        info = {"world_size": 1, "epoch": epoch, "reason": reason, "recovery": "inplace", "group": self.group}
+
+        def write():
+            began = time.monotonic()
+            saved = self.store.save(staged, step=step, generation=generation, info=info)
+            emit("ckpt", step=step, gen=generation, group=self.group, reason=reason, path=str(saved.path),
+                 blocked_s=round(blocked, 3), write_s=round(time.monotonic() - began, 3))
+            return saved
+
+        self.writer.submit(write, step=step, generation=generation, reason=reason)
+        if reason != "periodic" or not self.cfg.async_checkpoint:
+            return self._report(self.writer.wait())
+        return 0
+
+    def _report(self, outcome: WriteOutcome | None) -> int:
+        """A failed or fenced periodic write is reported and training goes on (the state is live)."""
+        if outcome is None or outcome.ok:
+            return 0
+        step, reason = outcome.context["step"], outcome.context["reason"]
+        error = outcome.error
+        if isinstance(error, StaleGenerationError):
+            # another group claimed a newer quorum's generation meanwhile: its checkpoints win
+            log.warning("the %s checkpoint of step %d was fenced: %s", reason, step, error)
+            emit("fenced", group=self.group, step=step, reason=reason)
+            return 0
+        if not isinstance(error, CheckpointWriteError):
+            raise error
+        log.error("the %s checkpoint of step %d failed: %s", reason, step, error)
+        emit("ckpt_failed", group=self.group, step=step, reason=reason, error=str(error))
+        if reason != "periodic":
+            self._failed_save = EXIT_CHECKPOINT_FAILED
+        return 0
+
+    def _settle_write(self) -> None:
+        if self.writer.busy:
+            try:
+                self.writer.wait(60.0)
+            except TimeoutError as exc:
+                log.warning("leaving without the checkpoint write in flight: %s", exc)
+
+
+def train_inplace(task, cfg, stop: StopRequest | None = None) -> int:
+    """One replica group's worker of an in-place job; returns the process exit code."""
+    stop = stop or StopRequest().install()
+    setup_logging(0)
+    return _InplaceRun(task, cfg, stop).run()
