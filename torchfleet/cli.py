@@ -17,16 +17,40 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from torchfleet import __version__
 from torchfleet.jobs.errors import EXIT_CLUSTER, JobError
+from torchfleet.user_files import relabel
 
 # Each module exposes register(subparsers), which adds its command(s) and sets `func`.
 COMMAND_MODULES = ["torchfleet.synth", "torchfleet.check", "torchfleet.gpus", "torchfleet.jobs.commands",
-                   "torchfleet.jobs.inspect_commands",
+                   "torchfleet.jobs.inspect_commands", "torchfleet.jobs.tensorboard", "torchfleet.completion",
                    "torchfleet.demo"]
 DEBUG_ENV = "TORCHFLEET_DEBUG"
 REPORT = (f"this is a bug in torchfleet: please report it in the project's issue tracker with the command line "
           f"and what {DEBUG_ENV}=1 prints")
 EXIT_INTERRUPTED = 130
+EXAMPLES = """examples:
+  torchfleet synth --stack aws-usw2 --out manifests/     preview a stack offline
+  torchfleet check --stack aws-usw2                      its guardrails and hourly cost
+  torchfleet gpus --cloud gcp                            GPUs, machines and list prices
+  torchfleet submit resnet --stack aws-usw2 --gpu t4 --nodes 2:8 --image REPO:TAG -- python train.py
+  torchfleet submit -f job.yaml                          the same, from a job file
+  torchfleet status resnet --watch                       step, steps/s, ETA, world size, restarts
+  torchfleet logs resnet --all-ranks -f
+  torchfleet demo                                        an elastic job surviving a kill, on this machine
+
+defaults: $TORCHFLEET_STACK, _IMAGE, _NAMESPACE, _CONTEXT, then ~/.config/torchfleet/config.yaml
+completion: source <(torchfleet completion bash)"""
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Marks required options in help: argparse lists them among the optional ones (issue 13)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.required and action.option_strings and not text.startswith("required"):
+            text = f"required: {text}"
+        return text
 
 
 class Parser(argparse.ArgumentParser):
@@ -35,6 +59,7 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
@@ -46,9 +71,13 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="torchfleet",
-        description="Elastic PyTorch training on spot GPUs: preview a stack offline, run the local demo.",
+        description="Elastic PyTorch training on spot GPUs: preview a stack offline, submit and watch jobs, "
+                    "run the local demo.",
+        epilog=EXAMPLES,
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")  # subparsers are Parsers too
+    parser.add_argument("--version", action="version", version=f"torchfleet {__version__}")
+    # Not required: a bare `torchfleet` prints the help (exit 0), as kubectl does (issue 13).
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # subparsers are Parsers too
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     return parser
@@ -85,6 +114,11 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
             parser.error(f"argument {i + 1} ({token!r}) contains a NUL character")
     head, command = split_command(argv)
     args, extras = parser.parse_known_args(head)
+    if args.command is None:
+        if argv:
+            parser.error(f"give a command first, e.g. torchfleet submit ...; got: {' '.join(argv)[:200]}")
+        parser.print_help()
+        sys.exit(0)
     sub = _subparser(parser, args.command)
     takes_command = sub.get_default("takes_command")
     if extras:
@@ -94,11 +128,51 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
             hint = "; the training command goes after --, e.g. -- python train.py" if takes_command else ""
         sub.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
     _check_values(sub, args)
+    if not takes_command and command is not None:
+        sub.error(f"takes no command after --, got: -- {' '.join(command)}")
+    args.parser = sub
+    args.argv_head = list(head)
+    args.value_sources = {}  # flag -> where its value came from instead (a job file, a variable, the config)
     if takes_command:
         args.training_command = command
-    elif command is not None:
-        sub.error(f"takes no command after --, got: -- {' '.join(command)}")
     return args
+
+
+def _prepare(args: argparse.Namespace) -> None:
+    """Fill what the line left out (job file, variables, config: in run(), so a bad one exits under
+    the contract), then require NAME where the command takes one."""
+    sub = getattr(args, "parser", None)
+    if sub is None:  # a namespace built by hand (tests)
+        return
+    file_command = _defaults(args, sub, args.argv_head)
+    if sub.get_default("takes_command"):
+        if args.name is None:
+            sub.error("the following arguments are required: NAME")
+        if args.training_command is None:
+            args.training_command = file_command
+
+
+def _given(head: Sequence[str]) -> set[str]:
+    """The options the command line itself set: parsed again with every default suppressed."""
+    parser = build_parser()
+    for action in _subparser(parser, parser.parse_known_args(head)[0].command)._actions:
+        action.default = argparse.SUPPRESS
+    return set(vars(parser.parse_known_args(head)[0]))
+
+
+def _defaults(args: argparse.Namespace, sub: argparse.ArgumentParser, head: Sequence[str]) -> list[str] | None:
+    """Fill what the line left out: a job file (-f) first, then TORCHFLEET_* variables, then the
+    config file (torchfleet/config.py); returns the job file's training command, if it has one."""
+    from torchfleet import config
+
+    given = _given(head)
+    file_command = None
+    if getattr(args, "file", None) is not None:
+        from torchfleet.jobs import job_file
+
+        file_command = job_file.apply(args, sub, given, args.value_sources)
+    config.apply(args, given, args.value_sources)
+    return file_command
 
 
 def _check_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -120,9 +194,12 @@ def _one_line(error: BaseException, limit: int = 300) -> str:
 def run(args: argparse.Namespace) -> int:
     """Run the parsed command under the one exit-code contract."""
     try:
+        _prepare(args)
         return args.func(args)
     except JobError as error:
-        print(f"torchfleet {args.command}: {error}", file=sys.stderr)
+        # A value from a job file, a variable or the config file is named as such, not as its flag.
+        message = relabel(str(error), getattr(args, "value_sources", {}))
+        print(f"torchfleet {args.command}: {message}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:  # Ctrl-C ends `logs -f`; no traceback for that
         return EXIT_INTERRUPTED

@@ -6,6 +6,7 @@ not exist or a taken name is the user's to fix (2); an unreachable or refusing c
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -220,6 +221,31 @@ class JobClient:
         )
 
     # ------------------------------------------------------------ pods, nodes, events, logs
+
+    def create_pod(self, pod: dict[str, Any]) -> None:
+        """A pod of torchfleet's own (the TensorBoard pod), refused fields and all (Strict)."""
+        self._call(self.core.create_namespaced_pod, self.namespace, pod, field_manager=FIELD_MANAGER,
+                   field_validation="Strict", job=pod["metadata"]["name"], creating=True)
+
+    def read_pod(self, name: str) -> client.V1Pod:
+        return self._call(self.core.read_namespaced_pod, name, self.namespace, job=name)
+
+    def delete_pod(self, name: str) -> None:
+        with contextlib.suppress(JobNotFoundError):  # gone already: what was wanted
+            self._call(self.core.delete_namespaced_pod, name, self.namespace, job=name)
+
+    def port_forward(self, pod: str, port: int):
+        """A socket-like stream to ``port`` inside ``pod`` (the API server's portforward subresource)."""
+        from kubernetes.stream import portforward
+
+        try:
+            forward = portforward(self.core.connect_get_namespaced_pod_portforward, pod, self.namespace,
+                                  ports=str(port))
+            return forward.socket(port)
+        except ApiException as error:
+            raise self._translate(error, pod) from None
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise ClusterError(f"no cluster reachable at {_host(self.api)}: {error}") from None
 
     def pods(self, selector: str) -> list[client.V1Pod]:
         found = self._call(self.core.list_namespaced_pod, self.namespace, label_selector=selector)

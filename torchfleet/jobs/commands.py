@@ -65,7 +65,10 @@ def _job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-egress", action="append", default=[], metavar="CIDR",
                    help="let the job's pods reach this network (repeatable, e.g. 0.0.0.0/0 for S3, HTTPS and "
                         "dataset downloads); by default they reach only their own job, etcd and DNS")
-    p.add_argument("--image", default=None, help="training image as REPO:TAG (a fixed version, not latest)")
+    p.add_argument("--image", default=None,
+                   help="required: the training image (or one built on it, training-image/examples/Dockerfile.custom) "
+                        "as REPO:TAG, a fixed version, not latest (or image: in -f FILE, $TORCHFLEET_IMAGE, the "
+                        "config file)")
     p.add_argument("--zone", default=None, help="run every pod in this zone (default: wherever the first lands)")
     p.add_argument("--env", action="append", default=[], metavar="K=V", help="environment variable (repeatable)")
     p.add_argument("--mount", default=jobspec.DEFAULT_MOUNT, help="where the shared claim is mounted")
@@ -76,13 +79,19 @@ def _job_options(p: argparse.ArgumentParser) -> None:
                    help=f"without --stack: the cloud whose machines size the job (default {targets.DEFAULT_CLOUD})")
     p.add_argument("--dry-run", action="store_true", default=False,
                    help="print the YAML that would be submitted; touches no cluster and never calls Pulumi")
+    p.add_argument("-f", "--file", type=Path, default=None, metavar="JOB.yaml",
+                   help="a job file: its keys are these flags' names (nodes: 2:8), name, command and, for sweeps, "
+                        "params; flags on the command line override it (README.md, Job files)")
+    p.add_argument("-o", "--output", choices=("manifest", "job"), default="manifest",
+                   help="with --dry-run: the manifests (default), or `job`: the job file these options make")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     command = "the training command after --, e.g. -- python train.py --lr 0.1"
     p = sub.add_parser("submit", help="submit an elastic training job", usage=USAGE % "submit",
                        description=f"Submit a job. {EXIT_DOC}", epilog=command)
-    p.add_argument("name", metavar="NAME", help="job name (required, first): lowercase letters, digits, '-'")
+    p.add_argument("name", metavar="NAME", nargs="?",
+                   help="job name (required, first, unless -f gives name:): lowercase letters, digits, '-'")
     _job_options(p)
     _cluster_options(p)
     p.set_defaults(func=run_submit, takes_command=True)
@@ -90,7 +99,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="submit one job per combination of --param values", usage=USAGE % "sweep",
                        epilog=command,
                        description=f"Submit NAME-0, NAME-1, ... with Hydra-style overrides appended. {EXIT_DOC}")
-    p.add_argument("name", metavar="NAME", help="prefix of the job names (required, first)")
+    p.add_argument("name", metavar="NAME", nargs="?",
+                   help="prefix of the job names (required, first, unless -f gives name:)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=V1,V2",
                    help="values to sweep (repeatable); every combination becomes one job")
     p.add_argument("-y", "--yes", action="store_true", default=False,
@@ -215,8 +225,15 @@ def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Plann
         what = f"sweep {first.sweep} ({len(planned)} jobs), every job" if first.sweep else f"job {first.name}"
         print(estimate.render(f"{what} at its most nodes, one machine each"), file=sys.stderr)
     if args.dry_run:
+        if args.output == "job":  # issue 13: the job file these options make (submitting it: the same manifests)
+            from torchfleet.jobs import job_file
+
+            sys.stdout.write(job_file.dump(args, args.parser, training_command(args)))
+            return EXIT_OK
         _print_yaml([doc for _, job, policies in planned for doc in (job, *policies)])
         return EXIT_OK
+    if args.output == "job":
+        raise UsageError("-o job: only with --dry-run (it writes the job file and submits nothing)")
     if len(planned) > CONFIRM_OVER and not getattr(args, "yes", False):
         _confirm(len(planned))
     session = resolve_target(args, need_cluster=True)

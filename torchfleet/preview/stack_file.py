@@ -48,8 +48,14 @@ def load_stack_file(path: Path | str) -> dict[str, Any]:
 
 def parse_stack_text(text: str, where: str = "<stack file>") -> dict[str, Any]:
     """The whole stack file document, validated for shape; raises StackFileError."""
+    return _check_shape(parse_yaml_text(text, where), where)
+
+
+def parse_yaml_text(text: str, where: str, loader_class: type[yaml.SafeLoader] | None = None) -> Any:
+    """Any YAML document under this module's budget (size, aliases, depth, duplicate keys), without a
+    shape check: the torchfleet config file and job files are read with it too (issue 13)."""
     try:
-        loader = _BudgetLoader(text)
+        loader = (loader_class or BudgetLoader)(text)
         loader.name = where  # what marks and the duplicate-key message name
         try:
             node = loader.get_single_node()
@@ -66,13 +72,19 @@ def parse_stack_text(text: str, where: str = "<stack file>") -> dict[str, Any]:
     except ValueError as error:  # a number of more than 4300 digits (Python's int() limit)
         raise StackFileError([f"{where}: {_short_repr(str(error), 80)}; no config value is that long"]) from None
     except RecursionError:
-        raise StackFileError([f"{where}: nested too deeply to be a stack file; at most {MAX_DEPTH} levels"]) from None
-    return _check_shape(document, where)
+        raise StackFileError([f"{where}: nested too deeply; at most {MAX_DEPTH} levels"]) from None
+    return document
 
 
-def _read(path: Path) -> str:
+def read_text(path: Path, what: str = "stack files are stacks/Pulumi.<stack>.yaml") -> str:
+    """A small UTF-8 text file, at most MAX_BYTES; ``what`` says what the file should be."""
+    return _read(path, what)
+
+
+def _read(path: Path, what: str = "stack files are stacks/Pulumi.<stack>.yaml") -> str:
     if not path.is_file():
-        raise StackFileError([f"{path}: no such file; stack files are stacks/Pulumi.<stack>.yaml"])
+        missing = "not a regular file" if path.exists() else "no such file"
+        raise StackFileError([f"{path}: {missing}; {what}"])
     try:
         with path.open("rb") as f:
             data = f.read(MAX_BYTES + 1)
@@ -88,7 +100,7 @@ def _read(path: Path) -> str:
         raise StackFileError([f"{path}: not UTF-8 text (byte {error.start}); save the file as UTF-8"]) from None
 
 
-class _BudgetLoader(yaml.SafeLoader):
+class BudgetLoader(yaml.SafeLoader):
     """SafeLoader without timestamps (kept as written) and refusing duplicate keys."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -113,7 +125,7 @@ class _BudgetLoader(yaml.SafeLoader):
 
 
 # Dates stay strings: "2025-01-01" is what Pulumi passes to the program.
-_BudgetLoader.yaml_implicit_resolvers = {
+BudgetLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }

@@ -1,0 +1,223 @@
+"""`torchfleet tensorboard NAME`: TensorBoard for a job's folder on the shared store, inside the cluster.
+
+The trainer writes its scalars to the shared store (``--tensorboard-dir``, rank 0:
+training-image/elastic_trainer/events.py), which only the cluster can read. So this starts one pod
+on the manager pool (on-demand: never reclaimed under the user) running the job's own image, which
+is built on the training image and so has TensorBoard installed at a pinned version
+(training-image/requirements.txt), with the shared claim mounted read-only; forwards a local port
+to it; and deletes the pod on exit (Ctrl-C included). ``--dry-run`` prints the pod and touches nothing.
+
+The pod serves on 127.0.0.1 inside its own network namespace: a port-forward reaches it there through
+the kubelet, and nothing else can, so the namespace's default-deny policy needs no exception
+(https://kubernetes.io/docs/tasks/access-application-cluster/port-forward-access-application-cluster/).
+It meets the `restricted` Pod Security level the namespace enforces, as the job pods do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import select
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+from components import spec as platform
+from torchfleet.jobs import commands, manifests
+from torchfleet.jobs import spec as jobspec
+from torchfleet.jobs.errors import EXIT_OK, ClusterError, UsageError
+from torchfleet.jobs.image_ref import EXAMPLE as IMAGE_EXAMPLE
+
+PORT = 6006  # TensorBoard's default
+LABEL_TENSORBOARD = "torchfleet.io/tensorboard"
+# A pod left behind when the CLI could not delete it (killed with SIGKILL, the laptop closed) ends
+# by itself after this long.
+MAX_LIFETIME_S = 12 * 3600
+READY_TIMEOUT_S = 300
+SCRATCH = "/tmp"  # noqa: S108 (an emptyDir volume: TensorBoard's and Python's scratch files)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tensorboard", help="TensorBoard for a job's folder on the shared store, forwarded here",
+                       description=f"Start TensorBoard in the cluster for a job and forward a local port to it; "
+                                   f"the pod is deleted on exit. {commands.EXIT_DOC}")
+    p.add_argument("name", metavar="NAME", help="the job whose folder (<mount>/NAME) TensorBoard reads")
+    p.add_argument("--port", type=int, default=PORT, help=f"the local port (default {PORT})")
+    p.add_argument("--image", default=None,
+                   help="an image with TensorBoard (default: the job's own image, built on the training image); "
+                        "required with --dry-run")
+    p.add_argument("--mount", default=None,
+                   help=f"where the job's pods mount the shared claim (default: the job's, else "
+                        f"{jobspec.DEFAULT_MOUNT})")
+    p.add_argument("--dry-run", action="store_true", help="print the pod; touches no cluster")
+    commands._cluster_options(p)
+    p.set_defaults(func=run)
+
+
+def pod_name(job: str) -> str:
+    return f"{job}-tensorboard"
+
+
+def build_pod(job: str, job_dir: str, mount: str, image: str, target, port: int = PORT) -> dict[str, Any]:
+    """The TensorBoard pod for ``job``: a pure function of its inputs, like the job builders."""
+    local = target.cloud == "local"
+    serve = (f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}/', timeout=5)")
+    probe = {"exec": {"command": ["python", "-c", serve]}, "periodSeconds": 10, "timeoutSeconds": 8}
+    container = {
+        "name": "tensorboard",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent" if local else "Always",  # as the job pods (manifests.pod_template)
+        "command": ["python", "-m", "tensorboard.main", "--logdir", job_dir, "--host", "127.0.0.1",
+                    "--port", str(port)],
+        "env": [{"name": "HOME", "value": SCRATCH}, {"name": "TMPDIR", "value": SCRATCH}],
+        "ports": [{"name": "tensorboard", "containerPort": port, "protocol": "TCP"}],
+        "readinessProbe": {**probe, "initialDelaySeconds": 3},
+        "livenessProbe": {**probe, "initialDelaySeconds": 60, "failureThreshold": 6},
+        "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
+        "securityContext": {**manifests.container_security(), "readOnlyRootFilesystem": True},
+        "volumeMounts": [
+            {"name": manifests.SHARED_VOLUME, "mountPath": mount, "readOnly": True},
+            {"name": "scratch", "mountPath": SCRATCH},
+        ],
+    }
+    spec: dict[str, Any] = {
+        "serviceAccountName": manifests.SERVICE_ACCOUNT,
+        "automountServiceAccountToken": False,
+        "restartPolicy": "Never",
+        "activeDeadlineSeconds": MAX_LIFETIME_S,
+        # The restricted level (k8s/base/namespace.yaml), as the job pods: non-root as the training
+        # image's user, whose group can read the shared store.
+        "securityContext": {"runAsNonRoot": True, "runAsUser": platform.TRAINING_UID,
+                            "runAsGroup": platform.TRAINING_UID, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": [
+            {"name": manifests.SHARED_VOLUME, "persistentVolumeClaim": {"claimName": target.claim, "readOnly": True}},
+            {"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}},
+        ],
+    }
+    if not local:  # the local stack's node carries no pool label
+        spec["nodeSelector"] = {platform.LABEL_POOL: platform.MANAGER_POOL_NAME}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(job),
+            "namespace": target.namespace,
+            "labels": {LABEL_TENSORBOARD: job, manifests.MANAGED_BY: "torchfleet"},
+        },
+        "spec": spec,
+    }
+
+
+def _check(args: argparse.Namespace) -> None:
+    jobspec.check_lookup_name(args.name)
+    if not 1 <= args.port <= 65535:
+        raise UsageError(f"--port: a TCP port from 1 to 65535, got {args.port}")
+    if args.mount is not None:
+        from torchfleet.jobs.mounts import normalize_mount
+
+        args.mount = normalize_mount(args.mount)
+    if args.image is not None or args.dry_run:
+        if args.image is None:
+            raise UsageError(f"--image: required with --dry-run (the job's image is read from the cluster "
+                             f"otherwise), e.g. --image {IMAGE_EXAMPLE}")
+        jobspec.check_image(args.image)
+
+
+def _from_job(job: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(the job's image, where its pods mount the shared claim)."""
+    spec = (manifests.worker_spec(job).get("template") or {}).get("spec") or {}
+    container = (spec.get("containers") or [{}])[0]
+    mount = next((m.get("mountPath") for m in container.get("volumeMounts") or []
+                  if m.get("name") == manifests.SHARED_VOLUME), None)
+    return container.get("image"), mount
+
+
+def run(args: argparse.Namespace) -> int:
+    _check(args)
+    if args.dry_run:
+        session = commands.resolve_target(args, need_cluster=False)
+        mount = args.mount or jobspec.DEFAULT_MOUNT
+        commands._print_yaml([build_pod(args.name, f"{mount.rstrip('/')}/{args.name}", mount, args.image,
+                                        session.target, PORT)])
+        return EXIT_OK
+    session = commands.resolve_target(args, need_cluster=True)
+    jobs = commands.job_client(args, session)
+    image, mount = _from_job(jobs.get(args.name))
+    image, mount = args.image or image, args.mount or mount or jobspec.DEFAULT_MOUNT
+    if not image:
+        raise UsageError(f"--image: job {args.name} names no image; give one with TensorBoard installed")
+    pod = build_pod(args.name, f"{mount.rstrip('/')}/{args.name}", mount, image, session.target, PORT)
+    listener = _listen(args.port)  # before the pod: a taken port is the user's to fix, with nothing made
+    jobs.create_pod(pod)
+    try:
+        _wait_ready(jobs, pod_name(args.name))
+        print(f"TensorBoard for {args.name} ({mount.rstrip('/')}/{args.name}) on http://localhost:{args.port}/ "
+              "- Ctrl-C stops it and deletes its pod", flush=True)
+        serve(listener, lambda: jobs.port_forward(pod_name(args.name), PORT))
+    finally:
+        listener.close()
+        jobs.delete_pod(pod_name(args.name))
+        print(f"deleted pod {pod_name(args.name)}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _listen(port: int) -> socket.socket:
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        server.bind(("127.0.0.1", port))
+    except OSError as error:
+        server.close()
+        raise UsageError(f"--port: cannot listen on 127.0.0.1:{port} ({error.strerror}); choose another port") from None
+    server.listen(16)
+    return server
+
+
+def _wait_ready(jobs, name: str, timeout: float = READY_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        pod = jobs.read_pod(name)
+        phase = (pod.status and pod.status.phase) or "Pending"
+        if phase in ("Failed", "Succeeded"):
+            raise ClusterError(f"the TensorBoard pod {name} ended ({phase}) before it served; "
+                               f"`kubectl logs {name}` shows why")
+        ready = any(c.type == "Ready" and c.status == "True" for c in (pod.status and pod.status.conditions) or [])
+        if ready:
+            return
+        if time.monotonic() > deadline:
+            raise ClusterError(f"the TensorBoard pod {name} was not ready within {timeout:.0f} s (phase {phase}); "
+                               f"`kubectl describe pod {name}` shows why")
+        time.sleep(1)
+
+
+def serve(listener: socket.socket, connect, stop: threading.Event | None = None) -> None:
+    """Accept local connections and pipe each to a new forwarded stream (``connect()`` returns a
+    socket-like object), until ``stop`` is set or Ctrl-C."""
+    listener.settimeout(0.5)
+    while stop is None or not stop.is_set():
+        try:
+            local, _ = listener.accept()
+        except TimeoutError:
+            continue
+        try:
+            remote = connect()
+        except Exception:
+            local.close()
+            raise
+        threading.Thread(target=_pipe, args=(local, remote), daemon=True, name="tensorboard-forward").start()
+
+
+def _pipe(a, b) -> None:
+    """Copy bytes both ways until either side closes."""
+    with contextlib.closing(a), contextlib.closing(b):
+        while True:
+            readable, _, _ = select.select([a, b], [], [], 60)
+            for source in readable:
+                data = source.recv(65536)
+                if not data:
+                    return
+                (b if source is a else a).sendall(data)
+
