@@ -3,15 +3,17 @@ or 2 and never prints a traceback.
 
 Hypothesis builds argument lists two ways: random lines (a command, then the CLI's own flags with
 values close to right ones or any text, stray tokens, a command after `--`) and mutations of valid
-submit/sweep/synth/check/list/status/logs/delete/demo lines (a flag given another value, options
+submit/sweep/synth/check/list/status/logs/delete/tensorboard/completion/demo lines (job files and
+`-o` formats among them) (a flag given another value, options
 added, a token replaced, dropped, repeated or moved, the line cut short, `-- ''` appended). The run
 is in-process (`torchfleet.cli.main`, as the console script calls it), bounded and derandomized so
 CI sees the same examples every time.
 
 Nothing leaves the machine and nothing outside a temporary folder is written: submit and sweep
 lines carry --dry-run, a fake stands in for the cluster client (after the real kubeconfig checks)
-and for Pulumi's stack outputs, synth returns one stack's result after the real stack-file loader
-(the stack half is tests/property/test_stack_configs.py), the demo stops after its checks, and
+and for Pulumi's stack outputs, no user config file or TORCHFLEET_* variable is seen, synth
+returns one stack's result after the real stack-file loader (the stack half is
+tests/property/test_stack_configs.py), the demo stops after its checks, and
 the run's working folder is a temporary one, into which the paths given to --out,
 --policy-config-out and --workdir are redirected unless they are on a short list that cannot be
 written.
@@ -64,6 +66,22 @@ VALID_LINES = [
     ["status", "resnet", "--shared-dir", "shared", "--context", "test"],
     ["logs", "resnet", "--rank", "1", "--tail", "10", "-f"],
     ["delete", "resnet", "--namespace", "elastic-job"],
+    # issue 13: job files, output formats, watching, kubectl-style delete and logs, completion, TensorBoard
+    ["submit", "-f", "job.yaml", "--nodes", "2:4", "--dry-run"],
+    ["submit", "resnet", "--gpu", "t4", "--image", IMAGE, "--dry-run", "-o", "job", "--", "python", "train.py"],
+    ["sweep", "-f", "sweep.yaml", "--dry-run"],
+    ["synth", "--stack", "local"],
+    ["check", "--stack", "stacks/Pulumi.local.yaml"],
+    ["list", "-o", "json", "--stack", "local"],
+    ["status", "resnet", "-o", "yaml", "--watch"],
+    ["logs", "resnet", "--all-ranks", "--previous", "-f"],
+    ["delete", "--all", "--yes"],
+    ["delete", "-l", "torchfleet.io/sweep=grid"],
+    ["tensorboard", "resnet", "--port", "6006", "--mount", "/data"],
+    ["tensorboard", "resnet", "--dry-run", "--image", IMAGE, "--stack", "aws-usw2"],
+    ["completion", "bash"],
+    ["--version"],
+    [],
     ["demo", "--steps", "400", "--checkpoint-every", "20", "--step-delay", "0.05", "--workdir", "demo"],
 ]
 
@@ -79,6 +97,7 @@ COMMAND_OPTIONS = _command_options()
 COMMANDS = sorted(COMMAND_OPTIONS)  # every command the CLI has, as registered
 FLAGS = sorted({t for line in VALID_LINES for t in line if t.startswith("-")} | {
     "--help", "--stacks-dir", "--cloud", "--gpus-per-node", "--node", "--stack-file", "--out", "--follow",
+    "--file", "--output", "--selector", "--all-ranks",
 })
 # Absolute paths left as typed: ones nothing can write, even root.
 UNWRITABLE = ["/proc/nope", "/proc/nope/x.json", "/proc/nope/deeper", "/dev/null", "/sys/nope"]
@@ -90,6 +109,7 @@ NEAR_MISSES = [
     "repo:1.0", ":1.0", "Repo/T:1", "r/t@sha256:zzz", "r/t:latest", "r/t:1\n", "r\tt:1", "/mnt/../etc", "//proc",
     "/dev/shm", "/data", "mnt", "2147483647", "2147483648", "kubeflow", "torchelastic", "Bad_NS", "x" * 70,
     "stacks/Pulumi.local.yaml", "stacks", "kubeconfig", "bad-kubeconfig", "manifests", "policy.json", *UNWRITABLE,
+    "job.yaml", "sweep.yaml", "bad-job.yaml", "json", "yaml", "wide", "job", "bash", "zsh", "a=b", "a=b c",
 ]
 values = st.one_of(
     st.sampled_from(NEAR_MISSES), st.text(max_size=20),
@@ -156,7 +176,7 @@ def well_formed_option(draw, command: str) -> list[str]:
 def random_line(draw) -> list[str]:
     command = draw(st.sampled_from([*COMMANDS, "", "sub", "--help"]))
     line = [command]
-    if command in ("submit", "sweep", "status", "logs", "delete") and draw(st.integers(0, 3)):
+    if command in ("submit", "sweep", "status", "logs", "delete", "tensorboard") and draw(st.integers(0, 3)):
         line.append(draw(NAMES))
     if command in COMMAND_OPTIONS and draw(st.integers(0, 3)):  # mostly lines argparse accepts
         line += _flatten(draw(st.lists(well_formed_option(command), max_size=8)))
@@ -192,6 +212,8 @@ OPTION_VALUES = {
     "--run-as-user": INT_VALUES,
     "--cloud": st.sampled_from(["aws", "gcp", "azure", "local"]),
     "--operator": st.sampled_from(["torchelastic", "kubeflow"]),
+    "--file": st.sampled_from(["job.yaml", "sweep.yaml", "bad-job.yaml", "missing.yaml", "stacks", "/dev/null"]),
+    "--output": st.sampled_from(["manifest", "job", "json"]),
 }
 
 
@@ -273,15 +295,26 @@ def sandbox():
         (root / "kubeconfig").write_text(yaml.safe_dump(KUBECONFIG))
         (root / "bad-kubeconfig").write_text("clusters: [\n")
         (root / "shared").mkdir()
+        # Job files (issue 13): a valid one per command, and one whose values are wrong.
+        (root / "job.yaml").write_text(f"name: resnet\ngpu: t4\nnodes: 2:8\nimage: {IMAGE}\n"
+                                       "command: python train.py --lr 0.1\nenv: {A: 1}\n")
+        (root / "sweep.yaml").write_text(f"name: grid\ncpu: true\nstack: local\nimage: {IMAGE}\n"
+                                         "params: {lr: [0.1, 0.01]}\ncommand: [python, train.py]\n")
+        (root / "bad-job.yaml").write_text("name: Bad\nnodes: [1]\nimage: r/t:latest\nnode: 2\n")
         previous = os.getcwd()
         os.chdir(root)
         try:
             # The client reads $KUBECONFIG once, at import: its default path is patched instead.
-            with mock.patch("kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION", str(root / "kubeconfig")), \
+            # No user config file or TORCHFLEET_* variable changes what a line means (issue 13's defaults).
+            with mock.patch.dict(os.environ, {"XDG_CONFIG_HOME": str(root / "xdg")}), \
+                 mock.patch.dict(os.environ, {}) as environ, \
+                 mock.patch("kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION", str(root / "kubeconfig")), \
                  mock.patch("torchfleet.jobs.cluster.JobClient", FakeJobs), \
                  mock.patch("torchfleet.jobs.target.read_stack_outputs", lambda stack: {"kubeconfig": KUBECONFIG}), \
                  mock.patch("torchfleet.preview.runner.synth_file", _synth_after_loading), \
                  mock.patch.object(demo, "_demo", lambda args, workdir: 0):
+                for variable in [v for v in environ if v.startswith("TORCHFLEET_") and v != "TORCHFLEET_DEBUG"]:
+                    del environ[variable]
                 yield root
         finally:
             os.chdir(previous)
@@ -335,7 +368,9 @@ def test_the_unmutated_lines_succeed():
     # The control: every line the property starts from is valid, so mutations explore the edges.
     for line in VALID_LINES:
         code, output = run_cli(line)
-        expected = 2 if line[0] in ("status", "logs", "delete") else 0  # the fake cluster has no jobs
+        # the fake cluster has no jobs: looking one up is the user's error
+        expected = 2 if line[:1] in (["status"], ["logs"], ["tensorboard"]) and "--dry-run" not in line else 0
+        expected = 2 if line[:2] == ["delete", "resnet"] else expected
         assert code == expected, f"{line}:\n{output}"
         if expected == 2:
-            assert "NAME: no job 'resnet'" in output
+            assert "NAME: no" in output and "'resnet'" in output, output
