@@ -30,6 +30,7 @@ import os
 import socket
 import time
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 import torch
 from torch import nn
@@ -129,12 +130,13 @@ class _InplaceRun:
 
         cfg, task = self.cfg, self.task
         timeout = timedelta(seconds=float(os.environ.get(ENV_TIMEOUT_S, "10")))
-        quorum_timeout = timedelta(seconds=float(os.environ.get(ENV_QUORUM_TIMEOUT_S, "30")))
+        quorum_timeout = timedelta(seconds=float(os.environ.get(ENV_QUORUM_TIMEOUT_S, "10")))
         torch.manual_seed(cfg.seed)  # identical initial weights in every group
         self.model = task.build_model().to(self.device)
         self.optimizer = task.build_optimizer(self.model)
         self.scheduler = task.build_scheduler(self.optimizer, cfg.total_steps)
         self.healed = False
+        self._wait_for_lighthouse()
         # The group's own store (one worker per group): torchft keeps the manager's address in it.
         store = torch.distributed.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
         pg = ProcessGroupNCCL(timeout=timeout) if self.device.type == "cuda" else ProcessGroupGloo(timeout=timeout)
@@ -155,6 +157,28 @@ class _InplaceRun:
             self._settle_write()
             self.scalars.close()
             self.manager.shutdown(wait=False)
+
+    def _wait_for_lighthouse(self) -> None:
+        """Block until the Lighthouse accepts connections (or a stop is requested).
+
+        A worker that lost its Lighthouse exits and is started again by its node; without this
+        wait it would fail again at once, and a Lighthouse away for minutes (its pod rescheduled)
+        would use up the node's restarts.
+        """
+        parsed = urlsplit(self.lighthouse)
+        address = (parsed.hostname or "127.0.0.1", parsed.port or 29510)
+        waiting_since = None
+        while not self.stop:
+            try:
+                with socket.create_connection(address, timeout=1.0):
+                    break
+            except OSError:
+                if waiting_since is None:
+                    waiting_since = time.monotonic()
+                    emit("lighthouse_wait", group=self.group, address=self.lighthouse)
+                time.sleep(0.2)
+        if waiting_since is not None:
+            emit("lighthouse_back", group=self.group, waited_s=round(time.monotonic() - waiting_since, 3))
 
     def _resume_from_store(self) -> int:
         """Load the newest checkpoint of the shared store: only when no live group holds a newer state."""

@@ -1,0 +1,108 @@
+"""The in-place node (replica_node.py) and how the launcher hands over to it (issue 14): no torchrun, one
+worker, restarted only when it fails; the options it cannot honour are refused naming them."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from elastic_trainer import launcher, replica_node
+from elastic_trainer.inplace import ENV_RECOVERY, recovery_mode
+
+
+@pytest.mark.parametrize(
+    ("options", "environ", "message"),
+    [
+        (["--nproc_per_node=2"], {}, "--nproc_per_node=2: the in-place mode runs one worker per node"),
+        (["--nproc_per_node", "4"], {}, "--nproc_per_node=4"),
+        ([], {"PET_NPROC_PER_NODE": "8"}, "--nproc_per_node=8"),
+        (["--max_restarts=-1"], {}, "--max_restarts=-1: must be a whole number >= 0"),
+        (["--max_restarts=many"], {}, "--max_restarts=many"),
+    ],
+)
+def test_options_an_inplace_node_cannot_honour_are_refused(options, environ, message):
+    with pytest.raises(replica_node.NodeError, match=message):
+        replica_node.node_settings(options, environ)
+
+
+@pytest.mark.parametrize(
+    ("options", "environ", "restarts"),
+    [([], {}, 100), (["--nproc_per_node=1", "--max_restarts=5"], {}, 5), ([], {"PET_MAX_RESTARTS": "7"}, 7)],
+)
+def test_max_restarts(options, environ, restarts):
+    assert replica_node.node_settings(options, environ) == restarts
+
+
+def test_the_launcher_refuses_an_unknown_recovery_mode(monkeypatch, capsys):
+    monkeypatch.setenv(ENV_RECOVERY, "sometimes")
+    assert launcher.main(["--nproc_per_node=1", "train.py"]) == 2
+    assert "TORCHFLEET_RECOVERY='sometimes': must be restart or inplace" in capsys.readouterr().err
+
+
+def test_the_launcher_refuses_several_workers_per_inplace_node(monkeypatch, capsys):
+    monkeypatch.setenv(ENV_RECOVERY, "inplace")
+    assert launcher.main(["--nproc_per_node=2", "train.py"]) == 2
+    assert "--nproc_per_node=2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("value", "mode"), [(None, "restart"), ("", "restart"), ("inplace", "inplace")])
+def test_recovery_mode(value, mode):
+    assert recovery_mode({} if value is None else {ENV_RECOVERY: value}) == mode
+
+
+def test_recovery_mode_names_the_variable():
+    with pytest.raises(ValueError, match="TORCHFLEET_RECOVERY='fast': must be one of restart, inplace"):
+        recovery_mode({ENV_RECOVERY: "fast"})
+
+
+def counting_script(tmp_path, codes: list[int]) -> list[str]:
+    """A worker that exits with codes[n] on its n-th start (counted in a file)."""
+    counter = tmp_path / "starts"
+    script = tmp_path / "worker.py"
+    script.write_text(
+        "import pathlib, sys\n"
+        f"p = pathlib.Path({str(counter)!r})\n"
+        "n = int(p.read_text()) if p.exists() else 0\n"
+        "p.write_text(str(n + 1))\n"
+        f"sys.exit({codes!r}[n])\n"
+    )
+    return [str(script)]
+
+
+@pytest.mark.parametrize(
+    ("codes", "max_restarts", "result", "starts"),
+    [
+        ([75, 1, 0], 100, 0, 3),  # lost its quorum, crashed, then finished: started again each time
+        ([2], 100, 2, 1),  # bad input: starting again would only fail again
+        ([143], 100, 143, 1),  # its own spot notice: the controller retries the pod
+        ([75, 75, 75], 2, 1, 3),  # restarts used up
+    ],
+)
+def test_the_worker_is_started_again_only_when_it_failed(tmp_path, monkeypatch, codes, max_restarts, result, starts):
+    monkeypatch.setattr(replica_node, "RESTART_PAUSE_S", 0.0)
+    assert replica_node.run_node(counting_script(tmp_path, codes), max_restarts) == result
+    assert int((tmp_path / "starts").read_text()) == starts
+
+
+def test_sigterm_reaches_the_worker_and_its_code_is_the_nodes(tmp_path):
+    script = tmp_path / "worker.py"
+    ready = tmp_path / "ready"
+    script.write_text(
+        "import pathlib, signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))\n"
+        f"pathlib.Path({str(ready)!r}).touch()\n"
+        "time.sleep(60)\n"
+    )
+    node = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from elastic_trainer import replica_node; "
+         f"sys.exit(replica_node.main([], [{str(script)!r}]))"],
+        env={"PYTHONPATH": str(launcher.Path(launcher.__file__).parent.parent)}, stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    node.send_signal(signal.SIGTERM)
+    assert node.wait(30) == 143
