@@ -106,3 +106,45 @@ def test_sigterm_reaches_the_worker_and_its_code_is_the_nodes(tmp_path):
         time.sleep(0.05)
     node.send_signal(signal.SIGTERM)
     assert node.wait(30) == 143
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"TORCHFLEET_REPLICA_GROUPS": "3", "TORCHFT_LIGHTHOUSE": "http://lh:29510"},
+         "TORCHFLEET_REPLICA_GROUP is not set"),
+        ({"TORCHFLEET_REPLICA_GROUP": "3", "TORCHFLEET_REPLICA_GROUPS": "3", "TORCHFT_LIGHTHOUSE": "http://lh:29510"},
+         "TORCHFLEET_REPLICA_GROUP=3 must be below TORCHFLEET_REPLICA_GROUPS=3"),
+        ({"TORCHFLEET_REPLICA_GROUP": "one", "TORCHFLEET_REPLICA_GROUPS": "3"},
+         "TORCHFLEET_REPLICA_GROUP='one': must be a whole number >= 0"),
+        ({"JOB_COMPLETION_INDEX": "-1", "TORCHFLEET_REPLICA_GROUPS": "3"}, "JOB_COMPLETION_INDEX='-1'"),
+        ({"TORCHFLEET_REPLICA_GROUP": "0", "TORCHFLEET_REPLICA_GROUPS": "0"}, "TORCHFLEET_REPLICA_GROUPS='0'"),
+        ({"TORCHFLEET_REPLICA_GROUP": "0", "TORCHFLEET_REPLICA_GROUPS": "2"}, "TORCHFT_LIGHTHOUSE is not set"),
+    ],
+)
+def test_inplace_settings_are_refused_naming_the_variable_and_end_the_node(tmp_path, monkeypatch, caplog, environ,
+                                                                            message):
+    from elastic_trainer import inplace
+    from elastic_trainer.signals import StopRequest
+    from elastic_trainer.trainer import TrainConfig
+
+    for name in ("TORCHFLEET_REPLICA_GROUP", "TORCHFLEET_REPLICA_GROUPS", "JOB_COMPLETION_INDEX", "TORCHFT_LIGHTHOUSE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    cfg = TrainConfig(checkpoint_dir=tmp_path, total_steps=1, global_batch_size=2)
+    with pytest.raises(ValueError, match=message):
+        inplace._InplaceRun(None, cfg, None)
+    # not installed: the test process keeps its own signal handlers
+    assert inplace.train_inplace(None, cfg, StopRequest()) == inplace.EXIT_BAD_SETTINGS  # the node ends, no restart
+    assert inplace.EXIT_BAD_SETTINGS in replica_node.FINAL_CODES
+
+
+def test_an_indexed_jobs_completion_index_is_the_group(monkeypatch, tmp_path):
+    from elastic_trainer import inplace
+
+    monkeypatch.delenv("TORCHFLEET_REPLICA_GROUP", raising=False)
+    monkeypatch.setenv("JOB_COMPLETION_INDEX", "2")
+    assert inplace._group_index() == 2
+    monkeypatch.setenv("TORCHFLEET_REPLICA_GROUP", "1")  # an explicit one wins
+    assert inplace._group_index() == 1

@@ -50,12 +50,14 @@ ENV_RECOVERY = "TORCHFLEET_RECOVERY"
 RECOVERY_MODES = ("restart", "inplace")
 ENV_LIGHTHOUSE = "TORCHFT_LIGHTHOUSE"  # torchft's own variable: http://host:port of the job's Lighthouse
 ENV_GROUP = "TORCHFLEET_REPLICA_GROUP"  # this node's index, 0..groups-1 (a pod's completion index)
+ENV_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"  # set by Kubernetes on each pod of an Indexed Job
 ENV_GROUPS = "TORCHFLEET_REPLICA_GROUPS"  # how many slices a global batch is cut into (the job's nodes)
 ENV_MIN_GROUPS = "TORCHFLEET_MIN_REPLICA_GROUPS"  # fewer groups than this in a quorum: no step commits
 # How long a collective, a heal or a commit vote may take; a quorum may wait longer (a group
 # waiting alone for the Lighthouse to come back). Seconds.
 ENV_TIMEOUT_S = "TORCHFLEET_INPLACE_TIMEOUT_S"
 ENV_QUORUM_TIMEOUT_S = "TORCHFLEET_INPLACE_QUORUM_TIMEOUT_S"
+EXIT_BAD_SETTINGS = 2  # the node does not start the worker again (replica_node.FINAL_CODES)
 REQUIRED_KEYS = ("model", "optimizer", "sampler", "rng", "step")
 
 
@@ -82,6 +84,13 @@ def _env_int(name: str, default: int | None, minimum: int) -> int:
     return value
 
 
+def _group_index() -> int:
+    """``TORCHFLEET_REPLICA_GROUP``, else a Kubernetes Indexed Job's ``JOB_COMPLETION_INDEX`` (one per pod)."""
+    if os.environ.get(ENV_GROUP, "") == "" and os.environ.get(ENV_COMPLETION_INDEX, "") != "":
+        return _env_int(ENV_COMPLETION_INDEX, None, 0)
+    return _env_int(ENV_GROUP, None, 0)
+
+
 def _digest(model: nn.Module) -> float:
     """A cheap fingerprint of the weights: equal on every group that holds the same state."""
     with torch.no_grad():
@@ -91,7 +100,7 @@ def _digest(model: nn.Module) -> float:
 class _InplaceRun:
     def __init__(self, task, cfg, stop: StopRequest) -> None:
         self.task, self.cfg, self.stop = task, cfg, stop
-        self.group = _env_int(ENV_GROUP, None, 0)
+        self.group = _group_index()
         self.groups = _env_int(ENV_GROUPS, None, 1)
         if self.group >= self.groups:
             raise ValueError(f"{ENV_GROUP}={self.group} must be below {ENV_GROUPS}={self.groups}")
@@ -137,6 +146,9 @@ class _InplaceRun:
         self.scheduler = task.build_scheduler(self.optimizer, cfg.total_steps)
         self.healed = False
         self._wait_for_lighthouse()
+        if self.stop:  # stopped while waiting: nothing trained, nothing to save
+            emit("exit", group=self.group, step=0, code=128 + self.stop.signum)
+            return 128 + self.stop.signum
         # The group's own store (one worker per group): torchft keeps the manager's address in it.
         store = torch.distributed.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
         pg = ProcessGroupNCCL(timeout=timeout) if self.device.type == "cuda" else ProcessGroupGloo(timeout=timeout)
@@ -390,4 +402,9 @@ def train_inplace(task, cfg, stop: StopRequest | None = None) -> int:
     """One replica group's worker of an in-place job; returns the process exit code."""
     stop = stop or StopRequest().install()
     setup_logging(0)
-    return _InplaceRun(task, cfg, stop).run()
+    try:
+        run = _InplaceRun(task, cfg, stop)
+    except ValueError as exc:  # the pod's settings: starting it again would not help (replica_node.py)
+        log.error("%s", exc)
+        return EXIT_BAD_SETTINGS
+    return run.run()
