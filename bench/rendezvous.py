@@ -17,8 +17,11 @@ starts a fresh job and measures, on one clock:
 
 and, from etcd's /metrics and the handlers' own counters, writes per second (raft proposals: every
 heartbeat, join and failed compare-and-swap is one) and compare-and-swap conflicts, in each phase
-and over ``--steady-s`` of heartbeats after the group formed. Jobs use ``--nnodes=N/2:N``. Medians
-with every sample. A group that does not form within ``--timeout`` is reported as failed.
+and over ``--steady-s`` of heartbeats after the group formed (with etcd's CPU). Jobs use
+``--nnodes=N/2:N``. Medians with every sample. A group that does not form within ``--timeout`` is
+reported as failed. Last, etcd's memory after ``--etcd-memory-writes`` writes of the largest state
+measured, with etcd's default ``--snapshot-count`` and with k8s/base/etcd's: etcd keeps every write
+since its last snapshot in memory, so that, not the tiny v2 store, sizes its memory limit.
 """
 
 from __future__ import annotations
@@ -130,7 +133,7 @@ def etcd_memory(snapshot_count: int, writes: int, value_bytes: int, clients: int
     value = "x" * value_bytes
     with EtcdCluster(1, [f"--snapshot-count={snapshot_count}"]) as etcd:
         pid = etcd.procs[0].pid
-        start_kb = _rss_kb(pid)
+        start_kb, start_cpu = _rss_kb(pid), _cpu_seconds(pid)
         host, port = etcd.endpoints[0].split(":")
         body = urllib.parse.urlencode({"value": value, "ttl": 7200})
         started = time.monotonic()
@@ -150,7 +153,9 @@ def etcd_memory(snapshot_count: int, writes: int, value_bytes: int, clients: int
             thread.join()
         seconds = time.monotonic() - started
         return {"snapshot_count": snapshot_count, "writes": writes // clients * clients, "value_bytes": value_bytes,
-                "writes_per_s": round(writes / seconds), "rss_start_mb": round(start_kb / 1024),
+                "writes_per_s": round(writes / seconds),
+                "cpu_s_per_1000_writes": round((_cpu_seconds(pid) - start_cpu) / writes * 1000, 2),
+                "rss_start_mb": round(start_kb / 1024),
                 "rss_end_mb": round(_rss_kb(pid) / 1024), "rss_peak_mb": round(_rss_kb(pid, "VmHWM") / 1024)}
 
 
@@ -304,7 +309,7 @@ def sweep(host: NodeHost, endpoints: Sequence[str], metrics: Callable[[], dict],
             "form_s": pick("form", "seconds", [r for r in runs if "form" in r]),
             "form_rounds": pick("form", "rounds", [r for r in runs if "form" in r]),
             "kill_to_reformed_s": pick("kill", "seconds"), "kill_rounds": pick("kill", "rounds"),
-            "replacement_join_s": pick("replace", "seconds"),
+            "replacement_join_s": pick("replace", "seconds"), "replace_rounds": pick("replace", "rounds"),
             "etcd_cpu_cores_steady": pick("steady_etcd_cpu"),
             "writes_per_s": {"form": pick("form_writes_per_s"), "steady": pick("steady_writes_per_s"),
                              "kill": pick("kill_writes_per_s"), "replace": pick("replace_writes_per_s")},
@@ -313,6 +318,39 @@ def sweep(host: NodeHost, endpoints: Sequence[str], metrics: Callable[[], dict],
             "state_bytes": pick("state_bytes"), "rss_mb": pick("rss_mb"), "pss_mb": pick("pss_mb"),
         })
     return rows
+
+
+def table(result: dict) -> str:
+    """The medians as a Markdown table (README.md's "Rendezvous at scale" is written from it)."""
+    def short(text: str) -> str:
+        conf = parse_rdzv_conf(text)
+        return (f"{conf['keep_alive_interval']} s x {conf['keep_alive_max_attempt']}, "
+                f"last call {conf['last_call_timeout']} s")
+
+    lines = ["| etcd | nodes | heartbeat, last call | form | kill -> re-formed | replacement | writes/s | etcd CPU "
+             "| state |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for run in result["runs"]:
+        for row in run["sizes"]:
+            failed = f" ({row['failed']} failed)" if row["failed"] else ""
+            lines.append(
+                f"| {run['etcd_members']} | {row['nodes']} | {short(row['rdzv_conf'])} "
+                f"| {row['form_s']['median']} s{failed} "
+                f"| {row['kill_to_reformed_s']['median']} s | {row['replacement_join_s']['median']} s "
+                f"| {row['writes_per_s']['steady']['median']} | {row['etcd_cpu_cores_steady']['median']} "
+                f"| {row['state_bytes']['median']} B |")
+        if "concurrent" in run:
+            c = run["concurrent"]
+            if "failed" in c:
+                lines.append(f"| {run['etcd_members']} | {c['jobs']} x {c['nodes_per_job']} | {short(c['rdzv_conf'])} "
+                             f"| FAILED: {c['failed']} | | | | | |")
+            else:
+                lines.append(
+                    f"| {run['etcd_members']} | {c['jobs']} x {c['nodes_per_job']} | {short(c['rdzv_conf'])} "
+                    f"| {c['form_s']['median']} s (max {c['form_s']['max']}) | {c['kill_s']['median']} s "
+                    f"(max {c['kill_s']['max']}) | {c['replace_s']['median']} s (max {c['replace_s']['max']}) "
+                    f"| {c['steady_writes_per_s']} | {c['steady_etcd_cpu']} | |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -362,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
             result["etcd_memory"].append(etcd_memory(count, args.etcd_memory_writes, largest))
             _say(quiet, f"  etcd memory: {json.dumps(result['etcd_memory'][-1])}")
     result["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    _say(quiet, table(result))
     print(json.dumps(result, indent=None if args.json else 2))
     return 0
 

@@ -13,6 +13,8 @@ Modules, one purpose each:
 - ``data``       the elastic sampler: one data order, resharded at any world size
 - ``events``     rank-0 logs, machine-readable progress events, TensorBoard scalars
 - ``localrun``   etcd + torchrun "nodes" as local processes (tests, benchmark, ``torchfleet demo``)
+- ``rdzvnode``   torch's etcd-v2 rendezvous handler alone, in small forked processes (issue 15)
+- ``rdzvfleet``  many such nodes and jobs on one machine, timed (``bench/rendezvous.py``, tests)
 
 This package must stay importable without torch (the launcher's argument handling
 and ``localrun`` are used by tools that never train).

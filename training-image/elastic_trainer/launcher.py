@@ -69,7 +69,7 @@ TUNED_RDZV_CONF: dict[str, str] = {
 # bench/rendezvous.py). Figures and the machine: README.md "Rendezvous at scale".
 RDZV_BY_MAX_NODES: tuple[tuple[int, dict[str, str], int], ...] = (
     (8, TUNED_RDZV_CONF, 1),
-    (16, {"last_call_timeout": "2", "keep_alive_interval": "2", "keep_alive_max_attempt": "3"}, 1),
+    (16, {"last_call_timeout": "2", "keep_alive_interval": "3", "keep_alive_max_attempt": "3"}, 1),
     (32, {"last_call_timeout": "3", "keep_alive_interval": "5", "keep_alive_max_attempt": "3"}, 3),
     (64, {"last_call_timeout": "5", "keep_alive_interval": "10", "keep_alive_max_attempt": "3"}, 5),
 )
