@@ -11,13 +11,16 @@ once per mode:
 - ``inplace``: ``TORCHFLEET_RECOVERY=inplace``, one replica group per node and a real torchft
   Lighthouse (inplacerun.py); the survivors go on, the replacement heals from a peer;
 
-and once without faults (``baseline``: the restart mode's launcher and loop, the plain job).
+and without faults: ``baseline`` (the restart mode's launcher and loop, the plain job) and the
+in-place job.
 
 Figures, medians with every sample:
 
-- ``goodput``: useful steps per second under chaos / steps per second of the baseline. Useful
-  steps are the net progress of the step counter over the window (a step redone after a
-  restore counts once);
+- ``goodput``: useful steps per second under chaos / steps per second of the same mode without
+  faults (``baseline`` for restart; a fault-free in-place run for inplace, whose rate against the
+  baseline is ``inplace_overhead``: the wrapper's per-step quorum and commit vote). Useful steps
+  are the net progress of the step counter over the window (a step redone after a restore counts
+  once); ``goodput_vs_bare`` (inplace): against ``baseline``, both costs together;
 - ``sample_goodput`` (inplace): the same, counting each step by the share of the global batch
   it trained (a step of 2 groups out of 3 trains 2/3 of it, training-image/README.md,
   "Recovery modes"), so the two modes can also be compared by samples;
@@ -191,11 +194,14 @@ def run_mode(mode: str, workdir: Path, etcd: Etcd | None, schedule: dict, faults
     return result
 
 
-def summarize(run: dict, baseline_rate: float) -> dict:
+def summarize(run: dict, baseline_rate: float, bare_rate: float | None = None) -> dict:
+    """``goodput`` against ``baseline_rate``: the same mode without faults (what the faults cost);
+    ``goodput_vs_bare`` against the plain loop without faults, where that is another run."""
     samples = run["samples"]
     resume = [s["resume_s"] for s in samples if s.get("resume_s") is not None]
     out = {
         "goodput": round(run["steps_per_s"] / baseline_rate, 4) if baseline_rate else None,
+        "fault_free_steps_per_s": baseline_rate,
         "resume_s": _median(resume),
         "redone_steps": sum((s.get("redone_steps") or 0) + (s.get("join_redone_steps") or 0) for s in samples),
         "join_s": _median([s["join_s"] for s in samples if s.get("join_s") is not None]),
@@ -205,6 +211,8 @@ def summarize(run: dict, baseline_rate: float) -> dict:
     }
     if "batches_trained" in run:
         out["sample_goodput"] = round(run["batches_trained"] / run["duration_s"] / baseline_rate, 4)
+    if bare_rate:
+        out["goodput_vs_bare"] = round(run["steps_per_s"] / bare_rate, 4)
     return out
 
 
@@ -214,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="60 s per mode, a fault every 20 s (the default is "
                                                               "10 minutes, every 60 s)")
     parser.add_argument("--modes", default="inplace,restart", help="comma-separated: inplace, restart")
+    parser.add_argument("--workdir", type=Path, default=None, help="keep the runs' logs here (default: a temporary "
+                                                                      "directory, removed)")
     args = parser.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
     unknown = [m for m in modes if m not in ("inplace", "restart")]
@@ -222,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     schedule = QUICK if args.quick else FULL
     quiet = False
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="tf-goodput-") as tmp, Etcd() as etcd:
+    with tempfile.TemporaryDirectory(prefix="tf-goodput-") as scratch, Etcd() as etcd:
+        tmp = args.workdir or scratch
         _say(quiet, f"baseline: {schedule['baseline']:.0f} s without faults")
         baseline = run_mode("restart", Path(tmp) / "baseline", etcd, schedule, faults=False, quiet=quiet)
         rate = baseline["steps_per_s"]
@@ -236,13 +247,18 @@ def main(argv: list[str] | None = None) -> int:
         for mode in modes:
             _say(quiet, f"{mode}: {schedule['duration']:.0f} s, a node killed every {schedule['period']:.0f} s, "
                         f"replaced {schedule['replace_after']:.0f} s later")
-            results[mode] = summarize(run_mode(mode, Path(tmp) / mode, etcd, schedule, faults=True, quiet=quiet),
-                                      rate)
+            chaos = run_mode(mode, Path(tmp) / mode, etcd, schedule, faults=True, quiet=quiet)
+            if mode == "inplace":
+                results[mode] = summarize(chaos, inplace_free["steps_per_s"], bare_rate=rate)
+            else:
+                results[mode] = summarize(chaos, rate)
     report = {
         **results,
         "baseline": {"goodput": 1.0, "resume_s": None, "redone_steps": 0, "steps_per_s": rate,
                      "duration_s": baseline["duration_s"]},
-        "inplace_fault_free_steps_per_s": inplace_free["steps_per_s"] if inplace_free else None,
+        # the fault-tolerant wrapper's cost without faults: quorum and commit vote per step
+        "inplace_overhead": {"steps_per_s": inplace_free["steps_per_s"],
+                             "vs_bare": round(inplace_free["steps_per_s"] / rate, 4)} if inplace_free else None,
         "schedule": {**schedule, "nodes": NODES, "quick": args.quick},
         "load_avg": {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in os.getloadavg()]},
         "cpus": os.cpu_count(),

@@ -134,7 +134,6 @@ class _InplaceRun:
 
     def run(self) -> int:
         from torchft.manager import Manager
-        from torchft.optim import OptimizerWrapper
         from torchft.process_group import ProcessGroupGloo, ProcessGroupNCCL
 
         cfg, task = self.cfg, self.task
@@ -155,16 +154,15 @@ class _InplaceRun:
         self.manager = Manager(
             pg=pg, load_state_dict=self._load_state_dict, state_dict=self._state_dict,
             min_replica_size=self.min_groups,
-            # synchronous quorum: a healing group applies its peer's state before the step and
-            # takes part in it, so every group of a quorum trains every step of it
-            use_async_quorum=False,
+            # the quorum is computed while the batch loads and forward and backward run (_run)
+            use_async_quorum=True,
             timeout=timeout, quorum_timeout=quorum_timeout, connect_timeout=quorum_timeout,
             rank=0, world_size=1, store_addr="127.0.0.1", store_port=store.port,
             lighthouse_addr=self.lighthouse, replica_id=f"group{self.group}", hostname=socket.gethostname(),
             init_sync=False,  # the weights are made from the seed, identical everywhere
         )
         try:
-            return self._run(OptimizerWrapper)
+            return self._run()
         finally:
             self._settle_write()
             self.scalars.close()
@@ -235,10 +233,24 @@ class _InplaceRun:
             offset += n
         self.loss_sum, self.loss_count = float(flat[-2]), float(flat[-1])
 
-    def _run(self, optimizer_class) -> int:
+    def _no_quorum(self, exc: Exception) -> int:
+        """The Lighthouse is gone (or the quorum failed): the node starts this worker again (replica_node.py)."""
+        log.error("no quorum: %s", exc)
+        emit("exit", group=self.group, step=self.manager.current_step(), code=EXIT_MEMBERSHIP_CHANGE,
+             reason="no quorum")
+        return EXIT_MEMBERSHIP_CHANGE
+
+    def _run(self) -> int:
+        """The loop. Per step: start the quorum (computed in torchft's background thread while this
+        thread loads the batch and runs forward and backward), wait for it, average the gradients over
+        the quorum, vote to commit, and step the optimizer only if every group committed.
+
+        A group that heals at a quorum takes no part in that step (its contribution is zeroed by
+        ``Manager.allreduce``); its peer's state is applied at the commit vote, so it steps together
+        with the others from there on.
+        """
         cfg, task = self.cfg, self.task
         manager = self.manager
-        optimizer = optimizer_class(manager, self.optimizer)
         sampler = ElasticBatchSampler(len(task.dataset), cfg.global_batch_size, self.group, self.groups, cfg.seed,
                                       total_steps=cfg.total_steps)
         self.model.train()
@@ -246,49 +258,55 @@ class _InplaceRun:
         last_quorum = None
         while True:
             try:
-                optimizer.zero_grad(set_to_none=True)  # the quorum (and a heal) for this step
-            except Exception as exc:  # the Lighthouse is gone: the node restarts this worker
-                log.error("no quorum: %s", exc)
-                emit("exit", group=self.group, step=manager.current_step(), code=EXIT_MEMBERSHIP_CHANGE,
-                     reason="no quorum")
-                return EXIT_MEMBERSHIP_CHANGE
+                manager.start_quorum()
+                if not started:
+                    manager.wait_quorum()
+            except Exception as exc:
+                return self._no_quorum(exc)
+            self.optimizer.zero_grad(set_to_none=True)
+            step = manager.current_step()  # a healing group's is its peer's step, set when the quorum came
             if not started:
                 started = True
-                if manager.current_step() == 0 and not self.healed:
+                if step == 0 and not manager._healing:
                     # no live group is ahead: the job (re)starts from the shared store, if it has one.
                     # Identical in every group that starts together (same newest checkpoint).
                     if self._resume_from_store() == 0:
                         emit("start", group=self.group, pid=os.getpid())
                     continue  # the loaded step goes to the next quorum
-                emit("healed" if self.healed else "start", group=self.group, step=manager.current_step(),
-                     pid=os.getpid())
-            elif self.healed:
-                emit("healed", group=self.group, step=manager.current_step(), pid=os.getpid())
-            self.healed = False
-            step = manager.current_step()
             if step >= cfg.total_steps:
                 emit("done", group=self.group, step=step)
                 return self._finish(step)
-            quorum = (manager.num_participants(), manager.participating_rank())
-            if quorum != last_quorum:
-                emit("quorum", group=self.group, step=step, participants=quorum[0], replica_rank=quorum[1])
-                last_quorum = quorum
             indices = sampler.batch(step)
             batch = default_collate([task.dataset[i] for i in indices])
             loss = task.loss_sum(self.model, batch, self.device)
             (loss / len(indices)).backward()  # this group's mean; the groups' means are averaged
+            try:
+                manager.wait_quorum()
+            except Exception as exc:
+                return self._no_quorum(exc)
+            quorum = (manager.num_participants(), manager.participating_rank())
+            if quorum != last_quorum:
+                emit("quorum", group=self.group, step=step, participants=quorum[0], replica_rank=quorum[1])
+                last_quorum = quorum
             self._average_gradients(loss.detach(), len(indices))
             self.snapshot.before_update()
-            optimizer.step()  # only if every group of the quorum voted to commit
-            committed = manager.current_step() == step + 1
+            try:
+                committed = manager.should_commit()  # applies a healing group's pending state first
+            except Exception as exc:
+                return self._no_quorum(exc)
+            if self.healed:
+                emit("healed", group=self.group, step=manager.current_step() - (1 if committed else 0),
+                     pid=os.getpid())
+                self.healed = False
             if not committed:
                 emit("step_dropped", group=self.group, step=step + 1)
                 continue
+            self.optimizer.step()
             if self.scheduler is not None:
                 self.scheduler.step()
             if cfg.step_delay_s:
                 time.sleep(cfg.step_delay_s)
-            step += 1
+            step = manager.current_step()
             self.trained = True
             mean_loss = self.loss_sum / max(self.loss_count, 1.0)
             if step % cfg.progress_every == 0 or step == cfg.total_steps:
