@@ -1,4 +1,4 @@
-"""components/policy.py's rules as CrossGuard stack policies (one per rule).
+"""components/policy/'s rules as CrossGuard stack policies (one per rule).
 
 Stack policies, not resource policies: the GPU cap sums every pool and the public-IP rule follows
 a node group to its subnets, so each rule needs the whole stack. pulumi-policy hands resources as

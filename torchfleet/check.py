@@ -1,4 +1,4 @@
-"""`torchfleet check`: run the guardrails (components/policy.py) on a stack, offline.
+"""`torchfleet check`: run the guardrails (components/policy/) on a stack, offline.
 
 Synthesizes the stack under mocks (as `torchfleet synth` does), then runs every rule with the
 stack's own limits (torchfleet:guardrails). Prints one line per violation, "rule  resource  why",

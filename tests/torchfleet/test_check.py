@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from components import policy
+from components.policy.inputs import _urn_key
 from tests.harness import REPO, STACKS, STACKS_DIR, synth_stack
 from torchfleet.check import resources_of
 from torchfleet.cli import main
@@ -147,7 +148,7 @@ def _break_stores_ips_and_pins(resources: list[dict]) -> set[tuple[str, str]]:
             expected.add(("store-encrypted", r["name"]))
         elif t == "aws:eks/nodeGroup:NodeGroup":
             for urn in r["options"]["propertyDependencies"]["subnetIds"]:
-                subnet = by_key[policy._urn_key(urn)]
+                subnet = by_key[_urn_key(urn)]
                 subnet["inputs"]["mapPublicIpOnLaunch"] = True
                 expected.add(("no-public-node-ips", subnet["name"]))
         elif t == "gcp:container/cluster:Cluster":

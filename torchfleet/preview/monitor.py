@@ -68,7 +68,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                         "ignoreChanges": list(request.ignoreChanges),
                         "deleteBeforeReplace": request.deleteBeforeReplace,
                         "dependencies": list(request.dependencies),
-                        # Which input came from which resource (components/policy.py links node groups
+                        # Which input came from which resource (components/policy/ links node groups
                         # to their subnets by it, as CrossGuard's property_dependencies do).
                         "propertyDependencies": {k: list(v.urns) for k, v in request.propertyDependencies.items()},
                         "customTimeouts": {
