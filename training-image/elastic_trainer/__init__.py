@@ -13,6 +13,10 @@ Modules, one purpose each:
 - ``data``       the elastic sampler: one data order, resharded at any world size
 - ``events``     rank-0 logs, machine-readable progress events, TensorBoard scalars
 - ``localrun``   etcd + torchrun "nodes" as local processes (tests, benchmark, ``torchfleet demo``)
+- ``inplace``    in-place recovery (``TORCHFLEET_RECOVERY=inplace``): torchft replica groups, a quorum per
+                 step, a replacement heals from a peer (issue 14)
+- ``replica_node`` an in-place node: one worker, started again only when it fails
+- ``inplacerun`` a torchft Lighthouse and replica-group nodes as local processes (tests, ``bench/goodput.py``)
 - ``rdzvnode``   torch's etcd-v2 rendezvous handler alone, in small forked processes (issue 15)
 - ``rdzvfleet``  many such nodes and jobs on one machine, timed (``bench/rendezvous.py``, tests)
 
