@@ -161,12 +161,11 @@ def run_mode(mode: str, workdir: Path, etcd: Etcd | None, schedule: dict, faults
             slot = 0
             while kill_at < end:
                 plan.append((kill_at, "kill", slot % NODES))
-                if kill_at + schedule["replace_after"] < end:
-                    plan.append((kill_at + schedule["replace_after"], "replace", slot % NODES))
+                plan.append((kill_at + schedule["replace_after"], "replace", slot % NODES))
                 kill_at += schedule["period"]
                 slot += 1
         spare = NODES
-        for when, action, slot in plan:
+        for when, action, slot in sorted(plan):
             while time.monotonic() < when:
                 time.sleep(min(0.1, max(0.0, when - time.monotonic())))
             if action == "kill":
@@ -180,6 +179,14 @@ def run_mode(mode: str, workdir: Path, etcd: Etcd | None, schedule: dict, faults
                 injected[-1]["replaced_at"] = replacement.started_at
         while time.monotonic() < end:
             time.sleep(0.1)
+        # progress counts only inside the window; a resume or join still pending at its end is
+        # waited for (up to 60 s), so every fault has its figures
+        settle = time.monotonic() + 60
+        while time.monotonic() < settle and injected:
+            pending = measure_fault(run.job.events.snapshot(), injected[-1], mode, t0)
+            if pending["resume_s"] is not None and (pending["join_s"] is not None or "replaced_at" not in injected[-1]):
+                break
+            time.sleep(0.5)
         time.sleep(1.0)  # the window's last events
         events = run.job.events.snapshot()
     steps = [e for e in events if e.kind == "step"]
