@@ -120,6 +120,10 @@ def test_sigterm_reaches_the_worker_and_its_code_is_the_nodes(tmp_path):
         ({"JOB_COMPLETION_INDEX": "-1", "TORCHFLEET_REPLICA_GROUPS": "3"}, "JOB_COMPLETION_INDEX='-1'"),
         ({"TORCHFLEET_REPLICA_GROUP": "0", "TORCHFLEET_REPLICA_GROUPS": "0"}, "TORCHFLEET_REPLICA_GROUPS='0'"),
         ({"TORCHFLEET_REPLICA_GROUP": "0", "TORCHFLEET_REPLICA_GROUPS": "2"}, "TORCHFT_LIGHTHOUSE is not set"),
+        ({"TORCHFLEET_REPLICA_GROUP": "0", "TORCHFLEET_REPLICA_GROUPS": "2", "TORCHFT_LIGHTHOUSE": "http://lh:1",
+          "TORCHFLEET_INPLACE_QUORUM_TIMEOUT_S": "0"}, "TORCHFLEET_INPLACE_QUORUM_TIMEOUT_S='0': must be a positive"),
+        ({"TORCHFLEET_REPLICA_GROUP": "0", "TORCHFLEET_REPLICA_GROUPS": "2", "TORCHFT_LIGHTHOUSE": "http://lh:1",
+          "TORCHFLEET_INPLACE_TIMEOUT_S": "soon"}, "TORCHFLEET_INPLACE_TIMEOUT_S='soon'"),
     ],
 )
 def test_inplace_settings_are_refused_naming_the_variable_and_end_the_node(tmp_path, monkeypatch, caplog, environ,
@@ -128,7 +132,8 @@ def test_inplace_settings_are_refused_naming_the_variable_and_end_the_node(tmp_p
     from elastic_trainer.signals import StopRequest
     from elastic_trainer.trainer import TrainConfig
 
-    for name in ("TORCHFLEET_REPLICA_GROUP", "TORCHFLEET_REPLICA_GROUPS", "JOB_COMPLETION_INDEX", "TORCHFT_LIGHTHOUSE"):
+    for name in ("TORCHFLEET_REPLICA_GROUP", "TORCHFLEET_REPLICA_GROUPS", "JOB_COMPLETION_INDEX", "TORCHFT_LIGHTHOUSE",
+                 "TORCHFLEET_INPLACE_TIMEOUT_S", "TORCHFLEET_INPLACE_QUORUM_TIMEOUT_S"):
         monkeypatch.delenv(name, raising=False)
     for name, value in environ.items():
         monkeypatch.setenv(name, value)

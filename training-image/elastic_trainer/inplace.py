@@ -84,6 +84,19 @@ def _env_int(name: str, default: int | None, minimum: int) -> int:
     return value
 
 
+def _env_seconds(name: str, default: float) -> float:
+    text = os.environ.get(name) or ""
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError(f"{name}={text!r}: must be a positive number of seconds")
+    return value
+
+
 def _group_index() -> int:
     """``TORCHFLEET_REPLICA_GROUP``, else a Kubernetes Indexed Job's ``JOB_COMPLETION_INDEX`` (one per pod)."""
     if os.environ.get(ENV_GROUP, "") == "" and os.environ.get(ENV_COMPLETION_INDEX, "") != "":
@@ -105,6 +118,8 @@ class _InplaceRun:
         if self.group >= self.groups:
             raise ValueError(f"{ENV_GROUP}={self.group} must be below {ENV_GROUPS}={self.groups}")
         self.min_groups = _env_int(ENV_MIN_GROUPS, 1, 1)
+        self.timeout = timedelta(seconds=_env_seconds(ENV_TIMEOUT_S, 10.0))
+        self.quorum_timeout = timedelta(seconds=_env_seconds(ENV_QUORUM_TIMEOUT_S, 10.0))
         self.lighthouse = os.environ.get(ENV_LIGHTHOUSE, "")
         if not self.lighthouse:
             raise ValueError(f"{ENV_LIGHTHOUSE} is not set: the in-place mode needs the job's Lighthouse address")
@@ -133,12 +148,13 @@ class _InplaceRun:
         self.healed = True
 
     def run(self) -> int:
+        # torchft's servers log every quorum and commit vote at INFO: 4 lines per step in the pod log
+        os.environ.setdefault("RUST_LOG", "warn")
         from torchft.manager import Manager
         from torchft.process_group import ProcessGroupGloo, ProcessGroupNCCL
 
         cfg, task = self.cfg, self.task
-        timeout = timedelta(seconds=float(os.environ.get(ENV_TIMEOUT_S, "10")))
-        quorum_timeout = timedelta(seconds=float(os.environ.get(ENV_QUORUM_TIMEOUT_S, "10")))
+        timeout, quorum_timeout = self.timeout, self.quorum_timeout
         torch.manual_seed(cfg.seed)  # identical initial weights in every group
         self.model = task.build_model().to(self.device)
         self.optimizer = task.build_optimizer(self.model)
