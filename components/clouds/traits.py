@@ -1,6 +1,6 @@
 """What each cloud can and cannot do, as data (SkyPilot's `_CLOUD_UNSUPPORTED_FEATURES` idea).
 
-The one validator in spec.py reads this table; no cloud module branches on another cloud's
+The one validator in spec/ reads this table; no cloud module branches on another cloud's
 limits. Pure Python: no pulumi import.
 """
 

@@ -14,7 +14,7 @@ list or a string where the mapping belongs crashed the reader (issue 12). So thi
 - checks the shape Pulumi requires: a mapping with a `config:` mapping whose keys are
   "<namespace>:<name>".
 
-Under `pulumi up` the Pulumi CLI parses the stack file itself; components/spec.py then validates
+Under `pulumi up` the Pulumi CLI parses the stack file itself; components/spec/ then validates
 the values either way.
 """
 

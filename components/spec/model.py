@@ -1,0 +1,161 @@
+"""The platform spec as frozen dataclasses, and the names every part shares (labels, taints, the training uid)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from components import catalog
+from components.clouds.traits import CLOUD_TRAITS, CloudTraits
+
+NS = "torchfleet"
+DEFAULT_KUBERNETES_VERSION = "1.33"
+DEFAULT_NAMESPACE = "elastic-job"
+DEFAULT_CLAIM = "shared-data"
+OPERATORS = ("torchelastic", "kubeflow")
+# On-demand machines for the manager pool (etcd, controllers, autoscaler) when config names none.
+DEFAULT_MANAGER_MACHINE = {
+    "aws": "m6i.large",
+    "gcp": "e2-standard-4",
+    "azure": "Standard_D4s_v5",
+    "local": "",
+}
+
+# The contract between pools, jobs and the CLI (README.md, "Names, labels, taints").
+LABEL_POOL = "torchfleet.io/pool"
+LABEL_GPU = "torchfleet.io/gpu"
+LABEL_CAPACITY = "torchfleet.io/capacity"
+LABEL_GPU_PRESENT = "nvidia.com/gpu.present"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+GPU_RESOURCE = "nvidia.com/gpu"
+# Value always set: the EKS cluster autoscaler drops node-template taints without a value.
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+# AKS puts this on every spot pool itself; declared so there is no diff, tolerated by jobs.
+AKS_SPOT_TAINT = {"key": "kubernetes.azure.com/scalesetpriority", "value": "spot", "effect": "NoSchedule"}
+MANAGER_POOL_NAME = "manager"
+# The training image's user (training-image/Dockerfile USER): jobs run as it, the shared store's
+# root belongs to it. Numeric so runAsNonRoot can be verified.
+TRAINING_UID = 10001
+# On every pod of a training job (the job builder sets them; network policies select on them).
+LABEL_ROLE = "torchfleet.io/role"
+ROLE_TRAINING = "training"
+LABEL_JOB = "torchfleet.io/job"
+
+
+class ConfigError(ValueError):
+    """Every problem found in a stack config, each as 'key: what is wrong; what would be valid'."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("invalid stack config:\n  - " + "\n  - ".join(self.problems))
+
+
+@dataclass(frozen=True)
+class NodePoolSpec:
+    machine_type: str
+    min_nodes: int
+    max_nodes: int
+    disk_size_gb: int = 100
+
+
+@dataclass(frozen=True)
+class GpuPoolSpec:
+    """One GPU pool: one GPU type in exactly one zone."""
+
+    gpu: str
+    zone: str
+    machines: tuple[catalog.Machine, ...]
+    min_nodes: int
+    max_nodes: int
+    spot: bool = True
+    disk_size_gb: int = 200
+    accelerator: str | None = None  # GCP's guest_accelerator type
+
+    @property
+    def name(self) -> str:
+        return f"gpu-{self.gpu}-{self.zone}"
+
+    @property
+    def machine_types(self) -> list[str]:
+        return [m.type for m in self.machines]
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.machines[0].gpus
+
+    @property
+    def capacity(self) -> str:
+        return "spot" if self.spot else "on-demand"
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {
+            LABEL_POOL: "gpu",
+            LABEL_GPU: self.gpu,
+            LABEL_CAPACITY: self.capacity,
+            LABEL_GPU_PRESENT: "true",
+        }
+
+
+@dataclass(frozen=True)
+class StorageSpec:
+    protect: bool = True
+    tier: str | None = None
+    size_gb: int | None = None
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    operator: str = "torchelastic"
+    namespace: str = DEFAULT_NAMESPACE
+    etcd_replicas: int = 3
+    claim_name: str = DEFAULT_CLAIM
+    # Grace period jobs get on a spot notice (seconds): the cloud's notice window.
+    termination_grace_s: int = 120
+
+
+@dataclass(frozen=True)
+class NetworkSpec:
+    cidr: str = "10.0.0.0/16"
+    public_access_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
+    nat: str = "single"  # "single" | "perZone"
+
+
+@dataclass(frozen=True)
+class AutoscalerSpec:
+    # The blog saw 10 minutes of idle GPUs before scale-down; idle GPUs cost money.
+    scale_down_unneeded_time: str = "5m"
+    scale_down_delay_after_add: str = "5m"
+
+
+@dataclass(frozen=True)
+class GuardrailSpec:
+    max_gpus: int = 64
+    allow_on_demand_gpus: bool = False
+    # The public-endpoint rule (an API endpoint open to 0.0.0.0/0) is advisory unless this is true.
+    restrict_public_endpoint: bool = False
+
+
+@dataclass(frozen=True)
+class PlatformSpec:
+    stack: str
+    cloud: str
+    region: str | None
+    zones: tuple[str, ...]
+    kubernetes_version: str
+    manager_pool: NodePoolSpec
+    gpu_pools: tuple[GpuPoolSpec, ...]
+    storage: StorageSpec = field(default_factory=StorageSpec)
+    training: TrainingSpec = field(default_factory=TrainingSpec)
+    network: NetworkSpec = field(default_factory=NetworkSpec)
+    autoscaler: AutoscalerSpec = field(default_factory=AutoscalerSpec)
+    guardrails: GuardrailSpec = field(default_factory=GuardrailSpec)
+    project: str | None = None  # GCP project
+
+    @property
+    def traits(self) -> CloudTraits:
+        return CLOUD_TRAITS[self.cloud]
+
+    @property
+    def max_gpus(self) -> int:
+        """The most GPUs the stack can reach with every pool at its maximum."""
+        return sum(p.max_nodes * p.gpus_per_node for p in self.gpu_pools)

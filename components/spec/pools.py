@@ -1,0 +1,146 @@
+"""Parsing the node pools: the manager pool and the GPU pools (one GPU type in one zone each)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components import catalog
+from components.catalog import machines
+from components.clouds.traits import CLOUD_TRAITS, CloudTraits
+from components.spec.fields import _bool, _int, _k, _obj, _Problems, _r, _str_list, _unknown_keys
+from components.spec.model import DEFAULT_MANAGER_MACHINE, GpuPoolSpec, NodePoolSpec
+
+# Allowed keys of each structured value; anything else is a typo worth reporting.
+_MANAGER_KEYS = {"machineType", "minNodes", "maxNodes", "diskSizeGb"}
+_GPU_POOL_KEYS = {"gpu", "maxNodes", "minNodes", "machineTypes", "spot", "zones", "diskSizeGb"}
+
+
+def _parse_min_max(
+    p: _Problems, key: str, obj: dict, default_min: int, traits: CloudTraits | None = None
+) -> tuple[int, int]:
+    most = traits.max_nodes_per_pool if traits else None
+    why = "the most nodes one node pool holds on this cloud; components/clouds/traits.py cites the quota"
+    lo = _int(p, f"{key}.minNodes", obj.get("minNodes"), default_min, maximum=most, why=why)
+    hi = _int(p, f"{key}.maxNodes", obj.get("maxNodes"), None, minimum=1, maximum=most, why=why)
+    if hi is None and "maxNodes" not in obj:
+        p.add(f"{key}.maxNodes", "required: the most nodes the autoscaler may add (>= 1)")
+    if lo is not None and hi is not None and lo > hi:
+        p.add(f"{key}.minNodes", f"minNodes ({lo}) must not exceed maxNodes ({hi})")
+    return lo or 0, hi or 0
+
+
+def _parse_manager(p: _Problems, value: Any, cloud: str) -> NodePoolSpec:
+    key = _k("managerPool")
+    if cloud == "local":
+        obj = _obj(p, key, value, _MANAGER_KEYS)
+        return NodePoolSpec(machine_type="", min_nodes=0, max_nodes=0)
+    obj = _obj(p, key, value if value is not None else {"maxNodes": 3}, _MANAGER_KEYS)
+    traits = CLOUD_TRAITS[cloud]
+    lo, hi = _parse_min_max(p, key, {"maxNodes": 3, **obj}, default_min=1, traits=traits)
+    machine = obj.get("machineType") or DEFAULT_MANAGER_MACHINE[cloud]
+    rules = machines.rules(cloud)
+    if not isinstance(machine, str):
+        example = DEFAULT_MANAGER_MACHINE[cloud]
+        p.add(f"{key}.machineType", f"expected one machine type like {example}, got {_r(machine)}")
+        machine = DEFAULT_MANAGER_MACHINE[cloud]
+    elif catalog.find_machine(cloud, machine):
+        p.add(f"{key}.machineType", f"{machine} is a GPU machine; the manager pool is for control pods")
+    elif rules and (why := rules.problem(machine)) is not None:
+        p.add(f"{key}.machineType", why)
+    disk = _int(p, f"{key}.diskSizeGb", obj.get("diskSizeGb"), 100, minimum=20, **_disk_max(traits))
+    return NodePoolSpec(machine_type=machine, min_nodes=lo, max_nodes=hi, disk_size_gb=disk or 100)
+
+
+def _disk_max(traits: CloudTraits) -> dict[str, Any]:
+    why = "the largest root disk this cloud's nodes take; components/clouds/traits.py cites it"
+    return {"maximum": traits.max_disk_gb, "why": why}
+
+
+def _resolve_offering(p: _Problems, key: str, gpu: Any, cloud: str) -> catalog.Offering | None:
+    known = catalog.load()
+    if gpu is None:  # not "unknown GPU None": the key is missing (or misspelt, reported apart)
+        p.add(f"{key}.gpu", f"required; {cloud} offers: {', '.join(catalog.offered_on(cloud))}")
+        return None
+    if not isinstance(gpu, str) or gpu.lower() not in known:
+        p.add(f"{key}.gpu", f"unknown GPU {_r(gpu)}; the catalog has: {', '.join(catalog.gpu_keys())}")
+        return None
+    gpu = gpu.lower()
+    offer = catalog.offering(gpu, cloud)
+    if offer is None:
+        p.add(f"{key}.gpu", f"{gpu} is not offered on {cloud}; {cloud} offers: {', '.join(catalog.offered_on(cloud))}")
+        return None
+    if not offer.available:
+        p.add(
+            f"{key}.gpu",
+            f"{gpu} on {cloud} was retired on {offer.retired} ({offer.reason}); use {offer.replacement} instead",
+        )
+        return None
+    return offer
+
+
+def _parse_gpu_pools(p: _Problems, value: Any, cloud: str, traits: CloudTraits, zones: list[str]) -> list[GpuPoolSpec]:
+    key = _k("gpuPools")
+    if not traits.gpu_pools:
+        if value:
+            p.add(key, f"the {cloud} stack is CPU-only and has no GPU pools; remove this key")
+        return []
+    if not value:
+        p.add(key, "list at least one GPU pool, e.g. [{gpu: t4, maxNodes: 4}]")
+        return []
+    if not isinstance(value, list):
+        p.add(key, f"expected a list of pools, got {_r(value)}")
+        return []
+    pools: list[GpuPoolSpec] = []
+    seen: dict[tuple[str, str], int] = {}
+    for i, entry in enumerate(value):
+        pk = f"{key}[{i}]"
+        if not isinstance(entry, dict):
+            p.add(pk, f"expected an object like {{gpu: t4, maxNodes: 4}}, got {_r(entry)}")
+            continue
+        _unknown_keys(p, pk, entry, _GPU_POOL_KEYS)
+        lo, hi = _parse_min_max(p, pk, entry, default_min=0, traits=traits)
+        spot = _bool(p, f"{pk}.spot", entry.get("spot"), True)
+        disk = _int(p, f"{pk}.diskSizeGb", entry.get("diskSizeGb"), 200, minimum=50, **_disk_max(traits)) or 200
+        pool_zones = _str_list(p, f"{pk}.zones", entry.get("zones"))
+        for z in pool_zones or []:
+            if z not in zones:
+                p.add(f"{pk}.zones", f"{_r(z)} is not one of {_k('zones')} {zones}")
+        offer = _resolve_offering(p, pk, entry.get("gpu"), cloud)
+        if offer is None:
+            continue
+        machines = _pool_machines(p, pk, entry, offer)
+        if traits.machine_types_per_pool and len(machines) > traits.machine_types_per_pool:
+            hint = f"list one, e.g. [{machines[0].type}]"
+            p.add(f"{pk}.machineTypes", f"a {cloud} node pool has one machine type; {hint}")
+        for zone in pool_zones or zones:
+            if (offer.gpu, zone) in seen:
+                p.add(
+                    f"{pk}.gpu",
+                    f"{offer.gpu} in zone {zone} is already {key}[{seen[offer.gpu, zone]}]; "
+                    "list each GPU once per zone",
+                )
+                continue
+            seen[offer.gpu, zone] = i
+            if machines:
+                pools.append(GpuPoolSpec(offer.gpu, zone, machines, lo, hi, spot, disk, offer.accelerator))
+    return pools
+
+
+def _pool_machines(p: _Problems, key: str, entry: dict, offer: catalog.Offering) -> tuple[catalog.Machine, ...]:
+    names = _str_list(p, f"{key}.machineTypes", entry.get("machineTypes"))
+    if not names:
+        return (offer.default_machine,)
+    machines = []
+    for name in names:
+        m = offer.machine(name)
+        if m is None:
+            valid = ", ".join(x.type for x in offer.machines)
+            p.add(f"{key}.machineTypes", f"{name} has no {offer.gpu} on {offer.cloud}; valid: {valid}")
+        else:
+            machines.append(m)
+    counts = {m.gpus for m in machines}
+    if len(counts) > 1:
+        detail = ", ".join(f"{m.type}={m.gpus}" for m in machines)
+        # The autoscaler sizes a group from one template node, and jobs request a fixed GPU count.
+        p.add(f"{key}.machineTypes", f"machines in one pool must have the same GPU count, got {detail}")
+    return tuple(machines)
