@@ -4,8 +4,8 @@ nothing else."""
 import pytest
 
 from torchfleet.jobs.errors import UsageError
+from torchfleet.jobs.flag_checks import check_image
 from torchfleet.jobs.image_ref import ImageRef, parse
-from torchfleet.jobs.spec import check_image
 
 SHA256 = "a" * 64
 SHA512 = "b" * 128

@@ -6,7 +6,7 @@ import pytest
 
 from torchfleet.jobs import progress, table
 from torchfleet.jobs.errors import UsageError
-from torchfleet.jobs.spec import check_image, combinations, parse_nodes, parse_params, training_command
+from torchfleet.jobs.flag_checks import check_image, combinations, parse_nodes, parse_params, training_command
 
 
 @pytest.mark.parametrize(("text", "expected"), [("2:8", (2, 8)), ("4", (4, 4)), (" 1 : 3 ", (1, 3)), ("1:1", (1, 1))])

@@ -20,7 +20,7 @@ import yaml
 from components import spec as platform
 from components.clouds.traits import CLOUD_TRAITS
 from torchfleet import cost
-from torchfleet.jobs import manifests, schema
+from torchfleet.jobs import flag_checks, manifests, schema
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs import target as targets
 from torchfleet.jobs.errors import EXIT_OK, JobError, NameTakenError, UsageError
@@ -73,7 +73,7 @@ def _job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", action="append", default=[], metavar="K=V", help="environment variable (repeatable)")
     p.add_argument("--mount", default=jobspec.DEFAULT_MOUNT, help="where the shared claim is mounted")
     p.add_argument("--run-as-user", type=int, default=platform.TRAINING_UID, metavar="UID",
-                   help=f"the pods' uid, 1 to {jobspec.UID_MAX} (default {platform.TRAINING_UID}, the training "
+                   help=f"the pods' uid, 1 to {flag_checks.UID_MAX} (default {platform.TRAINING_UID}, the training "
                         f"image's user; the group stays {platform.TRAINING_UID}, which owns the shared store)")
     p.add_argument("--cloud", choices=sorted(CLOUD_TRAITS), default=None,
                    help=f"without --stack: the cloud whose machines size the job (default {targets.DEFAULT_CLOUD})")
@@ -186,7 +186,7 @@ def _check_label_values(job: dict[str, Any]) -> None:
     values = {**job["metadata"].get("labels", {}), **(pod.get("metadata") or {}).get("labels", {}),
               **(pod.get("spec") or {}).get("nodeSelector", {})}
     for key, value in values.items():
-        jobspec.check_label_value(f"label {key}", str(value))
+        flag_checks.check_label_value(f"label {key}", str(value))
 
 
 class _NoAliasDumper(yaml.SafeDumper):
@@ -278,7 +278,7 @@ def run_submit(args: argparse.Namespace) -> int:
 
 def run_sweep(args: argparse.Namespace) -> int:
     command = training_command(args)
-    combos = jobspec.combinations(jobspec.parse_params(args.param))
+    combos = flag_checks.combinations(flag_checks.parse_params(args.param))
 
     def plan(t: targets.Target) -> Planned:
         planned = []

@@ -23,8 +23,7 @@ from typing import Any
 import yaml
 
 from components import spec as platform
-from torchfleet.jobs import commands, manifests, progress, summary, table
-from torchfleet.jobs import spec as jobspec
+from torchfleet.jobs import commands, flag_checks, manifests, progress, summary, table
 from torchfleet.jobs.errors import EXIT_OK, JobNotFoundError, Problems, UsageError
 
 EXIT_DOC = commands.EXIT_DOC
@@ -184,7 +183,7 @@ def render_status(args: argparse.Namespace, data: StatusData, jobs) -> str:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    jobspec.check_lookup_name(args.name)
+    flag_checks.check_lookup_name(args.name)
     if args.shared_dir and not Path(args.shared_dir).is_dir():
         raise UsageError(f"--shared-dir: {args.shared_dir} is not a folder; give where the shared store is mounted "
                          "on this machine")
@@ -213,9 +212,9 @@ def _pod_index(name: str) -> int:
 
 def run_logs(args: argparse.Namespace) -> int:
     problems = Problems()
-    problems.check(jobspec.check_lookup_name, args.name)
-    if not 0 <= args.rank < jobspec.MAX_NODES:
-        problems.add(f"--rank: a node index from 0 to {jobspec.MAX_NODES - 1}, got {args.rank}")
+    problems.check(flag_checks.check_lookup_name, args.name)
+    if not 0 <= args.rank < flag_checks.MAX_NODES:
+        problems.add(f"--rank: a node index from 0 to {flag_checks.MAX_NODES - 1}, got {args.rank}")
     if args.tail is not None and args.tail < 0:
         problems.add(f"--tail: a number of lines, 0 or more, got {args.tail}")
     if args.all_ranks and args.rank != 0:
@@ -287,7 +286,7 @@ def parse_selector(text: str) -> dict[str, str]:
         if not sep or not _LABEL_NAME.fullmatch(name) or (slash and not _LABEL_PREFIX.fullmatch(prefix)):
             raise UsageError(f"-l/--selector: expected KEY=VALUE[,KEY=VALUE], e.g. -l torchfleet.io/sweep=grid; "
                              f"got {text!r}")
-        jobspec.check_label_value(f"-l/--selector {key.strip()}", value.strip())
+        flag_checks.check_label_value(f"-l/--selector {key.strip()}", value.strip())
         out[key.strip()] = value.strip()
     return out
 
@@ -304,7 +303,7 @@ def _confirm_all(count: int, namespace: str) -> None:
 def run_delete(args: argparse.Namespace) -> int:
     problems = Problems()
     for name in args.names:
-        problems.check(jobspec.check_lookup_name, name)
+        problems.check(flag_checks.check_lookup_name, name)
     ways = [w for w, given in (("NAME", bool(args.names)), ("--all", args.all), ("-l", args.selector is not None))
             if given]
     if len(ways) != 1:

@@ -1,14 +1,13 @@
 """JobRequest: a job as the flags describe it, validated against its target, sized from the catalog.
 
 Every check here runs before anything is sent; each failure is a UsageError whose message
-starts with the flag and says what would be valid.
+starts with the flag and says what would be valid. The checks of one flag on its own are in
+flag_checks.py, a pod's requests in sizing.py.
 """
 
 from __future__ import annotations
 
 import difflib
-import itertools
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,54 +15,26 @@ from dataclasses import dataclass, field
 from components import catalog
 from components.catalog import regions
 from components.spec import TRAINING_UID
-from torchfleet.jobs import image_ref
 from torchfleet.jobs.egress import parse_egress
 from torchfleet.jobs.errors import Problems, UsageError
+from torchfleet.jobs.flag_checks import (
+    check_image,
+    check_name,
+    check_run_as_user,
+    check_zone,
+    parse_cpus,
+    parse_env,
+    parse_memory,
+    parse_nodes,
+    training_command,
+)
 from torchfleet.jobs.mounts import DEFAULT_MOUNT, normalize_mount
+from torchfleet.jobs.sizing import Sizing, size, size_cpu
 from torchfleet.jobs.target import Target
 
-# The operators name pods and their Services "<job>-worker-<index>", and a Service name is a
-# DNS-1035 label of at most 63 characters.
-_POD_SUFFIX = "-worker-"
-_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-# Kubernetes label values: at most 63 characters, alphanumeric at both ends, '-', '_', '.' inside
-# (https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set).
-LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
-LABEL_VALUE_MAX = 63
-# Zones as every cloud writes them in topology.kubernetes.io/zone: us-west-2a, us-central1-a, eastus-1.
-_ZONE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-# Kubernetes keeps uids in an int32 (runAsUser: 0 to 2147483647, apimachinery IsValidUserID).
-UID_MAX = 2**31 - 1
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Kubernetes supports clusters of up to 5,000 nodes; a job cannot use more
-# (https://kubernetes.io/docs/setup/best-practices/cluster-large/).
-MAX_NODES = 5000
-_NODES = re.compile(r"^\s*(\d+)\s*(?::\s*(\d+)\s*)?$")
-# One job per combination: a few more values per --param multiply into thousands of jobs, each
-# asking for GPUs. A sweep beyond this is more likely a typo than a plan.
-MAX_SWEEP_JOBS = 256
-_PARAM_KEY = re.compile(r"^[+~]{0,2}[A-Za-z_][\w.\-/@]*$")  # Hydra override keys (a.b, +new, ~drop)
-# Environment the CLI sets itself; a user value would break the per-job folders or identity.
-# POD_IP: the pod's address from the downward API, which torchrun advertises (--local-addr).
-RESERVED_ENV = ("TORCHFLEET_JOB", "TORCHFLEET_CHECKPOINT_DIR", "TORCHFLEET_OUTPUT_DIR", "POD_IP")
 # A CPU job (--cpu) is sized by hand; the defaults fit two workers on a laptop's kind node.
 DEFAULT_CPUS = "1"
 DEFAULT_MEMORY = "2Gi"
-CPU_MACHINE = "cpu"  # the machine annotation of a CPU job
-_CPUS = re.compile(r"^\s*(?:(\d+(?:\.\d{1,3})?)|(\d+)m)\s*$")
-_MEMORY = re.compile(r"^\s*(\d+)\s*(Mi|Gi)\s*$")
-
-
-@dataclass(frozen=True)
-class Sizing:
-    """What one pod (one node's worth of the job) requests, derived from its machine type."""
-
-    machine: str
-    gpus: int  # 0: a CPU job
-    cpu_millis: int
-    memory_mib: int
-    shm_mib: int
-    loader_workers: int  # data-loader processes per GPU (per training process)
 
 
 @dataclass(frozen=True)
@@ -108,227 +79,6 @@ class JobRequest:
     @property
     def output_dir(self) -> str:
         return f"{self.job_dir}/output"
-
-
-# ---------------------------------------------------------------- flag parsers
-
-
-def parse_nodes(text: str) -> tuple[int, int]:
-    """``--nodes 2:8`` -> (2, 8); ``--nodes 4`` -> (4, 4)."""
-    m = _NODES.match(text or "")
-    if not m:
-        raise UsageError(f"--nodes: expected MIN:MAX (e.g. 2:8) or a single count (e.g. 4), got {text!r}")
-    lo = int(m.group(1))
-    hi = int(m.group(2)) if m.group(2) is not None else lo
-    if lo < 1:
-        raise UsageError(f"--nodes: the minimum must be at least 1, got {text!r}")
-    if lo > hi:
-        raise UsageError(f"--nodes: the minimum ({lo}) must not exceed the maximum ({hi}); e.g. {hi}:{lo}")
-    if hi > MAX_NODES:
-        raise UsageError(f"--nodes: at most {MAX_NODES} nodes (the largest cluster Kubernetes supports), got {text!r}")
-    return lo, hi
-
-
-def parse_env(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
-    seen: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not _ENV_NAME.match(key):
-            raise UsageError(f"--env: expected NAME=VALUE with NAME like MY_VAR, got {item!r}")
-        if key in RESERVED_ENV:
-            raise UsageError(f"--env {key}: set by torchfleet for every job; reserved: {', '.join(RESERVED_ENV)}")
-        seen[key] = value  # the last one wins, as in a shell
-    return tuple(seen.items())
-
-
-def parse_params(items: Sequence[str]) -> list[tuple[str, list[str]]]:
-    """``--param lr=0.1,0.01`` (repeatable) -> [("lr", ["0.1", "0.01"]), ...]."""
-    params: list[tuple[str, list[str]]] = []
-    for item in items:
-        key, sep, values = item.partition("=")
-        choices = [v.strip() for v in values.split(",")]
-        if not sep or not _PARAM_KEY.match(key) or not all(choices):
-            raise UsageError(f"--param: expected KEY=V1,V2,... (e.g. lr=0.1,0.01), got {item!r}")
-        if any(k == key for k, _ in params):
-            raise UsageError(f"--param {key}: given twice; list all values once, e.g. {key}=1,2,3")
-        if len(set(choices)) != len(choices):
-            raise UsageError(f"--param {key}: repeated values in {item!r}")
-        params.append((key, choices))
-    if not params:
-        raise UsageError("--param: a sweep needs at least one, e.g. --param lr=0.1,0.01")
-    jobs = math.prod(len(values) for _, values in params)
-    if jobs > MAX_SWEEP_JOBS:
-        raise UsageError(f"--param: {jobs} combinations, at most {MAX_SWEEP_JOBS} jobs per sweep; "
-                         "sweep fewer values, or split the sweep")
-    return params
-
-
-def parse_cpus(text: str) -> int:
-    """``--cpus 2`` / ``1.5`` / ``500m`` -> millicores."""
-    m = _CPUS.match(text or "")
-    millis = (round(float(m.group(1)) * 1000) if m.group(1) else int(m.group(2))) if m else 0
-    if millis < 100:
-        raise UsageError(f"--cpus: expected cores per pod, at least 0.1 (e.g. 2, 1.5 or 500m), got {text!r}")
-    return millis
-
-
-def parse_memory(text: str) -> int:
-    """``--memory 4Gi`` / ``512Mi`` -> MiB."""
-    m = _MEMORY.match(text or "")
-    mib = int(m.group(1)) * (1024 if m.group(2) == "Gi" else 1) if m else 0
-    if mib < 256:
-        raise UsageError(f"--memory: expected memory per pod in Mi or Gi, at least 256Mi (e.g. 4Gi), got {text!r}")
-    return mib
-
-
-def combinations(params: list[tuple[str, list[str]]]) -> list[tuple[str, ...]]:
-    """Every combination, as Hydra overrides in flag order: [("lr=0.1", "batch=64"), ...]."""
-    keys = [k for k, _ in params]
-    return [tuple(f"{k}={v}" for k, v in zip(keys, values, strict=True))
-            for values in itertools.product(*(vs for _, vs in params))]
-
-
-def check_name(name: str, max_nodes: int, flag: str = "NAME") -> None:
-    longest = len(name) + len(_POD_SUFFIX) + len(str(max(max_nodes - 1, 0)))
-    if not _DNS1035.fullmatch(name or ""):
-        raise UsageError(
-            f"{flag}: {name!r} is not a valid job name; use lowercase letters, digits and '-', "
-            "starting with a letter (e.g. resnet-lr01)"
-        )
-    if longest > 63:
-        raise UsageError(
-            f"{flag}: {name!r} is too long; pod names are <job>-worker-<n> and must fit 63 characters, "
-            f"so at most {63 - longest + len(name)} characters here"
-        )
-
-
-def check_lookup_name(name: str) -> None:
-    """A job name given to status, logs or delete: checked before it reaches the API (in a URL
-    path and a label selector)."""
-    if not (_DNS1035.fullmatch(name or "") and len(name) <= LABEL_VALUE_MAX):
-        raise UsageError(f"NAME: {name!r} is not a job name; job names are lowercase letters, digits and '-', "
-                         f"starting with a letter, at most {LABEL_VALUE_MAX} characters (see `torchfleet list`)")
-
-
-def check_label_value(flag: str, value: str) -> None:
-    if len(value) > LABEL_VALUE_MAX or not LABEL_VALUE.fullmatch(value):
-        raise UsageError(f"{flag}: {value!r} cannot be a Kubernetes label value; at most {LABEL_VALUE_MAX} "
-                         "letters, digits, '-', '_' or '.', beginning and ending with a letter or digit")
-
-
-def check_zone(zone: str) -> None:
-    check_label_value("--zone", zone)  # it becomes the nodeSelector's topology.kubernetes.io/zone value
-    if not _ZONE.fullmatch(zone):
-        raise UsageError(f"--zone: expected a zone as the nodes' topology.kubernetes.io/zone label names it "
-                         f"(lowercase letters, digits, '-'), e.g. us-west-2a, us-central1-a or eastus-1; got {zone!r}")
-
-
-def check_image(image: str | None) -> None:
-    if not image:
-        raise UsageError(f"--image: required, e.g. --image {image_ref.EXAMPLE}")
-    ref = image_ref.parse(image)
-    # A spot replacement pulls the image again: a moving tag could run different code on
-    # different nodes of one job, so the image must name a version.
-    if not ref.digest and (not ref.tag or ref.tag == "latest"):
-        raise UsageError(f"--image: {image!r} names no fixed version; give REPO:TAG (not latest) or REPO@sha256:...")
-
-
-def check_run_as_user(uid: int) -> None:
-    # The training namespace enforces the `restricted` Pod Security level, which refuses uid 0
-    # (runAsNonRoot): https://kubernetes.io/docs/concepts/security/pod-security-standards/#restricted
-    if isinstance(uid, bool) or not isinstance(uid, int) or not 0 < uid <= UID_MAX:
-        raise UsageError(f"--run-as-user: expected a uid from 1 to {UID_MAX} (the namespace refuses root, "
-                         f"Kubernetes keeps uids in 32 bits), got {uid!r}; the training image's user is {TRAINING_UID}")
-
-
-def training_command(command: Sequence[str]) -> tuple[str, ...]:
-    """The user's command as torchrun's script part (after the launcher's own options).
-
-    torchrun runs a script with Python itself, so ``python train.py`` becomes ``train.py``,
-    ``python -m pkg.train`` becomes ``--module pkg.train``, and any other program runs
-    with ``--no-python``.
-    """
-    argv = list(command)
-    if not argv:
-        raise UsageError("the training command is missing: put it after --, e.g. -- python train.py --lr 0.1")
-    if not argv[0].strip():
-        raise UsageError(f"the training command: the program after -- is empty ({argv[0]!r}); "
-                         "e.g. -- python train.py --lr 0.1")
-    if any("\0" in arg for arg in argv):
-        raise UsageError("the training command: an argument contains a NUL character, which no program can receive")
-    if re.fullmatch(r"python(3(\.\d+)?)?", argv[0].rsplit("/", 1)[-1]):
-        rest = argv[1:]
-        if rest[:1] == ["-m"] and len(rest) > 1:
-            if not rest[1].strip():
-                raise UsageError("the training command: the module after python -m is empty; e.g. -m team.train")
-            return ("--module", *rest[1:])
-        if rest and not rest[0].strip():
-            raise UsageError(f"the training command {' '.join(argv)!r}: the script after python is empty; "
-                             "e.g. -- python train.py")
-        if not rest or rest[0].startswith("-"):
-            raise UsageError(
-                f"the training command {' '.join(argv)!r}: give a script or -m MODULE after python; "
-                "interpreter options cannot pass through torchrun (use --env PYTHONUNBUFFERED=1 and the like)"
-            )
-        return tuple(rest)
-    if argv[0].endswith(".py"):
-        return tuple(argv)
-    return ("--no-python", *argv)
-
-
-# ---------------------------------------------------------------- sizing
-
-
-def _reserved_memory_mib(total_mib: int) -> int:
-    # GKE's kube-reserved memory table (the most conservative of the three clouds):
-    # 25% of the first 4 GiB, 20% of the next 4, 10% of the next 8, 6% of the next 112, 2% above;
-    # plus the 100 MiB eviction threshold and ~512 MiB for daemonsets (device plugin, CNI, CSI).
-    # https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_and_cpu_reservations
-    bands = [(4096, 0.25), (4096, 0.20), (8192, 0.10), (114688, 0.06), (float("inf"), 0.02)]
-    return int(_banded(total_mib, bands)) + 100 + 512
-
-
-def _reserved_cpu_millis(vcpus: int) -> int:
-    # GKE's table: 6% of the first core, 1% of the next, 0.5% of the next 2, 0.25% above 4;
-    # plus 400m for daemonsets, which request CPU on every GPU node.
-    bands = [(1000, 0.06), (1000, 0.01), (2000, 0.005), (float("inf"), 0.0025)]
-    return int(_banded(vcpus * 1000, bands)) + 400
-
-
-def _banded(total: float, bands: list[tuple[float, float]]) -> float:
-    """What a tiered reservation takes from `total`: each (size, share) band reserves its share."""
-    left, reserved = total, 0.0
-    for size, share in bands:
-        part = min(left, size)
-        reserved += part * share
-        left -= part
-        if left <= 0:
-            break
-    return reserved
-
-
-def size(machine: catalog.Machine, gpus_per_node: int) -> Sizing:
-    """Requests for a pod using ``gpus_per_node`` of the machine's GPUs: its share of what is allocatable.
-
-    The blog tuned data-loader processes per GPU by hand to keep CPU preprocessing from starving
-    the GPUs; here each GPU's training process keeps one core and its share of the rest feeds it.
-    """
-    share = gpus_per_node / machine.gpus
-    cpu = int((machine.vcpus * 1000 - _reserved_cpu_millis(machine.vcpus)) * share) // 100 * 100
-    total_mib = machine.memory_gib * 1024
-    memory = int((total_mib - _reserved_memory_mib(total_mib)) * share) // 256 * 256
-    cores_per_gpu = cpu // 1000 // gpus_per_node
-    workers = max(1, cores_per_gpu - 1)
-    # /dev/shm is memory-backed and counts against the pod's memory: a quarter of it carries the
-    # loaders' batches (Docker's 64 MiB default makes multi-worker loaders crash with "bus error").
-    shm = max(512, min(memory // 4, 16384)) // 256 * 256
-    return Sizing(machine.type, gpus_per_node, cpu, memory, shm, workers)
-
-
-def size_cpu(cpu_millis: int, memory_mib: int) -> Sizing:
-    """A CPU job's requests, as given; /dev/shm a quarter of the memory, one loader per spare core."""
-    shm = max(64, memory_mib // 4 // 64 * 64)
-    return Sizing(CPU_MACHINE, 0, cpu_millis, memory_mib, shm, max(1, cpu_millis // 1000 - 1))
 
 
 # ---------------------------------------------------------------- the request

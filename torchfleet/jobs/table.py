@@ -11,7 +11,7 @@ from components import spec as platform
 from torchfleet.jobs import manifests
 from torchfleet.jobs import summary as progress_summary
 from torchfleet.jobs.progress import CheckpointInfo
-from torchfleet.jobs.spec import CPU_MACHINE
+from torchfleet.jobs.sizing import CPU_MACHINE
 
 if TYPE_CHECKING:  # the kubernetes package takes 0.2 s to import; every torchfleet command would pay it
     from kubernetes import client

@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from components import spec as platform
-from torchfleet.jobs import commands, manifests
+from torchfleet.jobs import commands, flag_checks, manifests
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs.errors import EXIT_OK, ClusterError, UsageError
 from torchfleet.jobs.image_ref import EXAMPLE as IMAGE_EXAMPLE
@@ -112,7 +112,7 @@ def build_pod(job: str, job_dir: str, mount: str, image: str, target, port: int 
 
 
 def _check(args: argparse.Namespace) -> None:
-    jobspec.check_lookup_name(args.name)
+    flag_checks.check_lookup_name(args.name)
     if not 1 <= args.port <= 65535:
         raise UsageError(f"--port: a TCP port from 1 to 65535, got {args.port}")
     if args.mount is not None:
@@ -123,7 +123,7 @@ def _check(args: argparse.Namespace) -> None:
         if args.image is None:
             raise UsageError(f"--image: required with --dry-run (the job's image is read from the cluster "
                              f"otherwise), e.g. --image {IMAGE_EXAMPLE}")
-        jobspec.check_image(args.image)
+        flag_checks.check_image(args.image)
 
 
 def _from_job(job: dict[str, Any]) -> tuple[str | None, str | None]:

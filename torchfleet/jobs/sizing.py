@@ -1,0 +1,74 @@
+"""What one pod of a job requests: its share of a GPU machine's allocatable CPU and memory, or a CPU job's own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components import catalog
+
+CPU_MACHINE = "cpu"  # the machine annotation of a CPU job
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """What one pod (one node's worth of the job) requests, derived from its machine type."""
+
+    machine: str
+    gpus: int  # 0: a CPU job
+    cpu_millis: int
+    memory_mib: int
+    shm_mib: int
+    loader_workers: int  # data-loader processes per GPU (per training process)
+
+
+
+def _reserved_memory_mib(total_mib: int) -> int:
+    # GKE's kube-reserved memory table (the most conservative of the three clouds):
+    # 25% of the first 4 GiB, 20% of the next 4, 10% of the next 8, 6% of the next 112, 2% above;
+    # plus the 100 MiB eviction threshold and ~512 MiB for daemonsets (device plugin, CNI, CSI).
+    # https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_and_cpu_reservations
+    bands = [(4096, 0.25), (4096, 0.20), (8192, 0.10), (114688, 0.06), (float("inf"), 0.02)]
+    return int(_banded(total_mib, bands)) + 100 + 512
+
+
+def _reserved_cpu_millis(vcpus: int) -> int:
+    # GKE's table: 6% of the first core, 1% of the next, 0.5% of the next 2, 0.25% above 4;
+    # plus 400m for daemonsets, which request CPU on every GPU node.
+    bands = [(1000, 0.06), (1000, 0.01), (2000, 0.005), (float("inf"), 0.0025)]
+    return int(_banded(vcpus * 1000, bands)) + 400
+
+
+def _banded(total: float, bands: list[tuple[float, float]]) -> float:
+    """What a tiered reservation takes from `total`: each (size, share) band reserves its share."""
+    left, reserved = total, 0.0
+    for size, share in bands:
+        part = min(left, size)
+        reserved += part * share
+        left -= part
+        if left <= 0:
+            break
+    return reserved
+
+
+def size(machine: catalog.Machine, gpus_per_node: int) -> Sizing:
+    """Requests for a pod using ``gpus_per_node`` of the machine's GPUs: its share of what is allocatable.
+
+    The blog tuned data-loader processes per GPU by hand to keep CPU preprocessing from starving
+    the GPUs; here each GPU's training process keeps one core and its share of the rest feeds it.
+    """
+    share = gpus_per_node / machine.gpus
+    cpu = int((machine.vcpus * 1000 - _reserved_cpu_millis(machine.vcpus)) * share) // 100 * 100
+    total_mib = machine.memory_gib * 1024
+    memory = int((total_mib - _reserved_memory_mib(total_mib)) * share) // 256 * 256
+    cores_per_gpu = cpu // 1000 // gpus_per_node
+    workers = max(1, cores_per_gpu - 1)
+    # /dev/shm is memory-backed and counts against the pod's memory: a quarter of it carries the
+    # loaders' batches (Docker's 64 MiB default makes multi-worker loaders crash with "bus error").
+    shm = max(512, min(memory // 4, 16384)) // 256 * 256
+    return Sizing(machine.type, gpus_per_node, cpu, memory, shm, workers)
+
+
+def size_cpu(cpu_millis: int, memory_mib: int) -> Sizing:
+    """A CPU job's requests, as given; /dev/shm a quarter of the memory, one loader per spare core."""
+    shm = max(64, memory_mib // 4 // 64 * 64)
+    return Sizing(CPU_MACHINE, 0, cpu_millis, memory_mib, shm, max(1, cpu_millis // 1000 - 1))
