@@ -10,13 +10,13 @@ with ``meta.json`` written last, and announces each one on rank 0's stdout as a 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-EVENT_PREFIX = "@@tf "  # elastic_trainer.events.PREFIX
+from torchfleet.jobs.summary import events_from_lines
+
 _COMMITTED = re.compile(r"^ckpt-g(\d+)-s(\d+)$")  # elastic_trainer.checkpoint._COMMITTED
 
 
@@ -45,15 +45,8 @@ def from_store(checkpoint_dir: Path) -> CheckpointInfo | None:
 def from_log_lines(lines: Iterable[str], source: str) -> CheckpointInfo | None:
     """The newest ``ckpt`` event in a log (a ``resumed`` event also proves a checkpoint existed)."""
     best: CheckpointInfo | None = None
-    for line in lines:
-        start = line.find(EVENT_PREFIX)
-        if start < 0:
-            continue
-        try:
-            event = json.loads(line[start + len(EVENT_PREFIX):])
-        except ValueError:
-            continue
-        if not isinstance(event, dict) or event.get("ev") not in ("ckpt", "resumed"):
+    for event in events_from_lines(lines):  # the one parser of `@@tf` lines, as the progress view reads them
+        if event["ev"] not in ("ckpt", "resumed"):
             continue
         step = event.get("step")
         if isinstance(step, int) and (best is None or step >= best.step):
