@@ -2,20 +2,16 @@
 does for every manifest it renders (docs/facts.md, "Conventions"). The operators' custom resources are not scanned by
 checkov, so each job's pod template is written out as the Pod the controller will create."""
 
-import json
-import subprocess
 from dataclasses import replace
 
-import pytest
 import yaml
 
 from components import spec as platform
-from tests.harness import REPO
+from tests.torchfleet.checkov import checkov_results
 from torchfleet.jobs import manifests
 from torchfleet.jobs import target as targets
 from torchfleet.jobs.spec import build_request
 
-CHECKOV = REPO / ".venv-tools" / "bin" / "checkov"
 # Checks that do not fit a training pod, each with why (keep every reason true).
 SKIPS = {
     "CKV_K8S_8": "Liveness probe: a training worker serves nothing to probe; a hung collective ends at the "
@@ -54,21 +50,11 @@ def _documents(operator, cpu=False):
 
 
 def test_job_pods_pass_checkov(tmp_path):
-    if not CHECKOV.exists():
-        pytest.fail(f"{CHECKOV} is missing: run bash .ci/setup")
     for operator in platform.OPERATORS:
         for cpu in (False, True):
             documents = _documents(operator, cpu)
             (tmp_path / f"{operator}-{cpu}.yaml").write_text(yaml.safe_dump_all(documents, sort_keys=False))
-    proc = subprocess.run(
-        [str(CHECKOV), "--directory", str(tmp_path), "--framework", "kubernetes", "--output", "json", "--compact",
-         "--skip-download", "--skip-check", ",".join(SKIPS)],
-        capture_output=True, text=True, timeout=300, check=False,
-    )
-    assert proc.returncode in (0, 1) and proc.stdout.strip(), proc.stderr[-2000:]
-    reports = json.loads(proc.stdout)
-    reports = reports if isinstance(reports, list) else [reports]
-    results = [r.get("results", {}) for r in reports]
+    results = checkov_results(tmp_path, SKIPS)
     failed = [f"{c['check_id']} {c['check_name']} ({c['resource']})"
               for r in results for c in r.get("failed_checks", [])
               if not (c["check_id"] in LOCAL_SKIPS and ".ckv-cpu-" in c["resource"])]

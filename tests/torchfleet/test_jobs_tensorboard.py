@@ -3,9 +3,7 @@
 read-only on the manager pool; the command creates it, waits for it, forwards, and deletes it on the
 way out, Ctrl-C included; the forwarder pipes bytes both ways over real sockets."""
 
-import json
 import socket
-import subprocess
 import threading
 from dataclasses import replace
 from unittest import mock
@@ -17,11 +15,11 @@ from kubernetes import client
 from tests.harness import REPO
 from tests.k8s.pod_security import restricted_problems
 from tests.k8s.rendered import K8S_VERSIONS, problems_of
+from tests.torchfleet.checkov import checkov_results
 from tests.torchfleet.test_jobs_cluster import TIMEOUT, cli, job_object, not_found
 from torchfleet.jobs import target as targets
 from torchfleet.jobs import tensorboard
 
-CHECKOV = REPO / ".venv-tools" / "bin" / "checkov"
 IMAGE = "registry.example.com/team/train:1.4.2"
 TARGETS = {"aws": lambda: targets.defaults("aws"), "local": lambda: targets.from_stack("local"),
            "kubeflow-stack": lambda: replace(targets.from_stack("gcp-usc1"), namespace="research")}
@@ -60,19 +58,10 @@ SKIPS = {
 
 
 def test_pod_passes_checkov(tmp_path):
-    if not CHECKOV.exists():
-        pytest.fail(f"{CHECKOV} is missing: run bash .ci/setup")
     (tmp_path / "tensorboard.yaml").write_text(yaml.safe_dump(_pod(), sort_keys=False))
     # The namespace's default-deny policy selects every pod in it, this one too (CKV2_K8S_6).
     (tmp_path / "default-deny.yaml").write_text((REPO / "k8s/base/policies/default-deny.yaml").read_text())
-    proc = subprocess.run(
-        [str(CHECKOV), "--directory", str(tmp_path), "--framework", "kubernetes", "--output", "json", "--compact",
-         "--skip-download", "--skip-check", ",".join(SKIPS)],
-        capture_output=True, text=True, timeout=300, check=False,
-    )
-    assert proc.returncode in (0, 1) and proc.stdout.strip(), proc.stderr[-2000:]
-    reports = json.loads(proc.stdout)
-    results = [r.get("results", {}) for r in (reports if isinstance(reports, list) else [reports])]
+    results = checkov_results(tmp_path, SKIPS)
     failed = [f"{c['check_id']} {c['check_name']} ({c['resource']})" for r in results
               for c in r.get("failed_checks", [])]
     assert failed == []
