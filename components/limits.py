@@ -65,6 +65,12 @@ _AWS_TAGS = "https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.htm
 _AZURE_NAMES = "https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules"
 _AZURE_TAGS = "https://learn.microsoft.com/azure/azure-resource-manager/management/tag-resources#limitations"
 _GCP_LABELS = "https://cloud.google.com/compute/docs/labeling-resources#requirements"
+# Rules several kinds share, written once (NameRule's pattern and allowed, or chars and allowed).
+_EKS_NAME = {"pattern": r"[0-9A-Za-z][A-Za-z0-9_-]*",
+             "allowed": "ASCII letters, digits, '-' and '_', starting with a letter or digit"}
+_RFC1035_NAME = {"pattern": _RFC1035,
+                 "allowed": "lowercase letters, digits and '-', starting with a letter, not ending with '-'"}
+_AWS_TAG = {"chars": _aws_tag_chars, "allowed": "letters, digits, spaces and _ . : / = + - @"}
 
 NAME_RULES: dict[str, NameRule] = {
     "pulumi-stack": NameRule(
@@ -73,11 +79,11 @@ NAME_RULES: dict[str, NameRule] = {
     ),
     "eks-cluster": NameRule(
         100, "https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateCluster.html",
-        r"[0-9A-Za-z][A-Za-z0-9_-]*", allowed="ASCII letters, digits, '-' and '_', starting with a letter or digit",
+        **_EKS_NAME,
     ),
     "eks-nodegroup": NameRule(
         63, "https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateNodegroup.html",
-        r"[0-9A-Za-z][A-Za-z0-9_-]*", allowed="ASCII letters, digits, '-' and '_', starting with a letter or digit",
+        **_EKS_NAME,
     ),
     "eks-addon": NameRule(
         100, "https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateAddon.html", r"[0-9A-Za-z][A-Za-z0-9_-]*",
@@ -88,10 +94,10 @@ NAME_RULES: dict[str, NameRule] = {
         r"[.\-_/#A-Za-z0-9]+", allowed="ASCII letters, digits and . - _ / #",
     ),
     "aws-tag-key": NameRule(
-        128, _AWS_TAGS, chars=_aws_tag_chars, allowed="letters, digits, spaces and _ . : / = + - @"
+        128, _AWS_TAGS, **_AWS_TAG
     ),
     "aws-tag-value": NameRule(
-        256, _AWS_TAGS, chars=_aws_tag_chars, allowed="letters, digits, spaces and _ . : / = + - @", min_len=0
+        256, _AWS_TAGS, **_AWS_TAG, min_len=0
     ),
     "aws-autonamed": NameRule(
         # IAM roles, security groups, KMS aliases and the rest that Pulumi auto-names: the tightest
@@ -101,16 +107,15 @@ NAME_RULES: dict[str, NameRule] = {
     ),
     "gke-cluster": NameRule(
         40, "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster",
-        _RFC1035, allowed="lowercase letters, digits and '-', starting with a letter, not ending with '-'",
+        **_RFC1035_NAME,
     ),
     "gke-node-pool": NameRule(
         40, "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters.nodePools",
-        _RFC1035, allowed="lowercase letters, digits and '-', starting with a letter, not ending with '-'",
+        **_RFC1035_NAME,
     ),
     "gcp-resource": NameRule(
         # Networks, subnetworks, routers, NATs, Filestore instances: RFC 1035 labels.
-        63, "https://cloud.google.com/compute/docs/naming-resources#resource-name-format", _RFC1035,
-        allowed="lowercase letters, digits and '-', starting with a letter, not ending with '-'",
+        63, "https://cloud.google.com/compute/docs/naming-resources#resource-name-format", **_RFC1035_NAME,
     ),
     "gcp-service-account-id": NameRule(
         30, "https://cloud.google.com/iam/docs/service-accounts-create#creating", r"[a-z]([-a-z0-9]*[a-z0-9])",
