@@ -10,7 +10,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from components.catalog.rows import load_rows
 
 CATALOG_FILE = Path(__file__).with_name("gpus.yaml")
 
@@ -61,8 +61,7 @@ class Gpu:
 
 @functools.cache
 def load() -> dict[str, Gpu]:
-    raw = yaml.safe_load(CATALOG_FILE.read_text())
-    return {key: _gpu(key, row) for key, row in raw.items()}
+    return load_rows(CATALOG_FILE, _gpu)
 
 
 def _gpu(key: str, row: dict) -> Gpu:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import yaml
+from components.catalog.rows import load_rows
 
 VERSIONS_FILE = Path(__file__).with_name("kubernetes.yaml")
 
@@ -26,11 +27,11 @@ class Service:
 
 @functools.cache
 def load() -> dict[str, Service]:
-    raw = yaml.safe_load(VERSIONS_FILE.read_text())
-    return {
-        name: Service(name, row["cloud"], row["source"], row["checked"], dict(row["versions"]))
-        for name, row in raw.items()
-    }
+    return load_rows(VERSIONS_FILE, _service)
+
+
+def _service(name: str, row: dict[str, Any]) -> Service:
+    return Service(name, row["cloud"], row["source"], row["checked"], dict(row["versions"]))
 
 
 def service_for(cloud: str) -> Service | None:

@@ -8,8 +8,9 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import yaml
+from components.catalog.rows import load_rows
 
 MACHINES_FILE = Path(__file__).with_name("machines.yaml")
 
@@ -41,18 +42,18 @@ class MachineRules:
 
 @functools.cache
 def load() -> dict[str, MachineRules]:
-    raw = yaml.safe_load(MACHINES_FILE.read_text())
-    return {
-        cloud: MachineRules(
-            cloud,
-            row["source"],
-            re.compile(row["pattern"]),
-            tuple(row["families"]),
-            tuple(str(s) for s in row["sizes"]),
-            tuple(row["examples"]),
-        )
-        for cloud, row in raw.items()
-    }
+    return load_rows(MACHINES_FILE, _machine_rules)
+
+
+def _machine_rules(cloud: str, row: dict[str, Any]) -> MachineRules:
+    return MachineRules(
+        cloud,
+        row["source"],
+        re.compile(row["pattern"]),
+        tuple(row["families"]),
+        tuple(str(s) for s in row["sizes"]),
+        tuple(row["examples"]),
+    )
 
 
 def rules(cloud: str) -> MachineRules | None:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import yaml
+from components.catalog.rows import load_rows
 
 PRICES_FILE = Path(__file__).with_name("prices.yaml")
 
@@ -43,19 +44,19 @@ class CloudPrices:
 
 @functools.cache
 def load() -> dict[str, CloudPrices]:
-    raw = yaml.safe_load(PRICES_FILE.read_text())
-    return {
-        cloud: CloudPrices(
-            cloud=cloud,
-            source=row["source"],
-            region=row["region"],
-            priced=row["priced"],
-            machines={str(k): float(v) for k, v in row["usdPerHour"].items()},
-            attached_gpus={str(k): float(v) for k, v in (row.get("attachedGpuUsdPerHour") or {}).items()},
-            unpriced={str(k): str(v) for k, v in (row.get("unpriced") or {}).items()},
-        )
-        for cloud, row in raw.items()
-    }
+    return load_rows(PRICES_FILE, _cloud_prices)
+
+
+def _cloud_prices(cloud: str, row: dict[str, Any]) -> CloudPrices:
+    return CloudPrices(
+        cloud=cloud,
+        source=row["source"],
+        region=row["region"],
+        priced=row["priced"],
+        machines={str(k): float(v) for k, v in row["usdPerHour"].items()},
+        attached_gpus={str(k): float(v) for k, v in (row.get("attachedGpuUsdPerHour") or {}).items()},
+        unpriced={str(k): str(v) for k, v in (row.get("unpriced") or {}).items()},
+    )
 
 
 def of(cloud: str) -> CloudPrices | None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import yaml
+from components.catalog.rows import load_rows
 
 REGIONS_FILE = Path(__file__).with_name("regions.yaml")
 
@@ -38,24 +39,24 @@ def _zone_names(cloud: str, region: str, letters: list) -> tuple[str, ...]:
 
 @functools.cache
 def load() -> dict[str, CloudRegions]:
-    raw = yaml.safe_load(REGIONS_FILE.read_text())
-    return {
-        cloud: CloudRegions(
-            cloud=cloud,
-            source=row["source"],
-            checked=row["checked"],
-            regions={
-                name: Region(
-                    cloud,
-                    name,
-                    _zone_names(cloud, name, r["zones"]),
-                    tuple(r["gpus"]) if "gpus" in r else None,
-                )
-                for name, r in row["regions"].items()
-            },
-        )
-        for cloud, row in raw.items()
-    }
+    return load_rows(REGIONS_FILE, _cloud_regions)
+
+
+def _cloud_regions(cloud: str, row: dict[str, Any]) -> CloudRegions:
+    return CloudRegions(
+        cloud=cloud,
+        source=row["source"],
+        checked=row["checked"],
+        regions={
+            name: Region(
+                cloud,
+                name,
+                _zone_names(cloud, name, r["zones"]),
+                tuple(r["gpus"]) if "gpus" in r else None,
+            )
+            for name, r in row["regions"].items()
+        },
+    )
 
 
 def region(cloud: str, name: str) -> Region | None:
