@@ -22,6 +22,7 @@ import hashlib
 import ipaddress
 import re
 
+from components.cloud_limits import first_free  # the same pick spec.parse checks a network.cidr with
 from components.clouds.traits import CLOUD_TRAITS
 from components.spec import GpuPoolSpec
 
@@ -91,8 +92,8 @@ _POD_CANDIDATES = CLOUD_TRAITS["azure"].pod_range_candidates
 def cluster_ranges(vnet_cidr: str) -> dict[str, str]:
     """service_cidr, dns_service_ip and pod_cidr that overlap neither the vnet nor each other."""
     vnet = ipaddress.ip_network(vnet_cidr)
-    service = _first_free(_SERVICE_CANDIDATES, vnet)
-    pods = _first_free(_POD_CANDIDATES, vnet, service)
+    service = first_free(_SERVICE_CANDIDATES, vnet)
+    pods = first_free(_POD_CANDIDATES, vnet, service)
     if service is None or pods is None:
         raise ValueError(
             f"network.cidr {vnet_cidr} leaves no room for AKS service and pod ranges; use e.g. 10.0.0.0/16"
@@ -103,11 +104,3 @@ def cluster_ranges(vnet_cidr: str) -> dict[str, str]:
         "dns_service_ip": str(service.network_address + 10),
         "pod_cidr": str(pods),
     }
-
-
-def _first_free(candidates: tuple[str, ...], *taken: ipaddress.IPv4Network) -> ipaddress.IPv4Network | None:
-    for c in candidates:
-        net = ipaddress.ip_network(c)
-        if not any(net.overlaps(t) for t in taken):
-            return net
-    return None
