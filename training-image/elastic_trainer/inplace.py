@@ -132,6 +132,12 @@ class _InplaceRun:
         self.generation = 0  # claimed by the group that writes, at each new quorum
         self.writer_quorum = -1
         self.trained = False  # has this worker committed a step (the final checkpoint is then its to write)
+        if cfg.global_batch_size < self.groups:
+            raise ValueError(f"--global-batch-size={cfg.global_batch_size} is smaller than {ENV_GROUPS}="
+                             f"{self.groups}: every group needs at least one sample of each global batch")
+        # this group's slice of every global batch (ValueError, exit 2, if the dataset is smaller than one)
+        self.sampler = ElasticBatchSampler(len(task.dataset), cfg.global_batch_size, self.group, self.groups,
+                                           cfg.seed, total_steps=cfg.total_steps)
 
     # -- state exchanged with a healing peer (torchft's checkpoint transport) ---------------------
     def _state_dict(self) -> dict:
@@ -268,8 +274,7 @@ class _InplaceRun:
         """
         cfg, task = self.cfg, self.task
         manager = self.manager
-        sampler = ElasticBatchSampler(len(task.dataset), cfg.global_batch_size, self.group, self.groups, cfg.seed,
-                                      total_steps=cfg.total_steps)
+        sampler = self.sampler
         self.model.train()
         started = False
         last_quorum = None
@@ -370,8 +375,7 @@ class _InplaceRun:
         return self.generation
 
     def _checkpoint(self, sampler, step: int, reason: str) -> int:
-        sampler = sampler or ElasticBatchSampler(len(self.task.dataset), self.cfg.global_batch_size, self.group,
-                                                 self.groups, self.cfg.seed)
+        sampler = sampler or self.sampler
         code = self._report(self.writer.wait())
         if code:
             return code
