@@ -397,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
                       default=0) or 7000
         result["etcd_memory"] = []
         for count in (100_000, 10_000):
-            result["etcd_memory"].append(etcd_memory(count, args.etcd_memory_writes, largest))
+            result["etcd_memory"].append(etcd_memory(count, args.etcd_memory_writes, int(largest)))
             _say(quiet, f"  etcd memory: {json.dumps(result['etcd_memory'][-1])}")
     result["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     _say(quiet, table(result))

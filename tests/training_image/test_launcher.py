@@ -421,10 +421,10 @@ def test_the_rule_never_gets_more_aggressive_with_size_and_passes_its_own_checks
 @pytest.mark.parametrize(
     ("argv", "environ", "message"),
     [
-        # issue 15: 32 nodes with 1 s heartbeats formed 0/32 in 200 s
-        (["--nnodes=1:32", "--rdzv_conf=keep_alive_interval=1"], {}, "keep_alive_interval=1 with --nnodes up to 32"),
-        (["--nnodes=64", "--rdzv_conf=keep_alive_interval=2,keep_alive_max_attempt=3"], {},
-         "keep_alive_interval=2 with --nnodes up to 64"),
+        # issue 15: 64 nodes with 1 s heartbeats did not re-form within 60 s (bench/rendezvous.py)
+        (["--nnodes=1:64", "--rdzv_conf=keep_alive_interval=1"], {}, "keep_alive_interval=1 with --nnodes up to 64"),
+        (["--nnodes=40", "--rdzv_conf=keep_alive_interval=1,keep_alive_max_attempt=4"], {},
+         "keep_alive_interval=1 with --nnodes up to 40"),
         (["--rdzv_conf=keep_alive_interval=1"], {"PET_NNODES": "2:64"}, "with --nnodes up to 64"),
         ([], {"PET_NNODES": "1:64", "PET_RDZV_CONF": "keep_alive_interval=1"}, "with --nnodes up to 64"),
         (["--nnodes=4:two"], {}, "--nnodes='4:two': expected a node count"),
@@ -442,10 +442,11 @@ def test_settings_that_cannot_form_at_the_jobs_size_are_refused(argv, environ, m
 
 
 def test_weaker_than_default_settings_are_warned_about(monkeypatch, capsys):
-    smallest = next(row[2] for row in launcher.RDZV_BY_MAX_NODES if row[0] >= 64)
-    argv = ["--nnodes=1:64", f"--rdzv_conf=keep_alive_interval={smallest},last_call_timeout=1", *SCRIPT]
+    # 1 s heartbeats formed 32 nodes on the benchmark, slowly (6.9 s, 2 rounds): kept, with a warning
+    argv = ["--nnodes=1:32", "--rdzv_conf=keep_alive_interval=1,last_call_timeout=1", *SCRIPT]
     plan = build_plan(argv, {})
-    assert plan.rdzv_conf["keep_alive_interval"] == str(smallest)  # the user's value is kept
+    assert plan.rdzv_conf["keep_alive_interval"] == "1"  # the user's value is kept
+    assert any("keep_alive_interval=1 is below" in w for w in plan.warnings)
     assert any("last_call_timeout=1 is below" in w for w in plan.warnings)
     monkeypatch.setenv("TORCHFLEET_DRY_RUN", "1")
     assert launcher.main(argv) == 0

@@ -61,17 +61,20 @@ TUNED_RDZV_CONF: dict[str, str] = {
     "keep_alive_max_attempt": "3",
 }
 # The tuned settings above were measured with 2 nodes. Every heartbeat is a compare-and-set write
-# of the whole rendezvous state (one etcd key per job), so the load grows with the square of the
-# group size, and a node whose heartbeat lands late is declared dead and the round starts again:
-# past some size a group never forms (issue 15: 32 nodes, 0/32 in 200 s with 1 s or 2 s
-# heartbeats). So the settings follow the job's MAXIMUM node count, one row per size class:
-# (up to this many nodes, settings, smallest keep_alive_interval that formed at that size in
-# bench/rendezvous.py). Figures and the machine: README.md "Rendezvous at scale".
+# of the job's whole rendezvous state (one etcd key per job), a late heartbeat gets a live node
+# declared dead, and the round starts again. On one loaded 2-core machine, 16 nodes with 1 s
+# heartbeats saw 534 of 633 writes conflict and live nodes declared dead 84 times before forming
+# (13 s, 3 rounds), and 64 nodes with 1 s heartbeats did not re-form within 60 s (issue 15;
+# bench/rendezvous.py). So the settings follow the job's MAXIMUM node count: (up to this many
+# nodes, settings, smallest keep_alive_interval accepted at that size). Figures and the machine:
+# README.md, "Rendezvous at scale".
 RDZV_BY_MAX_NODES: tuple[tuple[int, dict[str, str], int], ...] = (
     (8, TUNED_RDZV_CONF, 1),
+    # 2 s heartbeats formed 16 nodes in 28-51 s with 3-7 rounds under load; 3 s in 1.5-4.7 s, one round
     (16, {"last_call_timeout": "2", "keep_alive_interval": "3", "keep_alive_max_attempt": "3"}, 1),
-    (32, {"last_call_timeout": "3", "keep_alive_interval": "5", "keep_alive_max_attempt": "3"}, 3),
-    (64, {"last_call_timeout": "5", "keep_alive_interval": "10", "keep_alive_max_attempt": "3"}, 5),
+    # 1 s heartbeats formed 32 nodes slowly (6.9 s, 2 rounds): kept, with a warning; 64 did not re-form
+    (32, {"last_call_timeout": "3", "keep_alive_interval": "5", "keep_alive_max_attempt": "3"}, 1),
+    (64, {"last_call_timeout": "3", "keep_alive_interval": "5", "keep_alive_max_attempt": "3"}, 2),
 )
 
 

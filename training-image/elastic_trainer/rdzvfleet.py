@@ -230,9 +230,14 @@ class RdzvJob:
             found = self.host.stream.wait(lambda evs: _formed_round(evs, self.live, world, since), timeout,
                                           f"job {self.run_id}: {world} nodes in one round")
         except TimeoutError as exc:
-            formed = {e["node"] for e in self.host.stream.events
-                      if e["ev"] == "formed" and e["t"] >= since and e["node"] in self.live and e["world"] == world}
-            raise RendezvousFailed(f"{exc} ({len(formed)}/{world} reported a round of {world})") from None
+            events = [e for e in self.host.stream.events if e.get("node") in self.live and e["t"] >= since]
+            formed = {e["node"] for e in events if e["ev"] == "formed" and e["world"] == world}
+            latest = {e["node"]: e for e in events if e["ev"] in ("formed", "restart")}
+            seen = ", ".join(f"{name.rsplit('-', 1)[-1]}: " + (
+                f"round {e['round']} of {e['world']}" if e["ev"] == "formed" else f"re-entering ({e['reason']})")
+                for name, e in sorted(latest.items()))
+            raise RendezvousFailed(f"{exc} ({len(formed)}/{world} reported a round of {world}; "
+                                   f"{len(events)} events; last: {seen or 'none'})") from None
         found = dict(found)  # type: ignore[arg-type]
         found["seconds"] = round(found.pop("t") - since, 3)
         return found
