@@ -124,6 +124,34 @@ def test_etcd_members_match_the_stack(result):
     assert (zones == []) == (result.stack == "local")
 
 
+def quantity(text: str) -> int:
+    """Bytes in a Kubernetes quantity (512Mi, 2Gi) or a Go GOMEMLIMIT (800MiB)."""
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+    number = text.removesuffix("B")
+    for suffix, factor in units.items():
+        if number.endswith(suffix):
+            return int(number[: -len(suffix)]) * factor
+    return int(number)
+
+
+def test_etcd_is_sized_for_the_rendezvous_write_load(result):
+    # Issue 15: etcd keeps every write since its last snapshot in memory, and every heartbeat writes
+    # a job's whole rendezvous state; with etcd's default --snapshot-count (100,000) a 64-node job's
+    # heartbeats outgrow the memory limit (bench/rendezvous.py, README.md "Rendezvous at scale").
+    etcd = one(result, "StatefulSet", "etcd")
+    container = pod_spec(etcd)["containers"][0]
+    flags = dict(arg.split("=", 1) for arg in container["args"] if "=" in arg)
+    assert int(flags["--snapshot-count"]) <= 10_000
+    env = {item["name"]: item.get("value") for item in container.get("env", [])}
+    resources = container["resources"]
+    limit = quantity(resources["limits"]["memory"])
+    assert quantity(env["GOMEMLIMIT"]) < limit  # Go collects harder before the kernel kills it
+    assert quantity(resources["requests"]["memory"]) <= limit
+    # the v3 backend's quota leaves the data volume room for the WAL and the snapshots
+    volume = quantity(etcd["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"])
+    assert int(flags["--quota-backend-bytes"]) <= volume // 2
+
+
 def test_etcd_is_cluster_internal(result):
     for name in ("etcd", "etcd-peers"):
         service = one(result, "Service", name)
