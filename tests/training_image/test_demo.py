@@ -60,10 +60,12 @@ def test_demo_prints_the_recovery_timeline(tmp_path):
                  "started node2 as the replacement", "rejoined with 2 nodes", "finished: all 400 steps"):
         assert line in out, out
     assert "kill to resume" in out
-    # The closing status view (issue 13): two restarts (the kill, then node2's join), and the steps
-    # the timeline says were lost are the ones the view counts (the join's stop checkpoint loses none).
+    # The closing status view (issue 13): at least two restarts (the kill, then node2's join; a loaded
+    # machine can add a worker group, once seen as 3), and the steps the timeline says were lost are
+    # the ones the view counts (the join's stop checkpoint loses none).
     lost = re.search(r"lost (\d+) steps;", out).group(1)
-    assert f"Restarts:        2; {lost} steps lost" in out, out
+    view = re.search(r"Restarts: +(\d+); (\d+) steps lost", out)
+    assert view and int(view.group(1)) >= 2 and view.group(2) == lost, out
     assert re.search(r"World size:      2 now; over time: 2 \(step \d+\) -> 1 \(step \d+\) -> 2", out), out
     assert (tmp_path / "checkpoints").is_dir()  # kept: --workdir was given
     assert_none_left(tag)
