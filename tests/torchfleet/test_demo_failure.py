@@ -7,37 +7,24 @@ from __future__ import annotations
 import argparse
 import os
 import time
-import uuid
-from pathlib import Path
 from unittest import mock
 
 import pytest
 
+from tests.harness.processes import TAG_VARIABLE, assert_none_left, new_tag
 from torchfleet import demo
 
 pytestmark = pytest.mark.slow
 
 
-def tagged_processes(tag: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                if f"TF_DEMO_FAIL_TAG={tag}".encode() in (entry / "environ").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
 def test_a_failing_node_is_reported_with_the_cause_from_its_log(tmp_path, capsys):
-    tag = uuid.uuid4().hex
+    tag = new_tag()
     # --steps 0 gets past the CLI only with its checks bypassed: the trainer refuses it, torchrun
     # restarts the worker, and the demo must notice instead of waiting for a step.
     args = argparse.Namespace(steps=0, checkpoint_every=20, step_delay=0.05, workdir=tmp_path / "work")
     started = time.monotonic()
     with mock.patch.object(demo, "check_args", lambda args: None), \
-         mock.patch.dict(os.environ, {"TF_DEMO_FAIL_TAG": tag}):
+         mock.patch.dict(os.environ, {TAG_VARIABLE: tag}):
         code = demo.run(args)
     took = time.monotonic() - started
     err = capsys.readouterr().err
@@ -46,7 +33,4 @@ def test_a_failing_node_is_reported_with_the_cause_from_its_log(tmp_path, capsys
     assert "restarted its worker 3 times without a step" in err or "exited with code" in err
     assert "argument --total-steps: must be >= 1, got 0" in err  # the cause, from the node's log
     assert "Traceback" not in err and "TimeoutError" not in err
-    deadline = time.monotonic() + 15
-    while (left := tagged_processes(tag)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not left, f"left running: {left}"
+    assert_none_left(tag)

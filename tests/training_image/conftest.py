@@ -1,4 +1,5 @@
-"""Real-run fixtures: one etcd for the whole session, a fresh rendezvous id per job.
+"""Real-run fixtures: one etcd for the whole session, a fresh rendezvous id per job; and ``group``,
+one in-process gloo rank for the trainer's own tests (tests/harness/trainer_run.py).
 
 etcd is Debian's ``etcd-server`` (3.4, with ``--enable-v2=true``), which ``.ci/run`` installs; elsewhere
 ``TORCHFLEET_ETCD_BINARY`` names the binary to run.
@@ -11,6 +12,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from elastic_trainer.localrun import ENV_ETCD_BINARY, Etcd, LocalJob, etcd_binary
+
+from tests.harness.trainer_run import group  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(scope="session")

@@ -8,10 +8,11 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
+
+from tests.harness.processes import TAG_VARIABLE, assert_none_left, new_tag, tagged_processes
 
 REPO = Path(__file__).resolve().parents[2]
 # the demo's own entry, without depending on how torchfleet/cli.py wires the subcommand
@@ -23,36 +24,14 @@ RUNNER = (
 pytestmark = pytest.mark.slow
 
 
-def tagged_processes(tag: str) -> list[int]:
-    """Processes that inherited the demo's environment (etcd, launchers, forkservers, workers)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                if f"TF_DEMO_TEST_TAG={tag}".encode() in (entry / "environ").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
-def assert_none_left(tag: str, timeout: float = 15) -> None:
-    # Polled, not after a fixed sleep (review): on a loaded machine a killed process can take a
-    # moment to go away; one that is still there at the deadline was left behind.
-    deadline = time.monotonic() + timeout
-    while (left := tagged_processes(tag)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not left, f"left running: {left}"
-
-
 def start_demo(tmp_path, tag: str, *args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "TF_DEMO_TEST_TAG": tag, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, TAG_VARIABLE: tag, "PYTHONPATH": str(REPO)}
     return subprocess.Popen([sys.executable, "-u", "-c", RUNNER, "demo", f"--workdir={tmp_path}", *args],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def test_demo_prints_the_recovery_timeline(tmp_path):
-    tag = uuid.uuid4().hex
+    tag = new_tag()
     demo = start_demo(tmp_path, tag)
     out, _ = demo.communicate(timeout=300)
     assert demo.returncode == 0, out
@@ -72,7 +51,7 @@ def test_demo_prints_the_recovery_timeline(tmp_path):
 
 
 def test_ctrl_c_stops_every_process_the_demo_started(tmp_path):
-    tag = uuid.uuid4().hex
+    tag = new_tag()
     demo = start_demo(tmp_path, tag)
     deadline = time.monotonic() + 120
     for line in demo.stdout:

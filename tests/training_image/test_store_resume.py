@@ -20,16 +20,15 @@ import signal
 
 import pytest
 import torch
-import torch.distributed as dist
 from elastic_trainer import EXIT_CHECKPOINT_FAILED
 from elastic_trainer import checkpoint as checkpoint_module
 from elastic_trainer import trainer as trainer_module
 from elastic_trainer.checkpoint import CheckpointStore, CheckpointWriteError
 from elastic_trainer.events import PREFIX
 from elastic_trainer.signals import StopRequest
-from elastic_trainer.trainer import TrainConfig, _rng_state, _Run, _set_rng_state
-from torch import nn
-from torch.utils.data import TensorDataset
+from elastic_trainer.trainer import _rng_state, _Run, _set_rng_state
+
+from tests.harness.trainer_run import Task, config, printed
 
 
 class OnGpu(torch.Tensor):
@@ -60,44 +59,6 @@ def on_gpu(obj):
     if isinstance(obj, list | tuple):
         return type(obj)(on_gpu(value) for value in obj)
     return obj
-
-
-class Task:
-    def __init__(self) -> None:
-        generator = torch.Generator().manual_seed(3)
-        inputs = torch.randn(64, 4, generator=generator)
-        self.dataset = TensorDataset(inputs, inputs.sum(1, keepdim=True))
-
-    def build_model(self) -> nn.Module:
-        return nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.2), nn.Linear(8, 1))
-
-    def build_optimizer(self, model):
-        return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-
-    def build_scheduler(self, optimizer, total_steps):
-        return None
-
-    def loss_sum(self, model, batch, device):
-        inputs, targets = (t.to(device) for t in batch)
-        return nn.functional.mse_loss(model(inputs), targets, reduction="sum")
-
-
-@pytest.fixture
-def group():
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
-
-
-def config(tmp_path, **overrides) -> TrainConfig:
-    return TrainConfig(**{"checkpoint_dir": tmp_path / "ckpt", "total_steps": 6, "global_batch_size": 8,
-                          "checkpoint_every": 2, "keep_checkpoints": 5, **overrides})
-
-
-def events(capsys, kind: str) -> list[dict]:
-    lines = capsys.readouterr().out.splitlines()
-    found = [json.loads(line[len(PREFIX):]) for line in lines if line.startswith(PREFIX)]
-    return [e for e in found if e["ev"] == kind]
 
 
 def trained(tmp_path, capsys, **overrides) -> CheckpointStore:
@@ -216,7 +177,7 @@ def test_when_another_rank_cannot_load_the_choice_all_fall_back_together(group, 
     run._gather_objects = lambda obj: next(answers)
     _, meta = run._pick_checkpoint()
     assert chosen == [newest.path.name, previous.path.name] and meta["step"] == previous.step
-    assert events(capsys, "ckpt_skipped")[0]["reason"] == "rank 1: ckpt-...: torch.load failed (I/O error)"
+    assert printed(capsys, "ckpt_skipped")[0]["reason"] == "rank 1: ckpt-...: torch.load failed (I/O error)"
     assert "skipping checkpoint: rank 1" in caplog.text
 
 
@@ -250,5 +211,5 @@ def test_a_failed_stop_or_final_checkpoint_exits_with_its_own_code(group, tmp_pa
     if stop:
         request.signum = signal.SIGTERM  # a spot notice before the first step: that step is checkpointed
     assert _Run(Task(), config(tmp_path), request).run() == EXIT_CHECKPOINT_FAILED == 74
-    assert [e["code"] for e in events(capsys, "exit")] == [74]
+    assert [e["code"] for e in printed(capsys, "exit")] == [74]
     assert trainer_module.EXIT_FENCED == 3  # the other store exit code, unchanged

@@ -6,66 +6,18 @@ events on stdout, in the order they were printed, show what the training thread 
 
 from __future__ import annotations
 
-import json
-import signal
 import threading
 import time
 
 import pytest
 import torch
-import torch.distributed as dist
 from elastic_trainer.checkpoint import CheckpointStore
-from elastic_trainer.events import PREFIX
 from elastic_trainer.fence import StaleGenerationError
 from elastic_trainer.signals import StopRequest
 from elastic_trainer.staging import HostSnapshot
-from elastic_trainer.trainer import TrainConfig, _Run
-from torch import nn
-from torch.utils.data import TensorDataset
+from elastic_trainer.trainer import _Run
 
-
-class Task:
-    def __init__(self, stop: StopRequest | None = None, stop_at_call: int = 0, hidden: int = 8) -> None:
-        generator = torch.Generator().manual_seed(3)
-        inputs = torch.randn(64, 4, generator=generator)
-        self.dataset = TensorDataset(inputs, inputs.sum(1, keepdim=True))
-        self.stop, self.stop_at_call, self.calls, self.hidden = stop, stop_at_call, 0, hidden
-
-    def build_model(self) -> nn.Module:
-        return nn.Sequential(nn.Linear(4, self.hidden), nn.Dropout(0.2), nn.Linear(self.hidden, 1))
-
-    def build_optimizer(self, model):
-        return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-
-    def build_scheduler(self, optimizer, total_steps):
-        return torch.optim.lr_scheduler.StepLR(optimizer, step_size=3)
-
-    def loss_sum(self, model, batch, device):
-        self.calls += 1
-        if self.calls == self.stop_at_call:
-            self.stop.signum = signal.SIGTERM  # a spot notice during this step
-        inputs, targets = (t.to(device) for t in batch)
-        return nn.functional.mse_loss(model(inputs), targets, reduction="sum")
-
-
-@pytest.fixture
-def group():
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
-
-
-def config(tmp_path, **overrides) -> TrainConfig:
-    return TrainConfig(**{"checkpoint_dir": tmp_path / "ckpt", "total_steps": 6, "global_batch_size": 8,
-                          "checkpoint_every": 2, "keep_checkpoints": 10, **overrides})
-
-
-def printed(capsys) -> list[dict]:
-    return [json.loads(line[len(PREFIX):]) for line in capsys.readouterr().out.splitlines() if line.startswith(PREFIX)]
-
-
-def position(events: list[dict], kind: str, **fields) -> int:
-    return next(i for i, e in enumerate(events) if e["ev"] == kind and all(e.get(k) == v for k, v in fields.items()))
+from tests.harness.trainer_run import Task, config, position, printed
 
 
 @pytest.fixture
