@@ -4,11 +4,13 @@ Progress events are single lines ``@@tf {json}`` on stdout: the pod log is the t
 ``torchfleet logs`` and the local harness (``localrun``) read the same thing. Rank 0 emits the
 per-step events; any rank may emit lifecycle events (signal received, exit), which carry it.
 TensorBoard scalars go to the shared store from rank 0 only (needs the ``tensorboard``
-package, which the image installs; without it the scalars are skipped with one warning).
+package, which the image installs; without it the scalars are skipped with one warning); a
+store that refuses them ends the scalars, never the training (``Scalars``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -41,24 +43,59 @@ def emit(kind: str, **fields: object) -> None:
         sys.stdout.flush()
 
 
+def _summary_writer(log_dir: Path):
+    """torch's TensorBoard writer, or None without the ``tensorboard`` package."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        log.warning("tensorboard is not installed: scalars are not written to %s", log_dir)
+        return None
+    return SummaryWriter(log_dir=str(log_dir))
+
+
 class Scalars:
-    """Rank-0 TensorBoard writer on the shared store; a no-op on other ranks."""
+    """Rank-0 TensorBoard writer on the shared store; a no-op on other ranks.
+
+    Training never dies for its TensorBoard output: the first failure of the writer (the store
+    full or read-only) is logged once and emitted as ``scalars_failed``, and no scalar is written
+    after it. Any exception counts, not only OSError: the writer's file layer (``tf.io.gfile``,
+    or tensorboard's stand-in for it) raises its own error types, and its background thread
+    hands a write's failure to the next ``add_scalar`` or ``close``.
+    """
 
     def __init__(self, log_dir: Path | None, rank: int) -> None:
         self._writer = None
+        self.log_dir = log_dir
+        self.failed: str | None = None  # why scalars stopped, once they have
         if log_dir is None or rank != 0:
             return
         try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:
-            log.warning("tensorboard is not installed: scalars are not written to %s", log_dir)
-            return
-        self._writer = SummaryWriter(log_dir=str(log_dir))
+            self._writer = _summary_writer(log_dir)  # creates the directory and the event file
+        except Exception as exc:
+            self._give_up("opening", exc)
 
     def add(self, tag: str, value: float, step: int) -> None:
-        if self._writer is not None:
+        if self._writer is None:
+            return
+        try:
             self._writer.add_scalar(tag, value, step)
+        except Exception as exc:
+            self._give_up(f"writing {tag} of step {step}", exc)
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+        writer, self._writer = self._writer, None
+        if writer is None:
+            return
+        try:
+            writer.close()  # flushes what is queued: the store may refuse it now
+        except Exception as exc:
+            self._give_up("closing", exc)
+
+    def _give_up(self, action: str, exc: Exception) -> None:
+        writer, self._writer = self._writer, None
+        self.failed = f"{action} failed: {type(exc).__name__}: {exc}"
+        log.error("TensorBoard scalars in %s stopped, %s; training goes on without them", self.log_dir, self.failed)
+        emit("scalars_failed", dir=str(self.log_dir), error=self.failed)
+        if writer is not None:
+            with contextlib.suppress(Exception):  # release its file and thread; it may fail again
+                writer.close()
