@@ -271,7 +271,7 @@ class FakeJobs:
     def create(self, job: dict) -> dict:
         return {**job, "metadata": {**job["metadata"], "uid": "0"}}
 
-    def create_network_policy(self, policy: dict, owner: dict) -> None:
+    def create_owned(self, document: dict, owner: dict) -> None:
         pass
 
     def list(self) -> list:

@@ -47,9 +47,16 @@ def api():
                                   "list_namespaced_custom_object", "delete_namespaced_custom_object"],
         client.CoreV1Api: ["list_namespaced_pod", "list_namespaced_event", "read_node", "read_namespaced_pod_log"],
         client.NetworkingV1Api: ["create_namespaced_network_policy"],
+        client.BatchV1Api: ["create_namespaced_job", "read_namespaced_job", "list_namespaced_job",
+                            "delete_namespaced_job"],
+        client.AppsV1Api: ["create_namespaced_deployment"],
     }
+    names[client.CoreV1Api].append("create_namespaced_service")
     patches = {n: mock.patch.object(cls, n, autospec=True) for cls, ns in names.items() for n in ns}
     mocks = {n: p.start() for n, p in patches.items()}
+    # No in-place (batch/v1) jobs unless a test says otherwise.
+    mocks["read_namespaced_job"].side_effect = not_found()
+    mocks["list_namespaced_job"].return_value = client.V1JobList(items=[])
     yield mock.Mock(**mocks)
     for p in patches.values():
         p.stop()
@@ -76,8 +83,13 @@ def pod(name, job="resnet", phase="Running", node="node-a", restarts=0, age_s=30
 
 
 def job_object(name="resnet", kind="ElasticJob", conditions=(), failed=0, age_s=3600, zone=""):
-    spec = {"minReplicas": 2, "maxReplicas": 4, "replicaSpecs": {"Worker": {"template": {"spec": {"containers": [
-        {"name": "elasticjob-worker", "image": "r/t:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}}
+    container = {"name": manifests.CONTAINER_NAME["kubeflow" if kind == "PyTorchJob" else "torchelastic"],
+                 "image": "r/t:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    worker = {"Worker": {"template": {"spec": {"containers": [container]}}}}
+    if kind == "PyTorchJob":
+        spec = {"elasticPolicy": {"minReplicas": 2, "maxReplicas": 4}, "pytorchReplicaSpecs": worker}
+    else:
+        spec = {"minReplicas": 2, "maxReplicas": 4, "replicaSpecs": worker}
     return {
         "apiVersion": "elastic.pytorch.org/v1alpha1", "kind": kind,
         "metadata": {"name": name, "namespace": "elastic-job", "uid": f"uid-{name}",
@@ -370,7 +382,7 @@ def test_logs_of_a_missing_rank_exits_2(api, kubeconfig, capsys):
     api.get_namespaced_custom_object.return_value = job_object()
     api.list_namespaced_pod.return_value = client.V1PodList(items=[pod("resnet-worker-0")])
     code, _, err = cli(["logs", "resnet", "--rank", "3"], kubeconfig, capsys)
-    assert code == 2 and "--rank: job resnet has no pod resnet-worker-3; its pods: resnet-worker-0" in err
+    assert code == 2 and "--rank: job resnet has no pod of node 3; its pods: resnet-worker-0" in err
     api.read_namespaced_pod_log.assert_not_called()
 
 

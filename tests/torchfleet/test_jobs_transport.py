@@ -20,6 +20,8 @@ from torchfleet.cli import main
 
 NS = "elastic-job"
 JOBS = f"/apis/elastic.pytorch.org/v1alpha1/namespaces/{NS}/elasticjobs"
+BATCH = f"/apis/batch/v1/namespaces/{NS}/jobs"  # --recovery inplace jobs
+POLICIES = f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies"
 PODS = f"/api/v1/namespaces/{NS}/pods"
 NOW = datetime.now(UTC)
 STAMP = (NOW - timedelta(minutes=90)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -113,9 +115,10 @@ def test_submit_sends_the_dry_run_documents(server, kubeconfig, capsys):
     server.on("POST", JOBS, 201, {**job, "metadata": {**job["metadata"], "uid": "u-1"}})
     server.on("POST", f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies", 201, policy)
     assert main(["submit", "--kubeconfig", kubeconfig, *flags]) == 0
-    assert server.paths() == [("GET", f"{JOBS}/resnet"), ("POST", JOBS),
-                              ("POST", f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies")]
-    get, create, netpol = server.calls
+    # the name is free as neither an ElasticJob nor an in-place Job
+    assert server.paths() == [("GET", f"{JOBS}/resnet"), ("GET", f"{BATCH}/resnet"), ("POST", JOBS),
+                              ("POST", POLICIES)]
+    get, _, create, netpol = server.calls
     assert get.timeout == (10, 60)  # a dead endpoint fails fast
     assert create.body == job
     assert create.query == {"fieldManager": ["torchfleet"], "fieldValidation": ["Strict"]}
@@ -133,6 +136,7 @@ def test_submit_conflict_from_the_server_exits_2(server, kubeconfig, capsys):
 
 def test_list_status_logs_delete(server, kubeconfig, capsys):
     server.on("GET", JOBS, payload={"items": [job_json()]})
+    server.on("GET", BATCH, payload={"apiVersion": "batch/v1", "kind": "JobList", "metadata": {}, "items": []})
     server.on("GET", f"{JOBS}/resnet", payload=job_json())
     pods = [pod_json("resnet-worker-0"), pod_json("resnet-worker-1", "Pending", None)]
     server.on("GET", PODS, payload={"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": pods})
@@ -187,4 +191,4 @@ def test_logs_follow_through_the_real_client(server, kubeconfig, capsys):
 def test_missing_job_from_the_server_exits_2(server, kubeconfig, capsys):
     assert main(["status", "--kubeconfig", kubeconfig, "ghost"]) == 2
     assert "NAME: no ElasticJob 'ghost'" in capsys.readouterr().err
-    assert server.paths() == [("GET", f"{JOBS}/ghost")]
+    assert server.paths() == [("GET", f"{JOBS}/ghost"), ("GET", f"{BATCH}/ghost")]

@@ -17,7 +17,9 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from torchfleet.jobs import manifests
 from torchfleet.jobs.errors import ClusterError, JobNotFoundError, NameTakenError, UsageError
+from torchfleet.jobs.inplace_job import BATCH_JOB, LABEL_RECOVERY
 from torchfleet.jobs.manifests import RESOURCES
 
 # Connect in seconds, read in seconds: a dead endpoint should fail fast, not hang a terminal.
@@ -130,21 +132,26 @@ class JobClient:
         self.custom = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
         self.networking = client.NetworkingV1Api(api)
+        self.batch = client.BatchV1Api(api)  # --recovery inplace jobs are Indexed Jobs (inplace_job.py)
+        self.apps = client.AppsV1Api(api)  # their Lighthouse
 
     # ------------------------------------------------------------ error translation
 
     def _call(
-        self, fn: Callable[..., T], *args: Any, job: str | None = None, creating: bool = False, **kwargs: Any
+        self, fn: Callable[..., T], *args: Any, job: str | None = None, creating: bool = False,
+        resource: dict[str, str] | None = None, **kwargs: Any,
     ) -> T:
         try:
             return fn(*args, _request_timeout=TIMEOUT, **kwargs)
         except ApiException as error:
-            raise self._translate(error, job, creating) from None
+            raise self._translate(error, job, creating, resource) from None
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise ClusterError(f"no cluster reachable at {_host(self.api)}: {error}") from None
 
-    def _translate(self, error: ApiException, job: str | None, creating: bool = False) -> Exception:
-        kind = self.resource["kind"]
+    def _translate(self, error: ApiException, job: str | None, creating: bool = False,
+                   resource: dict[str, str] | None = None) -> Exception:
+        resource = resource or self.resource
+        kind = resource["kind"]
         # A 404 on a create means the resource type itself is missing, not the job.
         if error.status == 404 and job is not None and not creating:
             return JobNotFoundError(
@@ -152,9 +159,12 @@ class JobClient:
             )
         if error.status == 404:
             return ClusterError(
-                f"the cluster at {_host(self.api)} has no {kind} resource ({self.resource['group']}): "
+                f"the cluster at {_host(self.api)} has no {kind} resource ({resource['group']}): "
                 "is the training layer deployed, and is this the stack's operator (--operator, or --stack)?"
             )
+        if error.status == 409 and kind not in (self.resource["kind"], BATCH_JOB["kind"]):
+            return ClusterError(f"a {kind} named {job!r} already exists in namespace {self.namespace} (left from an "
+                                f"earlier job?); `kubectl delete {kind.lower()} {job} -n {self.namespace}` removes it")
         if error.status == 409:
             return NameTakenError(
                 f"NAME: a job named {job!r} already exists in namespace {self.namespace}; choose another name "
@@ -172,9 +182,18 @@ class JobClient:
         r = self.resource
         return r["group"], r["version"], self.namespace, r["plural"]
 
+    def _as_dict(self, obj: Any) -> dict[str, Any]:
+        """A typed client object (V1Job) as the API's JSON shape, the same as the custom objects'."""
+        return self.api.sanitize_for_serialization(obj)
+
     def create(self, job: dict[str, Any]) -> dict[str, Any]:
         name = job["metadata"]["name"]
         # Strict: the server refuses fields it would otherwise prune, instead of dropping them.
+        if manifests.is_indexed_job(job):
+            return self._as_dict(self._call(
+                self.batch.create_namespaced_job, self.namespace, job, field_manager=FIELD_MANAGER,
+                field_validation="Strict", job=name, creating=True, resource=BATCH_JOB,
+            ))
         return self._call(
             self.custom.create_namespaced_custom_object, *self._args(), body=job,
             field_manager=FIELD_MANAGER, field_validation="Strict", job=name, creating=True,
@@ -188,37 +207,71 @@ class JobClient:
         return True
 
     def get(self, name: str) -> dict[str, Any]:
-        return self._call(self.custom.get_namespaced_custom_object, *self._args(), name, job=name)
+        """The operator's job of this name, else torchfleet's in-place Indexed Job of this name."""
+        try:
+            return self._call(self.custom.get_namespaced_custom_object, *self._args(), name, job=name)
+        except JobNotFoundError as missing:
+            found = self._indexed_job(name)
+            if found is None:
+                raise missing from None
+            return found
+
+    def _indexed_job(self, name: str) -> dict[str, Any] | None:
+        """A batch Job submitted with --recovery inplace, or None. Other Jobs in the namespace (the
+        platform's store-owner Job, a user's own) are not torchfleet's to show or delete."""
+        try:
+            job = self._as_dict(self._call(self.batch.read_namespaced_job, name, self.namespace, job=name,
+                                           resource=BATCH_JOB))
+        except JobNotFoundError:
+            return None
+        labels = (job.get("metadata") or {}).get("labels") or {}
+        return job if labels.get(LABEL_RECOVERY) == "inplace" else None
 
     def list(self) -> list[dict[str, Any]]:
         found = self._call(self.custom.list_namespaced_custom_object, *self._args())
-        return list(found.get("items") or [])
+        indexed = self._call(self.batch.list_namespaced_job, self.namespace, label_selector=f"{LABEL_RECOVERY}=inplace",
+                             resource=BATCH_JOB)
+        return list(found.get("items") or []) + [self._as_dict(j) for j in (indexed.items or [])]
 
-    def delete(self, name: str) -> None:
-        # Background: the controller's pods and the job's network policy carry owner references
-        # and are garbage-collected after the job is gone.
-        self._call(
-            self.custom.delete_namespaced_custom_object, *self._args(), name,
-            propagation_policy="Background", job=name,
-        )
+    def delete(self, name: str) -> str:
+        """Delete a job of either kind; returns its kind.
 
-    def create_network_policy(self, policy: dict[str, Any], owner: dict[str, Any]) -> None:
+        Background: the job's pods, policies and Lighthouse carry owner references and are
+        garbage-collected after the job is gone. A batch Job must say so: its API's default is
+        to orphan the pods (https://kubernetes.io/docs/concepts/workloads/controllers/job/#job-termination-and-cleanup).
+        """
+        try:
+            self._call(self.custom.delete_namespaced_custom_object, *self._args(), name,
+                       propagation_policy="Background", job=name)
+            return self.resource["kind"]
+        except JobNotFoundError as missing:
+            if self._indexed_job(name) is None:
+                raise missing from None
+        self._call(self.batch.delete_namespaced_job, name, self.namespace, propagation_policy="Background",
+                   job=name, resource=BATCH_JOB)
+        return BATCH_JOB["kind"]
+
+    def create_owned(self, document: dict[str, Any], owner: dict[str, Any]) -> None:
+        """A document that belongs to the job (a network policy, the Lighthouse's Service and
+        Deployment), created with an owner reference to it: deleting the job deletes it."""
         meta = owner["metadata"]
-        policy = {
-            **policy,
+        document = {
+            **document,
             "metadata": {
-                **policy["metadata"],
-                # Deleting the job deletes its policy.
+                **document["metadata"],
                 "ownerReferences": [{
                     "apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"],
                     "uid": meta["uid"], "blockOwnerDeletion": False,
                 }],
             },
         }
-        self._call(
-            self.networking.create_namespaced_network_policy, self.namespace, policy,
-            field_manager=FIELD_MANAGER,
-        )
+        create = {
+            "NetworkPolicy": self.networking.create_namespaced_network_policy,
+            "Service": self.core.create_namespaced_service,
+            "Deployment": self.apps.create_namespaced_deployment,
+        }[document["kind"]]
+        self._call(create, self.namespace, document, field_manager=FIELD_MANAGER, field_validation="Strict",
+                   job=document["metadata"]["name"], creating=True, resource=_resource_of(document))
 
     # ------------------------------------------------------------ pods, nodes, events, logs
 
@@ -316,6 +369,11 @@ class JobClient:
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise ClusterError(f"no cluster reachable at {_host(self.api)}: {error}") from None
         yield from (text or "").splitlines()
+
+
+def _resource_of(document: dict[str, Any]) -> dict[str, str]:
+    group, _, version = document["apiVersion"].rpartition("/")
+    return {"group": group or "core", "version": version, "kind": document["kind"]}
 
 
 def _message(error: ApiException) -> str:

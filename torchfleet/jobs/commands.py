@@ -77,6 +77,11 @@ def _job_options(p: argparse.ArgumentParser) -> None:
                         f"image's user; the group stays {platform.TRAINING_UID}, which owns the shared store)")
     p.add_argument("--cloud", choices=sorted(CLOUD_TRAITS), default=None,
                    help=f"without --stack: the cloud whose machines size the job (default {targets.DEFAULT_CLOUD})")
+    p.add_argument("--recovery", choices=jobspec.RECOVERY_MODES, default="restart",
+                   help="what a lost node costs: restart (default) restarts every worker from the last checkpoint; "
+                        "inplace keeps the survivors training and heals a replacement from a peer (torchft: an "
+                        "Indexed Job, one process per node, and a per-job Lighthouse; training-image/README.md, "
+                        "Recovery modes)")
     p.add_argument("--dry-run", action="store_true", default=False,
                    help="print the YAML that would be submitted; touches no cluster and never calls Pulumi")
     p.add_argument("-f", "--file", type=Path, default=None, metavar="JOB.yaml",
@@ -167,16 +172,18 @@ def _request(args: argparse.Namespace, t: targets.Target, name: str, command: Se
         t, name=name, gpu=args.gpu, nodes=args.nodes, gpus_per_node=args.gpus_per_node, image=args.image,
         command=command, zone=args.zone, env=args.env, mount=args.mount, overrides=overrides, sweep=sweep,
         run_as_user=args.run_as_user, cpu=args.cpu, cpus=args.cpus, memory=args.memory,
-        allow_egress=args.allow_egress,
+        allow_egress=args.allow_egress, recovery=args.recovery,
     )
 
 
 def _documents(req: jobspec.JobRequest, t: targets.Target) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The job and its network policies (its own, then the --allow-egress one if asked)."""
+    """The job and what it owns: its network policies (its own, then the --allow-egress one if
+    asked) and, in-place, its Lighthouse (manifests.owned_documents)."""
     job = manifests.build(req, t)
-    schema.validate(job)  # before anything is sent, and before a dry run prints it
+    if not manifests.is_indexed_job(job):  # an operator's resource: its CRD's schema (batch/v1 is the API server's)
+        schema.validate(job)  # before anything is sent, and before a dry run prints it
     _check_label_values(job)
-    return job, manifests.network_policies(req, t)
+    return job, manifests.owned_documents(req, t)
 
 
 def _check_label_values(job: dict[str, Any]) -> None:
@@ -246,19 +253,21 @@ def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Plann
             f"NAME: job(s) {', '.join(taken)} already exist in namespace {t.namespace}; choose another name "
             "or delete them first (nothing was submitted)"
         )
-    for req, job, policies in planned:
+    for req, job, owned in planned:
         created = jobs.create(job)
         try:
-            for policy in policies:
-                jobs.create_network_policy(policy, created)
+            for document in owned:
+                jobs.create_owned(document, created)
         except JobError:
             # Without its policies the job's pods cannot reach each other (or what the job asked
-            # for): do not leave it half-made. The job owns the policies already created.
+            # for), without its Lighthouse an in-place job cannot train: do not leave it half-made.
+            # The job owns what was already created, so deleting it removes that too.
             jobs.delete(req.name)
             raise
         s = req.sizing
         what = f"CPU ({s.cpu_millis}m, {s.memory_mib}Mi)" if req.cpu else f"{req.gpus_per_node} {req.gpu} ({s.machine})"
-        print(f"submitted {job['kind']} {req.name} to namespace {t.namespace}: {req.min_nodes}-{req.max_nodes} "
+        mode = " with its Lighthouse (recovery inplace)" if req.recovery == "inplace" else ""
+        print(f"submitted {job['kind']} {req.name}{mode} to namespace {t.namespace}: {req.min_nodes}-{req.max_nodes} "
               f"x {what}; checkpoints in {req.checkpoint_dir}")
     return EXIT_OK
 

@@ -117,8 +117,17 @@ def combinations(params: list[tuple[str, list[str]]]) -> list[tuple[str, ...]]:
             for values in itertools.product(*(vs for _, vs in params))]
 
 
-def check_name(name: str, max_nodes: int, flag: str = "NAME") -> None:
-    longest = len(name) + len(_POD_SUFFIX) + len(str(max(max_nodes - 1, 0)))
+# An in-place job's Lighthouse Service is <job>-lighthouse (torchfleet/jobs/inplace_job.py), a DNS
+# label of at most 63 characters; its pods' hostnames <job>-<index> are shorter.
+_LIGHTHOUSE_SUFFIX = "-lighthouse"
+
+
+def check_name(name: str, max_nodes: int, flag: str = "NAME", recovery: str = "restart") -> None:
+    if recovery == "inplace":
+        longest, shape = len(name) + len(_LIGHTHOUSE_SUFFIX), "its Lighthouse Service is <job>-lighthouse"
+    else:
+        longest = len(name) + len(_POD_SUFFIX) + len(str(max(max_nodes - 1, 0)))
+        shape = "pod names are <job>-worker-<n>"
     if not _DNS1035.fullmatch(name or ""):
         raise UsageError(
             f"{flag}: {name!r} is not a valid job name; use lowercase letters, digits and '-', "
@@ -126,7 +135,7 @@ def check_name(name: str, max_nodes: int, flag: str = "NAME") -> None:
         )
     if longest > 63:
         raise UsageError(
-            f"{flag}: {name!r} is too long; pod names are <job>-worker-<n> and must fit 63 characters, "
+            f"{flag}: {name!r} is too long; {shape} and must fit 63 characters, "
             f"so at most {63 - longest + len(name)} characters here"
         )
 

@@ -125,10 +125,6 @@ class StatusData:
     progress: summary.Summary
 
 
-def _container(jobs) -> str:
-    return manifests.CONTAINER_NAME["kubeflow" if jobs.resource is manifests.PYTORCHJOB else "torchelastic"]
-
-
 def _job_pods(jobs, name: str) -> list:
     return jobs.pods(f"{platform.LABEL_JOB}={name}")
 
@@ -149,7 +145,7 @@ def gather(args: argparse.Namespace, jobs) -> StatusData:
     found, logs = [], []
     for pod in pods:
         if pod.status and pod.status.phase in ("Running", "Succeeded", "Failed"):
-            lines = list(jobs.log_lines(pod.metadata.name, _container(jobs), tail=LOG_TAIL))
+            lines = list(jobs.log_lines(pod.metadata.name, manifests.container_name(job), tail=LOG_TAIL))
             found.append(progress.from_log_lines(lines, f"{pod.metadata.name} log"))
             logs.append(summary.events_from_lines(lines))
     if checkpoint is None:
@@ -206,8 +202,24 @@ def run_status(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- logs
 
 
-def _pod_index(name: str) -> int:
-    return int(name.rsplit("-", 1)[1]) if name.rsplit("-", 1)[-1].isdigit() else 1 << 30
+# Kubernetes labels each pod of an Indexed Job (a --recovery inplace job) with its index; the
+# operators name their pods <job>-worker-<index> instead.
+LABEL_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def _pod_index(pod) -> int:
+    index = ((pod.metadata and pod.metadata.labels) or {}).get(LABEL_COMPLETION_INDEX)
+    if index is None:
+        index = pod.metadata.name.rsplit("-", 1)[-1]
+    return int(index) if str(index).isdigit() else 1 << 30
+
+
+def _pod_of_rank(pods: list, rank: int):
+    """The pod of node ``rank``: the running one if an index has several (a replacement beside the
+    pod it replaced), else the newest."""
+    mine = [p for p in pods if _pod_index(p) == rank]
+    running = [p for p in mine if p.status and p.status.phase == "Running"]
+    return max(running or mine, key=lambda p: str(p.metadata.creation_timestamp or ""), default=None)
 
 
 def run_logs(args: argparse.Namespace) -> int:
@@ -221,23 +233,24 @@ def run_logs(args: argparse.Namespace) -> int:
         problems.add(f"--rank {args.rank} and --all-ranks: give one of them")
     problems.raise_any()
     _, jobs = _session(args)
-    jobs.get(args.name)  # a clear "no such job" before looking for its pods
-    pods = {p.metadata.name: p for p in _job_pods(jobs, args.name)}
+    job = jobs.get(args.name)  # a clear "no such job" before looking for its pods
+    pods = _job_pods(jobs, args.name)
     if args.all_ranks:
-        names = sorted(pods, key=_pod_index)
-        if not names:
+        chosen = sorted(pods, key=lambda p: (_pod_index(p), p.metadata.name))
+        if not chosen:
             raise UsageError(f"--all-ranks: job {args.name} has no pods yet (see `torchfleet status {args.name}`)")
     else:
-        pod = f"{args.name}-worker-{args.rank}"  # both operators name pods <job>-worker-<index>
-        if pod not in pods:
-            have = ", ".join(sorted(pods)) or "none yet (see `torchfleet status`)"
-            raise UsageError(f"--rank: job {args.name} has no pod {pod}; its pods: {have}")
-        names = [pod]
-    streams = {name: jobs.log_lines(name, _container(jobs), follow=args.follow, tail=args.tail,
-                                    previous=args.previous) for name in names}
-    prefix = len(names) > 1 or args.all_ranks
-    for name, line in (_interleave(streams) if args.follow and len(names) > 1 else _in_turn(streams)):
-        print(f"[worker-{_pod_index(name)}] {line}" if prefix else line, flush=args.follow)
+        pod = _pod_of_rank(pods, args.rank)
+        if pod is None:
+            have = ", ".join(sorted(p.metadata.name for p in pods)) or "none yet (see `torchfleet status`)"
+            raise UsageError(f"--rank: job {args.name} has no pod of node {args.rank}; its pods: {have}")
+        chosen = [pod]
+    index = {p.metadata.name: _pod_index(p) for p in chosen}
+    streams = {name: jobs.log_lines(name, manifests.container_name(job), follow=args.follow, tail=args.tail,
+                                    previous=args.previous) for name in index}
+    prefix = len(index) > 1 or args.all_ranks
+    for name, line in (_interleave(streams) if args.follow and len(index) > 1 else _in_turn(streams)):
+        print(f"[worker-{index[name]}] {line}" if prefix else line, flush=args.follow)
     return EXIT_OK
 
 
@@ -327,11 +340,11 @@ def run_delete(args: argparse.Namespace) -> int:
     missing = []
     for name in dict.fromkeys(names):
         try:
-            jobs.delete(name)
+            kind = jobs.delete(name)
         except JobNotFoundError:
             missing.append(name)
             continue
-        print(f"deleted {jobs.resource['kind']} {name} from namespace {namespace}")
+        print(f"deleted {kind} {name} from namespace {namespace}")
     if len(names) > len(missing):
         print("their checkpoints and outputs stay on the shared store")
     if missing:

@@ -24,7 +24,7 @@ WHAT = "a job file holds name, command and the submit flags' values, e.g. nodes:
 # The submit/sweep flags a job file may set: every one that describes the job and where it goes.
 # Not --dry-run, --yes or -o (what this run does), nor -f itself.
 FLAG_KEYS = ("stack", "gpu", "nodes", "gpus-per-node", "cpu", "cpus", "memory", "allow-egress", "image", "zone",
-             "env", "mount", "run-as-user", "cloud", "kubeconfig", "context", "namespace", "operator")
+             "env", "mount", "run-as-user", "cloud", "kubeconfig", "context", "namespace", "operator", "recovery")
 KEYS = ("name", *FLAG_KEYS, "command", "params")
 _INTS = ("gpus-per-node", "run-as-user")
 _LISTS = ("allow-egress",)

@@ -1,4 +1,5 @@
-"""Pure builders: a JobRequest and its Target in, an ElasticJob or PyTorchJob dict out.
+"""Pure builders: a JobRequest and its Target in, an ElasticJob or PyTorchJob dict out (an
+Indexed Job and its Lighthouse for ``--recovery inplace``: inplace_job.py).
 
 No client, no I/O: ``--dry-run`` prints exactly what ``submit`` sends, and the tests validate
 the same dicts against the CRD schemas.
@@ -36,6 +37,7 @@ ANNOTATION_ZONE = "torchfleet.io/zone"
 ANNOTATION_MACHINE = "torchfleet.io/machine"
 ANNOTATION_OVERRIDES = "torchfleet.io/overrides"
 ANNOTATION_CHECKPOINTS = "torchfleet.io/checkpoint-dir"
+ANNOTATION_MIN_NODES = "torchfleet.io/min-nodes"  # an Indexed Job has no minReplicas field to hold it
 SHARED_VOLUME = "shared"
 SHM_VOLUME = "dshm"
 # ExitCode: 1-127 end the job (a bug will not fix itself on retry), 128-255 recreate the pod
@@ -148,19 +150,38 @@ def _resources(req: JobRequest) -> dict[str, Any]:
     return {"requests": requests, "limits": limits}
 
 
-def pod_template(req: JobRequest, target: Target) -> dict[str, Any]:
-    container = {
+def _worker_container(req: JobRequest, target: Target) -> dict[str, Any]:
+    """Name, args, environment and ports: what differs between the recovery modes."""
+    if req.recovery == "inplace":
+        from torchfleet.jobs import inplace_job
+
+        # No rendezvous and no controller-made Services: the launcher hands the node to
+        # replica_node.py, one worker (the replica group) per pod.
+        env = environment(req)
+        env[1:1] = [{"name": k, "value": v} for k, v in inplace_job.worker_env(req, target).items()]
+        return {"name": inplace_job.CONTAINER_NAME, "args": ["--nproc_per_node=1", *req.command], "env": env}
+    return {
         "name": CONTAINER_NAME[target.operator],
-        "image": req.image,
-        # A recreated pod re-resolves the tag: cheap, layers are cached. The local stack runs
-        # images loaded into the node (`kind load docker-image`), which a pull would not find.
-        "imagePullPolicy": "IfNotPresent" if target.cloud == "local" else "Always",
-        "command": list(LAUNCHER),
         # The ElasticJob controller prepends its rendezvous args: the launcher's options come
         # before the user's script, whose own args follow it.
         "args": [f"--nproc_per_node={req.nproc_per_node}", LOCAL_ADDR_ARG, *req.command],
         "env": environment(req),
         "ports": [dict(CONTAINER_PORT[target.operator])],
+    }
+
+
+def pod_template(req: JobRequest, target: Target) -> dict[str, Any]:
+    mode = _worker_container(req, target)
+    container = {
+        "name": mode["name"],
+        "image": req.image,
+        # A recreated pod re-resolves the tag: cheap, layers are cached. The local stack runs
+        # images loaded into the node (`kind load docker-image`), which a pull would not find.
+        "imagePullPolicy": "IfNotPresent" if target.cloud == "local" else "Always",
+        "command": list(LAUNCHER),
+        "args": mode["args"],
+        "env": mode["env"],
+        **({"ports": mode["ports"]} if "ports" in mode else {}),
         "resources": _resources(req),
         "securityContext": container_security(),
         "volumeMounts": [
@@ -191,7 +212,7 @@ def pod_template(req: JobRequest, target: Target) -> dict[str, Any]:
     return {"metadata": {"labels": labels(req)}, "spec": spec}
 
 
-def _metadata(req: JobRequest, target: Target) -> dict[str, Any]:
+def job_metadata(req: JobRequest, target: Target) -> dict[str, Any]:
     annotations = {
         ANNOTATION_ZONE: req.zone or "",
         ANNOTATION_MACHINE: req.sizing.machine,
@@ -211,7 +232,7 @@ def elastic_job(req: JobRequest, target: Target) -> dict[str, Any]:
     return {
         "apiVersion": f"{ELASTICJOB['group']}/{ELASTICJOB['version']}",
         "kind": ELASTICJOB["kind"],
-        "metadata": _metadata(req, target),
+        "metadata": job_metadata(req, target),
         "spec": {
             "rdzvEndpoint": target.etcd_endpoint,
             "minReplicas": req.min_nodes,
@@ -232,7 +253,7 @@ def pytorch_job(req: JobRequest, target: Target) -> dict[str, Any]:
     return {
         "apiVersion": f"{PYTORCHJOB['group']}/{PYTORCHJOB['version']}",
         "kind": PYTORCHJOB["kind"],
-        "metadata": _metadata(req, target),
+        "metadata": job_metadata(req, target),
         "spec": {
             "runPolicy": {"cleanPodPolicy": "Running"},
             # Elastic mode: workers only, no Master; the operator passes these to torchrun as PET_*
@@ -261,19 +282,41 @@ def pytorch_job(req: JobRequest, target: Target) -> dict[str, Any]:
 
 
 def build(req: JobRequest, target: Target) -> dict[str, Any]:
+    if req.recovery == "inplace":  # no operator: an Indexed Job (inplace_job.py)
+        from torchfleet.jobs import inplace_job
+
+        return inplace_job.indexed_job(req, target)
     return {"torchelastic": elastic_job, "kubeflow": pytorch_job}[target.operator](req, target)
 
 
+def is_indexed_job(job: dict[str, Any]) -> bool:
+    """A ``--recovery inplace`` job: a batch/v1 Job rather than an operator's resource."""
+    return job.get("kind") == "Job"
+
+
 def min_max(job: dict[str, Any]) -> tuple[int | None, int | None]:
-    """(min, max) nodes of a job object of either kind."""
+    """(min, max) nodes of a job object of any kind."""
     spec = job.get("spec") or {}
+    if is_indexed_job(job):
+        low = ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_MIN_NODES)
+        return (int(low) if low and low.isdigit() else None), spec.get("completions")
     policy = spec.get("elasticPolicy") or spec
     return policy.get("minReplicas"), policy.get("maxReplicas")
 
 
 def worker_spec(job: dict[str, Any]) -> dict[str, Any]:
     spec = job.get("spec") or {}
+    if is_indexed_job(job):
+        return {"replicas": spec.get("completions"), "template": spec.get("template") or {}}
     return ((spec.get("replicaSpecs") or spec.get("pytorchReplicaSpecs") or {}).get("Worker")) or {}
+
+
+def container_name(job: dict[str, Any]) -> str:
+    """The training container of a job object (its logs are the job's logs)."""
+    containers = ((worker_spec(job).get("template") or {}).get("spec") or {}).get("containers") or []
+    if containers and containers[0].get("name"):
+        return containers[0]["name"]
+    return CONTAINER_NAME["kubeflow" if job.get("kind") == PYTORCHJOB["kind"] else "torchelastic"]
 
 
 def network_policy(req: JobRequest, target: Target) -> dict[str, Any]:
@@ -285,6 +328,10 @@ def network_policy(req: JobRequest, target: Target) -> dict[str, Any]:
     policy = kube_manifests.job_network_policy(target.namespace, req.name)
     if req.sweep:
         policy["metadata"]["labels"][LABEL_SWEEP] = req.sweep
+    if req.recovery == "inplace":
+        from torchfleet.jobs import inplace_job
+
+        policy["spec"]["egress"].append(inplace_job.to_lighthouse_rule(req.name))
     return policy
 
 
@@ -317,3 +364,14 @@ def network_policies(req: JobRequest, target: Target) -> list[dict[str, Any]]:
     """Every policy submit creates for the job: its own, then the opt-in egress one."""
     egress = egress_policy(req, target)
     return [network_policy(req, target), *([egress] if egress else [])]
+
+
+def owned_documents(req: JobRequest, target: Target) -> list[dict[str, Any]]:
+    """Everything submit creates after the job, each owned by it (deleting the job removes them):
+    the network policies and, for ``--recovery inplace``, the Lighthouse (inplace_job.py)."""
+    documents = network_policies(req, target)
+    if req.recovery == "inplace":
+        from torchfleet.jobs import inplace_job
+
+        documents += inplace_job.owned_documents(req, target)
+    return documents

@@ -35,6 +35,7 @@ from torchfleet.jobs.target import Target
 # A CPU job (--cpu) is sized by hand; the defaults fit two workers on a laptop's kind node.
 DEFAULT_CPUS = "1"
 DEFAULT_MEMORY = "2Gi"
+RECOVERY_MODES = ("restart", "inplace")
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,9 @@ class JobRequest:
     # owns the shared store (mode 2775), so another uid can still write there.
     run_as_user: int = TRAINING_UID
     egress: tuple[str, ...] = ()  # --allow-egress CIDRs, normalized
+    # "restart": torchrun restarts every worker at a membership change (the operator's job);
+    # "inplace": survivors keep training (torchft), an Indexed Job and a Lighthouse (inplace_job.py)
+    recovery: str = "restart"
     notes: tuple[str, ...] = field(default=(), compare=False)  # said to the user, not errors
 
     @property
@@ -226,6 +230,7 @@ def build_request(
     cpus: str | None = None,
     memory: str | None = None,
     allow_egress: Sequence[str] = (),
+    recovery: str = "restart",
 ) -> JobRequest:
     """A job request; ``cpu=True`` makes a CPU job (no GPU, sized from ``cpus``/``memory``).
 
@@ -235,7 +240,12 @@ def build_request(
     problems = Problems()
     lo, hi = problems.check(parse_nodes, nodes) or (1, 1)
     problems.check(check_run_as_user, run_as_user)
-    problems.check(check_name, name, hi)
+    if recovery not in RECOVERY_MODES:
+        problems.add(f"--recovery: one of {', '.join(RECOVERY_MODES)}, got {recovery!r}")
+    problems.check(check_name, name, hi, recovery=recovery)
+    if recovery == "inplace" and gpus_per_node is not None and gpus_per_node > 1:
+        problems.add(f"--gpus-per-node: --recovery inplace runs one training process per node (the node is one "
+                     f"replica group), got {gpus_per_node}; use 1 (more GPUs: more nodes), or --recovery restart")
     problems.check(check_image, image)
     env_pairs = problems.check(parse_env, env) or ()
     egress = problems.check(parse_egress, allow_egress) or ()
@@ -262,6 +272,7 @@ def build_request(
     common = dict(
         name=name, min_nodes=lo, max_nodes=hi, image=image, command=script + tuple(overrides), env=env_pairs,
         mount=mount_path, overrides=tuple(overrides), sweep=sweep, run_as_user=run_as_user, egress=egress,
+        recovery=recovery,
     )
     if cpu:
         zone_label = None

@@ -39,8 +39,22 @@ def age(created: Any, now: datetime) -> str:
     return f"{seconds}s"
 
 
+# A batch Job's conditions (an in-place job) in the operators' words; Running has no condition there.
+_INDEXED_JOB_STATES = {"Complete": "Succeeded", "Failed": "Failed", "Suspended": "Suspended"}
+
+
+def _indexed_job_state(job: dict[str, Any]) -> str:
+    status = job.get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("status") == "True" and condition.get("type") in _INDEXED_JOB_STATES:
+            return _INDEXED_JOB_STATES[condition["type"]]
+    return "Running" if status.get("active") or status.get("ready") else "Pending"
+
+
 def state(job: dict[str, Any]) -> str:
     """The newest condition that holds (Created, Running, Restarting, Succeeded, Failed)."""
+    if manifests.is_indexed_job(job):
+        return _indexed_job_state(job)
     conditions = [c for c in ((job.get("status") or {}).get("conditions") or []) if c.get("status") == "True"]
     if not conditions:
         return "Pending"
@@ -56,7 +70,11 @@ def restarts(job: dict[str, Any], pods: Sequence[client.V1Pod]) -> int:
     in_pods = sum(
         cs.restart_count or 0 for p in pods for cs in ((p.status and p.status.container_statuses) or [])
     )
-    replaced = ((((job.get("status") or {}).get("replicaStatuses") or {}).get("Worker")) or {}).get("failed") or 0
+    status = job.get("status") or {}
+    if manifests.is_indexed_job(job):  # pods the Job controller replaced (spot reclaims included)
+        replaced = status.get("failed") or 0
+    else:
+        replaced = (((status.get("replicaStatuses") or {}).get("Worker")) or {}).get("failed") or 0
     return in_pods + int(replaced)
 
 

@@ -1,0 +1,195 @@
+"""Pure builders for ``--recovery inplace`` jobs: an Indexed Job, its Lighthouse and their network policies.
+
+In the in-place mode (training-image/README.md, "Recovery modes") each pod is one torchft replica
+group and a per-job Lighthouse decides, every step, which groups train; survivors never restart.
+No operator or rendezvous is involved, so the job is a plain Kubernetes ``batch/v1`` Job:
+
+- ``completionMode: Indexed``: pod ``i`` gets ``JOB_COMPLETION_INDEX=i``, the replica group it is
+  (the trainer reads it), and a failed pod is replaced *with the same index*, so a replacement
+  takes the dead group's slice of every global batch and heals from a live peer.
+- ``backoffLimitPerIndex`` retries a failing group on its own; ``maxFailedIndexes`` lets the job
+  go on as long as ``min`` groups can still train. A spot reclaim (the pod's ``DisruptionTarget``
+  condition) is ignored by the pod failure policy: it costs no retry. Exit 2 (bad input) fails
+  the job at once: every group would fail the same way.
+  https://kubernetes.io/docs/concepts/workloads/controllers/job/#backoff-limit-per-index
+- ``podReplacementPolicy: Failed``: a replacement starts only once the old pod has ended (its
+  SIGTERM checkpoint written), never two pods claiming one replica group.
+
+The Lighthouse is a Deployment of one pod on the manager pool (on-demand: a spot reclaim must not
+take the job's coordinator) and a ClusterIP Service; everything but the Job carries an owner
+reference to it (commands.py), so ``torchfleet delete`` removes all of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components import spec as platform
+from components.kube import manifests as kube_manifests
+from torchfleet.jobs import manifests
+from torchfleet.jobs.spec import JobRequest
+from torchfleet.jobs.target import Target
+
+BATCH_JOB = {"group": "batch", "version": "v1", "plural": "jobs", "kind": "Job"}
+CONTAINER_NAME = "worker"
+LIGHTHOUSE_PORT = 29510  # torchft_lighthouse's default --bind port
+LIGHTHOUSE_CONTAINER = "lighthouse"
+# The Lighthouse's pods carry this label (value: the job) and *not* the job label, so the job's own
+# network policy (any port between the job's pods) does not select them; lighthouse_policy admits
+# only the job's training pods, on the Lighthouse port.
+LABEL_LIGHTHOUSE = "torchfleet.io/lighthouse"
+LABEL_RECOVERY = "torchfleet.io/recovery"
+# A group that stops heartbeating for this long leaves the quorum: the survivors' next step comes
+# about this long after a node dies. torchft's default is 5 s; 2 s keeps a spot reclaim cheap and
+# is still far above a heartbeat's round trip inside one zone (the job's pods share a zone).
+HEARTBEAT_TIMEOUT_MS = 2000
+# How long a quorum waits for a group that heartbeats but has not asked to join (a replacement
+# still loading its data) before the others go on without it. torchft's default of 60 s would
+# stall every survivor for a minute at each replacement.
+JOIN_TIMEOUT_MS = 5000
+# Retries of one group's pod for failures that are not spot reclaims (those cost none); the
+# node's own supervisor (replica_node.py) already restarted its worker up to 100 times first.
+BACKOFF_LIMIT_PER_INDEX = 3
+EXIT_BAD_INPUT = 2  # the trainer's exit code for a wrong argument or setting
+
+
+def lighthouse_name(job: str) -> str:
+    return f"{job}-lighthouse"
+
+
+def lighthouse_address(req: JobRequest, target: Target) -> str:
+    """What the workers' ``TORCHFT_LIGHTHOUSE`` holds: the Service's name in the job's namespace."""
+    return f"http://{lighthouse_name(req.name)}.{target.namespace}.svc:{LIGHTHOUSE_PORT}"
+
+
+def worker_env(req: JobRequest, target: Target) -> dict[str, str]:
+    """The in-place trainer's settings (training-image/elastic_trainer/inplace.py reads them)."""
+    return {
+        "TORCHFLEET_RECOVERY": "inplace",
+        "TORCHFT_LIGHTHOUSE": lighthouse_address(req, target),
+        # Every global batch is cut into one slice per possible group, so a group's data does
+        # not move when others come and go; a step without some groups trains on fewer samples.
+        "TORCHFLEET_REPLICA_GROUPS": str(req.max_nodes),
+        "TORCHFLEET_MIN_REPLICA_GROUPS": str(req.min_nodes),
+    }
+
+
+def _lighthouse_labels(req: JobRequest) -> dict[str, str]:
+    return {LABEL_LIGHTHOUSE: req.name, manifests.MANAGED_BY: "torchfleet"}
+
+
+def indexed_job(req: JobRequest, target: Target) -> dict[str, Any]:
+    metadata = manifests.job_metadata(req, target)
+    metadata["labels"][LABEL_RECOVERY] = "inplace"
+    metadata["annotations"][manifests.ANNOTATION_MIN_NODES] = str(req.min_nodes)
+    return {
+        "apiVersion": f"{BATCH_JOB['group']}/{BATCH_JOB['version']}",
+        "kind": BATCH_JOB["kind"],
+        "metadata": metadata,
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": req.max_nodes,
+            "parallelism": req.max_nodes,  # ask for all; train as soon as min groups are in a quorum
+            "backoffLimitPerIndex": BACKOFF_LIMIT_PER_INDEX,
+            "maxFailedIndexes": req.max_nodes - req.min_nodes,
+            "podReplacementPolicy": "Failed",
+            "podFailurePolicy": {
+                "rules": [
+                    {"action": "FailJob",
+                     "onExitCodes": {"containerName": CONTAINER_NAME, "operator": "In", "values": [EXIT_BAD_INPUT]}},
+                    # Spot reclaim, preemption, node drain: the pod is replaced, no retry is spent.
+                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+                ]
+            },
+            "template": manifests.pod_template(req, target),
+        },
+    }
+
+
+def lighthouse_deployment(req: JobRequest, target: Target) -> dict[str, Any]:
+    labels = _lighthouse_labels(req)
+    probe = {"tcpSocket": {"port": LIGHTHOUSE_CONTAINER}, "periodSeconds": 5}
+    container = {
+        "name": LIGHTHOUSE_CONTAINER,
+        # The job's own image: built on the training image, it has torchft (and so the
+        # torchft_lighthouse binary) at the version the workers speak to it with.
+        "image": req.image,
+        "imagePullPolicy": "IfNotPresent" if target.cloud == "local" else "Always",
+        "command": [
+            "torchft_lighthouse", f"--bind=[::]:{LIGHTHOUSE_PORT}", f"--min_replicas={req.min_nodes}",
+            f"--heartbeat_timeout_ms={HEARTBEAT_TIMEOUT_MS}", f"--join_timeout_ms={JOIN_TIMEOUT_MS}",
+        ],
+        "env": [{"name": "RUST_LOG", "value": "warn"}],  # info logs every quorum of every step
+        "ports": [{"name": LIGHTHOUSE_CONTAINER, "containerPort": LIGHTHOUSE_PORT, "protocol": "TCP"}],
+        "readinessProbe": probe,
+        "livenessProbe": {**probe, "initialDelaySeconds": 10, "failureThreshold": 6},
+        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}},
+        "securityContext": {**manifests.container_security(), "readOnlyRootFilesystem": True},
+    }
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": manifests.SERVICE_ACCOUNT,
+        "automountServiceAccountToken": False,
+        "priorityClassName": manifests.PRIORITY_CLASS,
+        # The restricted level the namespace enforces (k8s/base/namespace.yaml), as the workers.
+        "securityContext": {"runAsNonRoot": True, "runAsUser": platform.TRAINING_UID,
+                            "runAsGroup": platform.TRAINING_UID, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+    }
+    if target.cloud != "local":  # the local stack's node carries no pool label
+        pod_spec["nodeSelector"] = {platform.LABEL_POOL: platform.MANAGER_POOL_NAME}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": lighthouse_name(req.name), "namespace": target.namespace, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            # Never two Lighthouses at once: each would form its own quorum and split the job.
+            "strategy": {"type": "Recreate"},
+            "revisionHistoryLimit": 1,
+            "selector": {"matchLabels": {LABEL_LIGHTHOUSE: req.name}},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+    }
+
+
+def lighthouse_service(req: JobRequest, target: Target) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": lighthouse_name(req.name), "namespace": target.namespace,
+                     "labels": _lighthouse_labels(req)},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {LABEL_LIGHTHOUSE: req.name},
+            "ports": [{"name": LIGHTHOUSE_CONTAINER, "port": LIGHTHOUSE_PORT, "targetPort": LIGHTHOUSE_CONTAINER,
+                       "protocol": "TCP"}],
+        },
+    }
+
+
+def lighthouse_policy(req: JobRequest, target: Target) -> dict[str, Any]:
+    """The Lighthouse admits the job's own training pods on its port, and reaches nothing."""
+    workers = {"podSelector": {"matchLabels": kube_manifests.training_pod_labels(req.name)}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": f"job-{req.name}-lighthouse", "namespace": target.namespace,
+                     "labels": _lighthouse_labels(req)},
+        "spec": {
+            "podSelector": {"matchLabels": {LABEL_LIGHTHOUSE: req.name}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [workers], "ports": [{"protocol": "TCP", "port": LIGHTHOUSE_PORT}]}],
+            "egress": [],
+        },
+    }
+
+
+def to_lighthouse_rule(job: str) -> dict[str, Any]:
+    """The egress rule the job's own policy gains: its pods reach their Lighthouse's port, no other."""
+    return {"to": [{"podSelector": {"matchLabels": {LABEL_LIGHTHOUSE: job}}}],
+            "ports": [{"protocol": "TCP", "port": LIGHTHOUSE_PORT}]}
+
+
+def owned_documents(req: JobRequest, target: Target) -> list[dict[str, Any]]:
+    """What submit creates after the Job, each owned by it: the Lighthouse's policy, Service, Deployment."""
+    return [lighthouse_policy(req, target), lighthouse_service(req, target), lighthouse_deployment(req, target)]
