@@ -3,6 +3,7 @@ worker, restarted only when it fails; the options it cannot honour are refused n
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -155,3 +156,35 @@ def test_an_indexed_jobs_completion_index_is_the_group(monkeypatch, tmp_path):
     assert inplace._group_index() == 2
     monkeypatch.setenv("TORCHFLEET_REPLICA_GROUP", "1")  # an explicit one wins
     assert inplace._group_index() == 1
+
+
+@pytest.mark.parametrize(
+    ("options", "script", "expected"),
+    [
+        (["--nproc_per_node=1"], ["train.py", "--lr", "0.1"], [sys.executable, "-u", "train.py", "--lr", "0.1"]),
+        # `torchfleet submit -- python -m team.train` arrives as torchrun's --module
+        (["--nproc_per_node=1", "--module"], ["team.train", "--lr", "0.1"],
+         [sys.executable, "-u", "-m", "team.train", "--lr", "0.1"]),
+        (["-m"], ["team.train"], [sys.executable, "-u", "-m", "team.train"]),
+        # any other program (`-- ./train.sh`) arrives as --no-python: run as it is
+        (["--no-python"], ["./train.sh", "x"], ["./train.sh", "x"]),
+        (["--no_python"], ["./train.sh"], ["./train.sh"]),
+    ],
+)
+def test_the_worker_starts_as_torchrun_would_start_it(options, script, expected):
+    """Regression: the in-place node ran `python -u team.train` for a --module command, which fails."""
+    assert replica_node.worker_command(script, options) == expected
+
+
+def test_a_module_command_runs_through_the_launcher(tmp_path):
+    """`python -m pkg.mod` through the real launcher in in-place mode: the module runs and its code is the node's."""
+    package = tmp_path / "team"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "train.py").write_text("import sys; print('module ran', sys.argv[1:]); sys.exit(0)\n")
+    env = {**os.environ, "TORCHFLEET_RECOVERY": "inplace",
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    done = subprocess.run([sys.executable, "-m", "elastic_trainer.launcher", "--nproc_per_node=1", "--module",
+                           "team.train", "--lr", "0.1"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "module ran ['--lr', '0.1']" in done.stdout

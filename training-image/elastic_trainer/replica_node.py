@@ -62,12 +62,18 @@ def node_settings(options: Sequence[str], environ: Mapping[str, str]) -> int:
     return restarts
 
 
-def worker_command(script_and_args: Sequence[str]) -> list[str]:
-    """The worker: the script run by this Python (``-m module`` as given)."""
-    return [sys.executable, "-u", *script_and_args]
+def worker_command(script_and_args: Sequence[str], options: Sequence[str] = ()) -> list[str]:
+    """The worker, started as torchrun would start it: the script run by this Python, ``-m`` for
+    ``--module``/``-m``, the program itself for ``--no-python`` (what `torchfleet submit` makes of
+    ``python -m pkg.train`` and of any other program: torchfleet/jobs/flag_checks.py)."""
+    flags = {option.partition("=")[0] for option in options}
+    if flags & {"--no-python", "--no_python"}:
+        return list(script_and_args)
+    module = ["-m"] if flags & {"-m", "--module"} else []
+    return [sys.executable, "-u", *module, *script_and_args]
 
 
-def run_node(script_and_args: Sequence[str], max_restarts: int) -> int:
+def run_node(script_and_args: Sequence[str], max_restarts: int, options: Sequence[str] = ()) -> int:
     """Run the worker until it finishes, is stopped, or fails more than ``max_restarts`` times."""
     state: dict[str, object] = {"child": None, "signum": None}
 
@@ -81,7 +87,7 @@ def run_node(script_and_args: Sequence[str], max_restarts: int) -> int:
     try:
         restarts = 0
         while True:
-            child = subprocess.Popen(worker_command(script_and_args))
+            child = subprocess.Popen(worker_command(script_and_args, options))
             state["child"] = child
             code = child.wait()
             signum = state["signum"]
@@ -108,5 +114,6 @@ def main(options: Sequence[str], script_and_args: Sequence[str], environ: Mappin
     except NodeError as exc:
         print(f"torchfleet launcher: {exc}", file=sys.stderr)
         return 2
-    print("[torchfleet] in-place node: " + " ".join(worker_command(script_and_args)), file=sys.stderr, flush=True)
-    return run_node(script_and_args, max_restarts)
+    command = worker_command(script_and_args, options)
+    print("[torchfleet] in-place node: " + " ".join(command), file=sys.stderr, flush=True)
+    return run_node(script_and_args, max_restarts, options)
