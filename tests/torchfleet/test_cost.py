@@ -71,7 +71,7 @@ def test_check_prints_the_stack_estimate_on_stderr(capsys):
     out, err = capsys.readouterr()
     assert (code, out) == (0, "")  # stdout stays one line per violation
     assert ("aws-usw2, every pool at maxNodes: at most 14.33 USD/hour at on-demand list prices "
-            "(us-east-1, priced 2025-09-01)") in err
+            "(us-east-1, priced 2026-07-20)") in err
     assert estimate_lines(err)[0] == ["gpu-t4-us-west-2a", "8", "x", "g4dn.2xlarge", "at", "0.752", "6.02"]
     assert estimate_lines(err)[-1] == ["manager", "3", "x", "m6i.large", "at", "0.096", "0.29"]
 

@@ -44,7 +44,7 @@ def test_table_has_one_row_per_machine_and_a_dated_footer(capsys):
     assert lines[0].split() == ["GPU", "CLOUD", "MACHINE", "GPUS", "GPU", "MEM", "VCPUS", "MEMORY", "USD/HOUR"]
     assert lines[1].split() == ["t4", "aws", "g4dn.xlarge", "1", "16", "GB", "4", "16", "GiB", "0.526"]
     assert lines[7].split() == ["t4", "aws", "g4dn.metal", "8", "16", "GB", "96", "384", "GiB", "7.824"]
-    assert "aws: on-demand list price, us-east-1, 2025-09-01 (https://aws.amazon.com/ec2/pricing/on-demand/)" in out
+    assert "aws: on-demand list price, us-east-1, 2026-07-20 (https://aws.amazon.com/ec2/pricing/on-demand/)" in out
     assert "retired, refused in a stack: " not in out  # t4 is retired nowhere
 
 

@@ -152,7 +152,9 @@ def test_loaded_catalog_matches_the_yaml():
         ("k80", "gcp", "retired"),
         ("k80", "azure", "retired"),
         ("v100", "azure", "retired"),  # NCv3, September 2025
-        ("v100", "aws", "available"),
+        # Regression (catalog check 2026-11-23): V100 on AWS was listed as available although EC2
+        # no longer offers any p3 type (AWS's migrate-by date: 2025-12-20).
+        ("v100", "aws", "retired"),
         ("v100", "gcp", "available"),
     ],
 )
@@ -173,7 +175,7 @@ def test_a10g_only_on_aws():
 @pytest.mark.parametrize(
     "cloud, offered",
     [
-        ("aws", ["a100-40gb", "a100-80gb", "a10g", "h100", "l4", "t4", "v100"]),
+        ("aws", ["a100-40gb", "a100-80gb", "a10g", "h100", "l4", "t4"]),
         ("gcp", ["a100-40gb", "a100-80gb", "h100", "l4", "t4", "v100"]),
         ("azure", ["a100-40gb", "a100-80gb", "h100", "t4"]),
     ],
@@ -186,6 +188,7 @@ def test_offered_on_excludes_retired_and_absent(cloud, offered):
     "cloud, machine, expected",
     [
         ("aws", "g4dn.12xlarge", ("t4", 4)),
+        ("aws", "g6.16xlarge", ("l4", 1)),  # regression: the catalog lacked this real G6 size
         ("gcp", "g2-standard-24", ("l4", 2)),
         ("azure", "Standard_NC40ads_H100_v5", ("h100", 1)),
         ("aws", "m6i.large", None),

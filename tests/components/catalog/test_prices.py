@@ -33,10 +33,10 @@ GPU_MACHINES = [
     for m in offer.machines
 ]
 # USD per GPU-hour, on demand: the widest span of the three clouds' list prices, with room (a
-# one-GPU machine with 64 vCPUs, g4dn.16xlarge, costs 4.35). A price outside its band is a typo
-# (a digit lost or added), not a pricing decision.
+# one-GPU machine with 64 vCPUs costs 4.35 as g4dn.16xlarge, 3.40 as g6.16xlarge). A price outside
+# its band is a typo (a digit lost or added), not a pricing decision.
 PER_GPU_BAND = {
-    "t4": (0.25, 4.5), "v100": (2.0, 4.0), "a10g": (0.5, 4.5), "l4": (0.5, 2.5),
+    "t4": (0.25, 4.5), "v100": (2.0, 4.0), "a10g": (0.5, 4.5), "l4": (0.5, 3.5),
     "a100-40gb": (2.5, 4.5), "a100-80gb": (3.0, 5.5), "h100": (5.0, 13.0),
 }
 

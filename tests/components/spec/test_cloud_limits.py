@@ -115,11 +115,16 @@ def test_gpu_not_offered_in_a_region_the_catalog_knows(monkeypatch):
     )
 
 
-@pytest.mark.parametrize("cloud, version, service", [("gcp", "1.99", "GKE"), ("azure", "1.10", "AKS")])
-def test_kubernetes_version_the_service_does_not_offer(cloud, version, service):
+# As of the catalog check of 2026-11-23 (components/catalog/kubernetes.yaml): GKE's 1.31 is past its
+# 24 months, and 1.36 is offered by both.
+@pytest.mark.parametrize("cloud, version, service, offered", [
+    ("gcp", "1.99", "GKE", "1.32, 1.33, 1.34, 1.35, 1.36"),
+    ("azure", "1.10", "AKS", "1.31, 1.32, 1.33, 1.34, 1.35, 1.36"),
+])
+def test_kubernetes_version_the_service_does_not_offer(cloud, version, service, offered):
     message = only(config(cloud, kubernetesVersion=version), "torchfleet:kubernetesVersion")
-    assert message.startswith(f"{service} offers 1.31, 1.32, 1.33, 1.34, 1.35 (https://")
-    assert message.endswith(f"use one of 1.31, 1.32, 1.33, 1.34, 1.35, got {version!r}")
+    assert message.startswith(f"{service} offers {offered} (https://")
+    assert message.endswith(f"use one of {offered}, got {version!r}")
 
 
 @pytest.mark.parametrize("version", [1.33, 133, ["1.33"]])

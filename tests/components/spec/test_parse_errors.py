@@ -388,10 +388,10 @@ def test_more_aws_zones_than_the_network_layout_holds():
 
 @pytest.mark.parametrize("version", ["1.29", "1.30", "1.35"])
 def test_aws_kubernetes_version_eks_offers_and_the_autoscaler_image_matches(version):
-    # EKS offers 1.31-1.35 (catalog/kubernetes.yaml: 1.30 left extended support on 2026-07-23), and
+    # EKS offers 1.31-1.36 (catalog/kubernetes.yaml: 1.30 left extended support on 2026-07-23), and
     # the cluster autoscaler image must match the cluster minor (pinned for 1.30-1.34): both must hold.
     message = only(config("aws", kubernetesVersion=version), "torchfleet:kubernetesVersion")
-    assert message.startswith("EKS offers 1.31, 1.32, 1.33, 1.34, 1.35 (https://docs.aws.amazon.com/eks/")
+    assert message.startswith("EKS offers 1.31, 1.32, 1.33, 1.34, 1.35, 1.36 (https://docs.aws.amazon.com/eks/")
     assert "autoscaler image Torchfleet pins exists for 1.30, 1.31, 1.32, 1.33, 1.34" in message
     assert message.endswith(f"use one of 1.31, 1.32, 1.33, 1.34, got {version!r}")
 
