@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+from elastic_trainer import checkpoint as checkpoint_module
 from elastic_trainer.localrun import ENV_ETCD_BINARY, Etcd, LocalJob, etcd_binary
 
 from tests.harness.trainer_run import group  # noqa: F401 (a fixture)
@@ -22,6 +23,20 @@ def etcd() -> Iterator[Etcd]:
         pytest.fail(f"etcd is not installed (apt-get install etcd-server), or ${ENV_ETCD_BINARY} is not executable")
     with Etcd() as server:
         yield server
+
+
+@pytest.fixture
+def hashed(monkeypatch) -> list[str]:
+    """Names of the checkpoints whose files were read back to be hashed, in order."""
+    calls: list[str] = []
+    real = checkpoint_module._hash_file
+
+    def counting(path, *args):
+        calls.append(path.parent.name)
+        return real(path, *args)
+
+    monkeypatch.setattr(checkpoint_module, "_hash_file", counting)
+    return calls
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import logging
 
 import pytest
 import torch
-from elastic_trainer import checkpoint as checkpoint_module
 from elastic_trainer.checkpoint import Checkpoint, CheckpointStore, CorruptCheckpointError
 
 
@@ -27,20 +26,6 @@ def store(tmp_path) -> CheckpointStore:
     store = CheckpointStore(tmp_path / "ckpt", keep=2)
     store.generations.claim({})
     return store
-
-
-@pytest.fixture
-def hashed(monkeypatch) -> list[str]:
-    """Names of the files read back to be hashed."""
-    calls: list[str] = []
-    real = checkpoint_module._hash_file
-
-    def counting(path):
-        calls.append(path.parent.name)
-        return real(path)
-
-    monkeypatch.setattr(checkpoint_module, "_hash_file", counting)
-    return calls
 
 
 def names(store: CheckpointStore) -> list[str]:
@@ -151,6 +136,23 @@ def test_prune_does_not_rehash_what_this_process_wrote_or_verified(store, hashed
     for step in (30, 40, 50):
         restarted.save(state(step), step=step, generation=1)
     assert hashed == ["ckpt-g000001-s0000000020"]  # once, at the resume
+
+
+def test_a_prune_in_a_hurry_hashes_nothing_and_gives_up_a_hash_under_way(store, hashed):
+    # Regression: a stop's save (waited for in the notice window) pruned by hashing the older
+    # checkpoints a restarted process had not verified: seconds per 4 GB state.
+    big = {"model": {"w": torch.zeros(800_000)}}  # 3.2 MB: hashed in 1 MiB reads
+    for step in (10, 20):
+        store.save({**big, "step": step}, step=step, generation=1)
+    answers = [False, False]  # 20 may be opened and one MiB of it read; then the stop comes
+    restarted = CheckpointStore(store.root, keep=2, in_a_hurry=lambda: answers.pop(0) if answers else True)
+    restarted.save(state(30), step=30, generation=1)
+    assert hashed == ["ckpt-g000001-s0000000020"]  # begun, given up; 10 never opened
+    assert names(restarted) == [f"ckpt-g000001-s00000000{step}" for step in (30, 20, 10)]  # none counted or removed
+    restarted.in_a_hurry = lambda: False
+    restarted.prune(1)  # no hurry: 20 is hashed in full (nothing was remembered of the attempt), 10 goes
+    assert hashed == ["ckpt-g000001-s0000000020"] * 2
+    assert names(restarted) == ["ckpt-g000001-s0000000030", "ckpt-g000001-s0000000020"]
 
 
 def test_a_changed_file_is_verified_again(store):

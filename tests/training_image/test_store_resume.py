@@ -67,14 +67,6 @@ def trained(tmp_path, capsys, **overrides) -> CheckpointStore:
     return CheckpointStore(tmp_path / "ckpt")
 
 
-@pytest.fixture
-def hashed(monkeypatch) -> list[str]:
-    calls: list[str] = []
-    real = checkpoint_module._hash_file
-    monkeypatch.setattr(checkpoint_module, "_hash_file", lambda path: calls.append(path.parent.name) or real(path))
-    return calls
-
-
 def test_rng_states_that_landed_on_the_gpu_are_restored(monkeypatch):
     random.seed(5)
     torch.manual_seed(5)
@@ -213,3 +205,21 @@ def test_a_failed_stop_or_final_checkpoint_exits_with_its_own_code(group, tmp_pa
     assert _Run(Task(), config(tmp_path), request).run() == EXIT_CHECKPOINT_FAILED == 74
     assert [e["code"] for e in printed(capsys, "exit")] == [74]
     assert trainer_module.EXIT_FENCED == 3  # the other store exit code, unchanged
+
+
+def test_a_stop_save_after_a_resume_hashes_no_older_checkpoint(group, tmp_path, capsys, hashed):
+    # Regression: the stop save's prune, inside the training thread's wait for it, hashed the
+    # older kept checkpoints a restarted process had not verified (seconds per 4 GB state, spent
+    # in the SIGTERM window).
+    trained(tmp_path, capsys, keep_checkpoints=3)  # 2, 4, 6
+    hashed.clear()
+    request = StopRequest()
+    request.signum = signal.SIGTERM  # a spot notice before the first step of the resumed run
+    assert _Run(Task(), config(tmp_path, total_steps=10, keep_checkpoints=3), request).run() == 143
+    assert hashed == ["ckpt-g000001-s0000000006"]  # the resume's one verification, and nothing more
+    # 4 and 2 not verified by this process: neither counted nor deleted, nothing good is lost
+    assert [c.step for c in CheckpointStore(tmp_path / "ckpt").committed()] == [7, 6, 4, 2]
+    hashed.clear()  # the next run's periodic save, in the background, settles what was left
+    assert _Run(Task(), config(tmp_path, total_steps=10, keep_checkpoints=3), StopRequest()).run() == 0
+    assert hashed == ["ckpt-g000002-s0000000007", "ckpt-g000001-s0000000006"]
+    assert [c.step for c in CheckpointStore(tmp_path / "ckpt").committed()] == [10, 8, 7]

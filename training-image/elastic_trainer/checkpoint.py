@@ -22,6 +22,12 @@ which is refused with a warning, never followed, never deleted) whose files matc
 ``meta.json``. ``prune`` keeps the newest ``keep`` verified ones and removes only what is older
 than all of them; an unverifiable directory newer than that is left alone, so nothing good
 is ever deleted to make room.
+
+A prune runs after each commit, in the writer's thread; a stop's save is waited for in the
+notice window. While the owner says it is in a hurry (``in_a_hurry``: a stop is under way), a
+prune hashes nothing: a checkpoint this process has not verified yet (a restarted worker knows
+only the one it resumed from) is neither counted nor removed, and a hash in progress is given up.
+The next prune without a hurry (the next periodic save, in this or the next process) settles it.
 """
 
 from __future__ import annotations
@@ -126,12 +132,21 @@ def write_file(path: Path, write: Callable[[HashingWriter], None]) -> FileDigest
     return writer.digest()
 
 
-def _hash_file(path: Path) -> FileDigest:
-    """Read a file back and hash it: verification only, never part of a save."""
+class VerificationDeferred(Exception):
+    """A prune gave up hashing a checkpoint: the owner is in a hurry. Its verdict stays unknown."""
+
+
+def _hash_file(path: Path, hurry: Callable[[], bool] | None = None) -> FileDigest:
+    """Read a file back and hash it: verification only, never part of a save.
+
+    ``hurry`` is asked before every MiB: once it says yes, VerificationDeferred is raised.
+    """
     digest = hashlib.sha256()
     size = 0
     with path.open("rb") as handle:
         while chunk := handle.read(1 << 20):
+            if hurry is not None and hurry():
+                raise VerificationDeferred(f"{path.parent.name}: hashing {path.name} given up after {size} bytes")
             digest.update(chunk)
             size += len(chunk)
     return FileDigest(size, digest.hexdigest())
@@ -161,11 +176,13 @@ def _remove(path: Path) -> None:
 
 
 class CheckpointStore:
-    def __init__(self, root: Path | str, keep: int = 3) -> None:
+    def __init__(self, root: Path | str, keep: int = 3, in_a_hurry: Callable[[], bool] | None = None) -> None:
         if keep < 1:
             raise ValueError("keep must be at least 1")
         self.root = Path(root)
         self.keep = keep
+        # asked by prune (from the writer's thread) before and while hashing: see the module docstring
+        self.in_a_hurry = in_a_hurry or (lambda: False)
         self.generations = Generations(self.root)
         # path -> (fingerprint, meta or why not): what this process verified or wrote itself
         self._verdicts: dict[Path, tuple[tuple, dict | CorruptCheckpointError]] = {}
@@ -339,19 +356,33 @@ class CheckpointStore:
         Hashes each file once per process: the verdict on a checkpoint this process wrote or
         verified is reused while its directory's entries are unchanged (inode, size, mtime).
         """
+        return self._verify(checkpoint)
+
+    def _known(self, checkpoint: Checkpoint) -> dict | CorruptCheckpointError | None:
+        """This process's verdict on the checkpoint if its files are unchanged since; else None."""
         cached = self._verdicts.get(checkpoint.path)
-        if cached is not None:
-            try:
-                unchanged = _fingerprint(checkpoint.path) == cached[0]
-            except OSError:
-                unchanged = False
-            if unchanged:
-                if isinstance(cached[1], CorruptCheckpointError):
-                    raise cached[1]
-                return cached[1]
-            del self._verdicts[checkpoint.path]
+        if cached is None:
+            return None
         try:
-            meta = self._check(checkpoint)
+            unchanged = _fingerprint(checkpoint.path) == cached[0]
+        except OSError:
+            unchanged = False
+        if unchanged:
+            return cached[1]
+        self._verdicts.pop(checkpoint.path, None)
+        return None
+
+    def _verify(self, checkpoint: Checkpoint, hurry: Callable[[], bool] | None = None) -> dict:
+        """``verify``; with ``hurry``, hashing may end in VerificationDeferred (nothing remembered)."""
+        known = self._known(checkpoint)
+        if isinstance(known, CorruptCheckpointError):
+            raise known
+        if known is not None:
+            return known
+        if hurry is not None and hurry():  # not even its meta.json is read
+            raise VerificationDeferred(f"{checkpoint.path.name}: not verified by this process yet")
+        try:
+            meta = self._check(checkpoint, hurry)
         except CorruptCheckpointError as exc:
             if not _transient(exc) and self._refused(checkpoint) is None:
                 self._remember(checkpoint.path, exc)  # a read error may pass: try it again next time
@@ -359,7 +390,7 @@ class CheckpointStore:
         self._remember(checkpoint.path, meta)
         return meta
 
-    def _check(self, checkpoint: Checkpoint) -> dict:
+    def _check(self, checkpoint: Checkpoint, hurry: Callable[[], bool] | None = None) -> dict:
         meta = self._read_meta(checkpoint)
         name = checkpoint.path.name
         for file_name, expected in self._files(meta).items():
@@ -374,7 +405,7 @@ class CheckpointStore:
                 raise CorruptCheckpointError(
                     f"{name}: {file_name} is {info.st_size} bytes, {expected.get('size')} were written (truncated)")
             try:
-                digest = _hash_file(path)
+                digest = _hash_file(path, hurry)
             except OSError as exc:
                 raise CorruptCheckpointError(f"{name}: cannot read {file_name} ({exc})") from exc
             if digest.sha256 != expected.get("sha256"):
@@ -445,7 +476,9 @@ class CheckpointStore:
         not: an empty, corrupt or unreadable directory never counts, so it cannot push a good one
         out, and one newer than that is left (it may be a read error that passes). Symbolic links
         are never followed or removed. Verification is cached (``verify``): a checkpoint written
-        by this process is never re-read, one written by another is hashed once per process.
+        by this process is never re-read, one written by another is hashed once per process, and
+        none while the owner is in a hurry (``in_a_hurry``): one not verified yet is then passed
+        over, neither counted nor removed.
 
         Only the current generation's rank 0 calls this, after its own commit, so no
         temporary of a generation <= ours can still be in flight (older writers are fenced).
@@ -458,9 +491,12 @@ class CheckpointStore:
                     _remove(checkpoint.path)
                     continue
                 try:
-                    self.verify(checkpoint)
+                    self._verify(checkpoint, self.in_a_hurry)
                 except CorruptCheckpointError as exc:
                     self._warn_once(f"not counting it towards --keep-checkpoints: {exc}")
+                    continue
+                except VerificationDeferred as exc:
+                    log.info("in a hurry, neither counted nor removed: %s", exc)
                     continue
                 kept += 1
             for path in self.root.iterdir():

@@ -215,7 +215,11 @@ class _Run:
             self.device = torch.device("cuda", self.local_rank)
         else:
             self.device = torch.device("cpu")
-        self.store = CheckpointStore(cfg.checkpoint_dir, keep=cfg.keep_checkpoints)
+        # A worker on its way out (a stop's save, or leaving on an error) waits for the write in
+        # flight; the prune after its commit must then hash nothing (checkpoint.py's docstring).
+        self.leaving = False
+        self.store = CheckpointStore(cfg.checkpoint_dir, keep=cfg.keep_checkpoints,
+                                     in_a_hurry=lambda: self.leaving or bool(self.stop))
         self.scalars = Scalars(cfg.tensorboard_dir, self.rank)
         self.stall = _stall_commit_at()
         self.hold = _hold_for_world()
@@ -447,6 +451,7 @@ class _Run:
         sharded_format = self.cfg.checkpoint_format == "sharded"
         if self.rank != 0 and not sharded_format:
             return 0  # the single format: rank 0 writes everything
+        self.leaving = self.leaving or reason == "stop"  # also when another rank got the notice
         started = time.monotonic()
         code = self._report(self.writer.wait())
         if code:
@@ -557,6 +562,7 @@ class _Run:
         """Leaving on an error: let a write in flight commit if it can, briefly (see SETTLE_WRITE_S)."""
         if not self.writer.busy:
             return
+        self.leaving = True
         try:
             outcome = self.writer.wait(SETTLE_WRITE_S[self.cfg.checkpoint_format])
         except TimeoutError as exc:
