@@ -98,7 +98,7 @@ def indexed_job(req: JobRequest, target: Target) -> dict[str, Any]:
                     {"action": "FailJob",
                      "onExitCodes": {"containerName": CONTAINER_NAME, "operator": "In", "values": [EXIT_BAD_INPUT]}},
                     # Spot reclaim, preemption, node drain: the pod is replaced, no retry is spent.
-                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
                 ]
             },
             "template": manifests.pod_template(req, target),
