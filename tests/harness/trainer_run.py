@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 from elastic_trainer.events import PREFIX
 from elastic_trainer.signals import StopRequest
-from elastic_trainer.trainer import TrainConfig
+from elastic_trainer.train_config import TrainConfig
 from torch import nn
 from torch.utils.data import TensorDataset
 

@@ -20,13 +20,13 @@ import signal
 
 import pytest
 import torch
-from elastic_trainer import EXIT_CHECKPOINT_FAILED
+from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_FENCED
 from elastic_trainer import checkpoint as checkpoint_module
-from elastic_trainer import trainer as trainer_module
 from elastic_trainer.checkpoint import CheckpointStore, CheckpointWriteError
 from elastic_trainer.events import PREFIX
+from elastic_trainer.rng import rng_state, set_rng_state
 from elastic_trainer.signals import StopRequest
-from elastic_trainer.trainer import _rng_state, _Run, _set_rng_state
+from elastic_trainer.trainer import _Run
 
 from tests.harness.trainer_run import Task, config, printed
 
@@ -70,7 +70,7 @@ def trained(tmp_path, capsys, **overrides) -> CheckpointStore:
 def test_rng_states_that_landed_on_the_gpu_are_restored(monkeypatch):
     random.seed(5)
     torch.manual_seed(5)
-    saved = _rng_state()
+    saved = rng_state()
     expected = (torch.rand(3), random.random())
     restored_cuda = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -79,7 +79,7 @@ def test_rng_states_that_landed_on_the_gpu_are_restored(monkeypatch):
     cuda_states = [torch.arange(16, dtype=torch.uint8), torch.arange(16, dtype=torch.uint8) + 1]
     with pytest.raises(TypeError, match=r"RNG state must be a torch\.ByteTensor"):
         torch.set_rng_state(OnGpu(saved["torch"]))  # the crash of issue 11, reproduced
-    _set_rng_state(on_gpu({**saved, "cuda": cuda_states}))
+    set_rng_state(on_gpu({**saved, "cuda": cuda_states}))
     assert torch.equal(torch.rand(3), expected[0]) and random.random() == expected[1]
     # every CUDA generator's state is handed over as a CPU ByteTensor; a node with fewer GPUs sets what it has
     assert [(type(s), s.device.type, index) for s, index in restored_cuda] == [(torch.Tensor, "cpu", 0)]
@@ -103,7 +103,7 @@ def test_a_resume_on_a_cuda_worker_loads_to_the_cpu(group, tmp_path, capsys, mon
     run._gather_objects = lambda obj: [obj]
     state, meta = run._pick_checkpoint()
     assert locations == ["cpu"] and meta["step"] == 6
-    _set_rng_state(state["rng"][0])  # what run() does at the same world size: raised TypeError before the fix
+    set_rng_state(state["rng"][0])  # what run() does at the same world size: raised TypeError before the fix
 
 
 def test_a_resume_verifies_once_on_rank_0_and_never_elsewhere(group, tmp_path, capsys, hashed):
@@ -204,7 +204,7 @@ def test_a_failed_stop_or_final_checkpoint_exits_with_its_own_code(group, tmp_pa
         request.signum = signal.SIGTERM  # a spot notice before the first step: that step is checkpointed
     assert _Run(Task(), config(tmp_path), request).run() == EXIT_CHECKPOINT_FAILED == 74
     assert [e["code"] for e in printed(capsys, "exit")] == [74]
-    assert trainer_module.EXIT_FENCED == 3  # the other store exit code, unchanged
+    assert EXIT_FENCED == 3  # the other store exit code, unchanged
 
 
 def test_a_stop_save_after_a_resume_hashes_no_older_checkpoint(group, tmp_path, capsys, hashed):

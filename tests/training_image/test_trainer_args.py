@@ -4,7 +4,7 @@ import argparse
 from pathlib import Path
 
 import pytest
-from elastic_trainer.trainer import TrainConfig
+from elastic_trainer.train_config import TrainConfig
 
 REQUIRED = ["--checkpoint-dir", "/tmp/ckpt", "--total-steps", "10", "--global-batch-size", "8"]
 

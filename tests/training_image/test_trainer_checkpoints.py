@@ -140,6 +140,6 @@ def test_the_host_buffers_are_made_in_the_background_before_the_first_checkpoint
 
     monkeypatch.setattr(HostSnapshot, "allocate", allocate)
     run = _Run(Task(hidden=2048), config(tmp_path, total_steps=8, checkpoint_every=4), StopRequest())
-    run.snapshot.reuse_from_bytes = 8192  # every tensor of this model (>= 8 KiB) but the RNG states (5 KiB)
+    run.checkpoints.snapshot.reuse_from_bytes = 8192  # every tensor of this model (>= 8 KiB) but the RNG states (5 KiB)
     assert run.run() == 0
-    assert made_by == ["checkpoint-writer"] and run.snapshot.allocations == 1
+    assert made_by == ["checkpoint-writer"] and run.checkpoints.snapshot.allocations == 1

@@ -4,6 +4,9 @@ Modules, one purpose each:
 
 - ``launcher``   the image's entrypoint: torchrun with Torchfleet's defaults, SIGTERM -> exit 143
 - ``trainer``    the training loop: resume, reshard, periodic and on-signal checkpoints
+- ``train_config`` the trainer's flags (``TrainConfig``) and their defaults from the pod's environment
+- ``checkpointing`` the loop's checkpoints: host copy, background write, what a failed one means
+- ``rng``        every rank's RNG state: saved in a checkpoint, restored or reseeded on resume
 - ``checkpoint`` atomic, verified, fenced checkpoints on the shared store
 - ``staging``    the host copy of the state a checkpoint blocks training for (pinned on CUDA, reused)
 - ``async_writer`` one checkpoint write in the background at a time

@@ -11,7 +11,7 @@ One call, ``train(task, config)``, run by every worker torchrun starts:
 4. steps of a fixed global batch, resharded over the current world size; one tiny all-reduce
    per step carries the loss and "some rank got SIGTERM", so all ranks stop after the same step;
 5. checkpoints every ``checkpoint_every`` steps, written in the background while training goes
-   on (staging.py, async_writer.py), at the end, and at a stop; rank 0 commits them.
+   on (checkpointing.py), at the end, and at a stop; rank 0 commits them.
 
 Batch size and learning rate across world sizes: the *global* batch is fixed, each rank takes
 ``global_batch / world_size`` samples (shares differ by at most one), and the loss is the sum
@@ -22,15 +22,11 @@ valid when nodes leave or join; only the per-rank batch, and the time per step, 
 
 from __future__ import annotations
 
-import argparse
 import os
-import random
 import threading
 import time
 import warnings
-from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Protocol
 
 import torch
@@ -38,15 +34,15 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_FENCED, EXIT_MEMBERSHIP_CHANGE
-from elastic_trainer.async_writer import AsyncWriter, WriteOutcome
-from elastic_trainer.checkpoint import Checkpoint, CheckpointStore, CheckpointWriteError, CorruptCheckpointError
+from elastic_trainer import EXIT_MEMBERSHIP_CHANGE
+from elastic_trainer.checkpoint import Checkpoint, CorruptCheckpointError
+from elastic_trainer.checkpointing import LoopCheckpoints
 from elastic_trainer.comm import all_gather_objects, broadcast_object
 from elastic_trainer.data.sampler import ElasticBatchSampler
 from elastic_trainer.events import Scalars, emit, log, setup_logging
-from elastic_trainer.fence import StaleGenerationError
+from elastic_trainer.rng import seed_rank, set_rng_state
 from elastic_trainer.signals import StopRequest
-from elastic_trainer.staging import HostSnapshot
+from elastic_trainer.train_config import TrainConfig  # also the scripts' import: `from elastic_trainer.trainer import`
 
 # Fault injection for the kill-while-writing test: "<step>:<seconds>" stalls rank 0 after the
 # checkpoint of <step> is written and before it is committed.
@@ -58,14 +54,6 @@ REQUIRED_KEYS = ("model", "optimizer", "sampler", "rng", "step")
 # machine cannot finish the job before a replacement has joined; a group that size or larger
 # never waits.
 HOLD_FOR_WORLD = "TORCHFLEET_HOLD_FOR_WORLD"
-# Set on every pod of a job the torchfleet CLI submits (torchfleet/jobs/manifests.py environment()).
-ENV_CHECKPOINT_DIR = "TORCHFLEET_CHECKPOINT_DIR"
-ENV_LOADER_WORKERS = "TORCHFLEET_DATALOADER_WORKERS"
-CHECKPOINT_FORMATS = ("single", "sharded")
-# How long a worker leaving on an error waits for its checkpoint write in flight to commit (the
-# survivors resume from it): a single-format write needs no peer; a sharded one waits on peers
-# that may be gone, and must not hold up the restart for long.
-SETTLE_WRITE_S = {"single": 60.0, "sharded": 10.0}
 
 
 class Task(Protocol):
@@ -86,70 +74,6 @@ class Task(Protocol):
         ...
 
 
-def _at_least(minimum: int):
-    """An argparse type: a whole number >= minimum, else a usage error naming the value."""
-
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
-        return value
-
-    parse.__name__ = f"int >= {minimum}"
-    return parse
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    checkpoint_dir: Path
-    total_steps: int
-    global_batch_size: int
-    checkpoint_every: int = 50
-    keep_checkpoints: int = 3
-    seed: int = 0
-    tensorboard_dir: Path | None = None
-    num_workers: int = 0
-    step_delay_s: float = 0.0  # only to pace demos and tests on a tiny model
-    progress_every: int = 1  # step events; the first step of every worker group is always reported
-    async_checkpoint: bool = True  # training blocks only for the copy to host memory (issue 11)
-    checkpoint_format: str = "single"  # one of CHECKPOINT_FORMATS
-
-    @staticmethod
-    def add_arguments(parser: argparse.ArgumentParser) -> None:
-        # A job submitted with the torchfleet CLI has these in its pods' environment
-        # (torchfleet/jobs/manifests.py): defaults from there, so a script needs no flags for them.
-        env_checkpoint_dir = os.environ.get(ENV_CHECKPOINT_DIR) or None
-        parser.add_argument("--checkpoint-dir", type=Path, required=env_checkpoint_dir is None,
-                            default=env_checkpoint_dir, help=f"on the shared store (default: ${ENV_CHECKPOINT_DIR})")
-        parser.add_argument("--total-steps", type=_at_least(1), required=True, help="global optimizer steps")
-        parser.add_argument("--global-batch-size", type=_at_least(1), required=True, help="fixed at any world size")
-        parser.add_argument("--checkpoint-every", type=_at_least(1), default=50)
-        parser.add_argument("--keep-checkpoints", type=_at_least(1), default=3)
-        parser.add_argument("--seed", type=int, default=0)
-        parser.add_argument("--tensorboard-dir", type=Path, default=None)
-        # argparse converts a string default with `type`: a bad value is a usage error naming the flag
-        parser.add_argument("--num-workers", type=_at_least(0), default=os.environ.get(ENV_LOADER_WORKERS) or 0,
-                            help=f"data-loader processes per rank (default: ${ENV_LOADER_WORKERS}, else 0)")
-        parser.add_argument("--step-delay-s", type=float, default=0.0)
-        parser.add_argument("--progress-every", type=_at_least(1), default=1, help="steps between progress events")
-        parser.add_argument("--async-checkpoint", action=argparse.BooleanOptionalAction, default=True,
-                            help="write checkpoints in the background: training blocks only while the state is "
-                                 "copied to host memory (default: on)")
-        parser.add_argument("--checkpoint-format", choices=CHECKPOINT_FORMATS, default="single",
-                            help="single: rank 0 writes one state.pt; sharded: every rank writes part of the "
-                                 "bytes (torch.distributed.checkpoint), for states too big for one writer")
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> TrainConfig:
-        return cls(
-            checkpoint_dir=args.checkpoint_dir, total_steps=args.total_steps,
-            global_batch_size=args.global_batch_size, checkpoint_every=args.checkpoint_every,
-            keep_checkpoints=args.keep_checkpoints, seed=args.seed, tensorboard_dir=args.tensorboard_dir,
-            num_workers=args.num_workers, step_delay_s=args.step_delay_s, progress_every=args.progress_every,
-            async_checkpoint=args.async_checkpoint, checkpoint_format=args.checkpoint_format,
-        )
-
-
 def warm_imports() -> None:
     """Pay torch.optim's lazy imports now (see the module docstring)."""
     # numpy is optional for this library; torch warns about its absence during these imports
@@ -157,39 +81,6 @@ def warm_imports() -> None:
     param = nn.Parameter(torch.zeros(1))
     torch.optim.SGD([param], lr=0.1, momentum=0.9)
     torch.optim.AdamW([param], lr=0.1)
-
-
-def _rng_state() -> dict:
-    state = {"torch": torch.get_rng_state(), "python": random.getstate()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _cpu_bytes(rng: torch.Tensor) -> torch.Tensor:
-    """An RNG state as torch.set_rng_state and torch.cuda.set_rng_state take it: a CPU ByteTensor.
-
-    Issue 11: a checkpoint loaded with map_location=cuda put the saved states on the GPU, and
-    set_rng_state raised "RNG state must be a torch.ByteTensor" on every restart. The CUDA
-    generators' states are CPU tensors too (torch.cuda.get_rng_state returns one).
-    """
-    return rng.detach().to(device="cpu").contiguous()
-
-
-def _set_rng_state(state: dict) -> None:
-    torch.set_rng_state(_cpu_bytes(state["torch"]))
-    random.setstate(state["python"])
-    if "cuda" in state and torch.cuda.is_available():
-        # a node with fewer GPUs than the writer's restores the ones it has
-        for index, cuda in enumerate(state["cuda"][: torch.cuda.device_count()]):
-            torch.cuda.set_rng_state(_cpu_bytes(cuda), index)
-
-
-def _seed_rank(seed: int, step: int, rank: int) -> None:
-    # distinct streams per rank (dropout), reproducible from (seed, step, rank)
-    value = (seed * 1_000_003 + step * 7919 + rank + 1) % (2**63)
-    torch.manual_seed(value)
-    random.seed(value)
 
 
 def _hold_for_world() -> tuple[int, int] | None:
@@ -215,26 +106,11 @@ class _Run:
             self.device = torch.device("cuda", self.local_rank)
         else:
             self.device = torch.device("cpu")
-        # A worker on its way out (a stop's save, or leaving on an error) waits for the write in
-        # flight; the prune after its commit must then hash nothing (checkpoint.py's docstring).
-        self.leaving = False
-        self.store = CheckpointStore(cfg.checkpoint_dir, keep=cfg.keep_checkpoints,
-                                     in_a_hurry=lambda: self.leaving or bool(self.stop))
+        self.checkpoints = LoopCheckpoints(cfg, rank=self.rank, world=self.world, device=self.device, stop=stop,
+                                           stall=_stall_commit_at())
+        self.store = self.checkpoints.store
         self.scalars = Scalars(cfg.tensorboard_dir, self.rank)
-        self.stall = _stall_commit_at()
         self.hold = _hold_for_world()
-        # Checkpoints (issue 11): staged into host buffers allocated once (pinned on CUDA), written
-        # by a background thread, one write in flight; a failure is reported at the next wait.
-        self.snapshot = HostSnapshot(pin=self.device.type == "cuda")
-        self.writer = AsyncWriter()
-        self.failed_save = 0  # EXIT_CHECKPOINT_FAILED once a stop or final checkpoint could not be written
-        self.ckpt_group = None
-        if cfg.checkpoint_format == "sharded":
-            from elastic_trainer import sharded
-
-            sharded.require_numpy()
-            # the sharded write's collectives run in the writer thread: a group of their own
-            self.ckpt_group = dist.new_group(backend="gloo")
 
     # -- collectives helpers ----------------------------------------------------------------
     def _broadcast_object(self, obj: object) -> object:
@@ -311,7 +187,7 @@ class _Run:
         step = 0
         loaded = self._pick_checkpoint()
         if loaded is None:
-            _seed_rank(cfg.seed, 0, self.rank)
+            seed_rank(cfg.seed, 0, self.rank)
             if self.rank == 0:
                 emit("start", world=self.world, gen=generation, device=str(self.device))
         else:
@@ -334,9 +210,9 @@ class _Run:
                 scheduler.load_state_dict(state["scheduler"])
             step = ElasticBatchSampler.step_from_state(state["sampler"], len(task.dataset))
             if len(state["rng"]) == self.world:
-                _set_rng_state(state["rng"][self.rank])  # same world size: continue exactly
+                set_rng_state(state["rng"][self.rank])  # same world size: continue exactly
             else:
-                _seed_rank(cfg.seed, step, self.rank)  # resharded: fresh per-rank streams
+                seed_rank(cfg.seed, step, self.rank)  # resharded: fresh per-rank streams
             if self.rank == 0:
                 log.info("resumed from %s at step %d (world size %d -> %d)",
                          meta.get("step"), step, meta.get("world_size"), self.world)
@@ -365,7 +241,7 @@ class _Run:
         try:
             return self._loop(ddp_model, model, optimizer, scheduler, sampler, loader, step, generation, scale)
         finally:
-            self._settle_write()
+            self.checkpoints.settle()
             self.scalars.close()
 
     def _loop(self, ddp_model, model, optimizer, scheduler, sampler, loader, step, generation, scale) -> int:
@@ -381,7 +257,7 @@ class _Run:
                 self._hold()
             loss = self.task.loss_sum(ddp_model, batch, self.device)
             (loss * scale).backward()
-            self.snapshot.before_update()  # a checkpoint's copy may still be reading what the step changes
+            self.checkpoints.snapshot.before_update()  # a checkpoint's copy may still be reading what the step changes
             optimizer.step()
             if scheduler is not None:
                 scheduler.step()
@@ -403,26 +279,25 @@ class _Run:
             reason = "final" if step >= cfg.total_steps else "stop" if stopping else (
                 "periodic" if step % cfg.checkpoint_every == 0 else None)
             if step == first_step and reason is None and cfg.async_checkpoint:
-                self._prepare_staging(model, optimizer, step, generation)
-            if self.writer.busy:  # a background write that has ended is reported now, not at the next checkpoint
-                code = self._report(self.writer.poll())
-                if code:
-                    return code
+                self.checkpoints.prepare_staging(model, optimizer, step, generation)
+            code = self.checkpoints.poll()
+            if code:
+                return code
             if reason:
-                code = self._checkpoint(model, optimizer, scheduler, sampler, step, generation, reason)
+                code = self.checkpoints.save(model, optimizer, scheduler, sampler, step, generation, reason)
                 if code:
                     return code
             if stopping:
                 # a stop is rare: make sure rank 0's commit is done before anyone leaves
                 dist.barrier()
-                code = self.failed_save or (128 + self.stop.signum if self.stop else EXIT_MEMBERSHIP_CHANGE)
+                code = self.checkpoints.failed_save or (128 + self.stop.signum if self.stop else EXIT_MEMBERSHIP_CHANGE)
                 emit("exit", rank=self.rank, step=step, code=code)
                 return code
             if reason == "final":
                 break
-        if self.failed_save:
-            emit("exit", rank=self.rank, step=step, code=self.failed_save)
-            return self.failed_save
+        if self.checkpoints.failed_save:
+            emit("exit", rank=self.rank, step=step, code=self.checkpoints.failed_save)
+            return self.checkpoints.failed_save
         if self.rank == 0:
             emit("done", step=step, world=self.world, gen=generation)
         return 0
@@ -439,137 +314,6 @@ class _Run:
                 return
             time.sleep(0.05)
 
-    def _checkpoint(self, model, optimizer, scheduler, sampler, step, generation, reason) -> int:
-        """Copy this step's state to host memory (all that blocks training) and write it in the background.
-
-        One write in flight (issue 11): the previous one is waited for and reported first. A stop and
-        the last step also wait for their own write, as does every checkpoint with
-        ``--no-async-checkpoint``. Returns EXIT_FENCED if this group must stop, else 0.
-        """
-        # every rank's RNG state, so a resume at the same world size continues exactly
-        rng_states = all_gather_objects(_rng_state(), self.device)
-        sharded_format = self.cfg.checkpoint_format == "sharded"
-        if self.rank != 0 and not sharded_format:
-            return 0  # the single format: rank 0 writes everything
-        self.leaving = self.leaving or reason == "stop"  # also when another rank got the notice
-        started = time.monotonic()
-        code = self._report(self.writer.wait())
-        if code:
-            return code
-        waited = time.monotonic() - started
-        epoch, _ = sampler.position(step)
-        extra = {
-            "scheduler": scheduler.state_dict() if scheduler is not None else None,
-            "rng": rng_states,
-            "sampler": sampler.state_dict(step),
-            "step": step,
-            "epoch": epoch,
-        }
-        synchronous = reason != "periodic" or not self.cfg.async_checkpoint
-        beside = () if synchronous else self._changed_by_the_optimizer_only(model, optimizer)
-        if sharded_format:
-            from elastic_trainer import sharded
-
-            staged = self.snapshot.take({"tensors": sharded.tensors_of(model, optimizer), "extra": extra},
-                                        beside=beside)
-        else:
-            staged = self.snapshot.take({"model": model.state_dict(), "optimizer": optimizer.state_dict(), **extra},
-                                        beside=beside)
-        blocked = time.monotonic() - started
-        info = {"world_size": self.world, "epoch": epoch, "reason": reason}
-        stall = self.stall
-
-        def before_commit(tmp: Path) -> None:
-            if stall and stall[0] == step:
-                emit("ckpt_writing", step=step, tmp=str(tmp))
-                time.sleep(stall[1])
-
-        def write() -> Checkpoint | None:
-            began = time.monotonic()
-            self.snapshot.ready()  # the copies that overlap with the next step (take's ``beside``) are done
-            if sharded_format:
-                saved = sharded.save(self.store, staged["tensors"], staged["extra"], step=step, generation=generation,
-                                     group=self.ckpt_group, info=info, before_commit=before_commit)
-            else:
-                saved = self.store.save(staged, step=step, generation=generation, info=info,
-                                        before_commit=before_commit)
-            if saved is not None:  # committed (rank 0)
-                write_s = time.monotonic() - began
-                emit("ckpt", step=step, gen=generation, reason=reason, path=str(saved.path),
-                     seconds=round(time.monotonic() - started, 3),
-                     blocked_s=round(blocked + write_s if synchronous else blocked, 3),
-                     write_s=round(write_s, 3), waited_s=round(waited, 3))
-            return saved
-
-        self.writer.submit(write, step=step, generation=generation, reason=reason)
-        return self._report(self.writer.wait()) if synchronous else 0
-
-    def _changed_by_the_optimizer_only(self, model, optimizer) -> set[int]:
-        """Storages of parameters and optimizer state: on CUDA a snapshot copies them beside the next step.
-
-        Only ``optimizer.step()`` changes them (the loop waits for the copy before it); a task whose
-        forward pass changed parameters in place would need ``--no-async-checkpoint``.
-        """
-        if self.device.type != "cuda":
-            return set()
-        storages = {param.untyped_storage().data_ptr() for param in model.parameters()}
-        for buffers in optimizer.state.values():
-            storages.update(t.untyped_storage().data_ptr() for t in buffers.values() if isinstance(t, torch.Tensor))
-        return storages
-
-    def _prepare_staging(self, model, optimizer, step, generation) -> None:
-        """Make the host buffers in the background after the first step, once the optimizer state exists.
-
-        Allocating and page-locking them takes a while for a state of gigabytes: done here, the first
-        checkpoint only copies, and blocks training no longer than every later one.
-        """
-        if self.cfg.checkpoint_format == "sharded":
-            from elastic_trainer import sharded
-
-            layout = self.snapshot.plan({"tensors": sharded.tensors_of(model, optimizer)})
-        elif self.rank == 0:
-            layout = self.snapshot.plan({"model": model.state_dict(), "optimizer": optimizer.state_dict()})
-        else:
-            return  # the single format: rank 0 writes everything
-        self.writer.submit(lambda: self.snapshot.allocate(layout), step=step, generation=generation, reason="staging")
-
-    def _report(self, outcome: WriteOutcome | None) -> int:
-        """Say how a checkpoint write ended: EXIT_FENCED if this group must stop, else 0.
-
-        The contract of a synchronous save, kept for a background one: a failed periodic save is
-        reported (log and ``ckpt_failed``) and training goes on; a failed stop or final save makes
-        the exit code EXIT_CHECKPOINT_FAILED; anything but the store failing is a bug, raised here.
-        """
-        if outcome is None or outcome.ok:
-            return 0
-        step, generation, reason = (outcome.context[key] for key in ("step", "generation", "reason"))
-        error = outcome.error
-        if isinstance(error, StaleGenerationError):
-            log.error("%s", error)
-            emit("fenced", rank=self.rank, step=step, gen=generation)
-            return EXIT_FENCED
-        if not isinstance(error, CheckpointWriteError):
-            raise error
-        # e.g. the store is full: the previous checkpoints stand
-        log.error("the %s checkpoint of step %d failed: %s", reason, step, error)
-        if self.rank == 0:  # a sharded save fails on every rank: one event
-            emit("ckpt_failed", rank=self.rank, step=step, gen=generation, reason=reason, error=str(error))
-        if reason != "periodic":
-            self.failed_save = EXIT_CHECKPOINT_FAILED
-        return 0
-
-    def _settle_write(self) -> None:
-        """Leaving on an error: let a write in flight commit if it can, briefly (see SETTLE_WRITE_S)."""
-        if not self.writer.busy:
-            return
-        self.leaving = True
-        try:
-            outcome = self.writer.wait(SETTLE_WRITE_S[self.cfg.checkpoint_format])
-        except TimeoutError as exc:
-            log.warning("leaving without the checkpoint write in flight: %s", exc)
-            return
-        if not outcome.ok:
-            log.warning("the checkpoint write in flight failed: %s", outcome.error)
 
 
 def _warm_cuda_libraries(device: int) -> None:

@@ -1,0 +1,82 @@
+"""What a training script configures: the trainer's flags, their defaults from the pod's environment.
+
+``TrainConfig.add_arguments`` adds the trainer's flags to a script's parser and ``from_args``
+reads them back (training-image/README.md, "The elastic_trainer library"); a bad value is a
+usage error naming the flag. Scripts import it from ``elastic_trainer.trainer``, with ``train``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# Set on every pod of a job the torchfleet CLI submits (torchfleet/jobs/manifests.py environment()).
+ENV_CHECKPOINT_DIR = "TORCHFLEET_CHECKPOINT_DIR"
+ENV_LOADER_WORKERS = "TORCHFLEET_DATALOADER_WORKERS"
+CHECKPOINT_FORMATS = ("single", "sharded")
+
+
+def _at_least(minimum: int):
+    """An argparse type: a whole number >= minimum, else a usage error naming the value."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"int >= {minimum}"
+    return parse
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    checkpoint_dir: Path
+    total_steps: int
+    global_batch_size: int
+    checkpoint_every: int = 50
+    keep_checkpoints: int = 3
+    seed: int = 0
+    tensorboard_dir: Path | None = None
+    num_workers: int = 0
+    step_delay_s: float = 0.0  # only to pace demos and tests on a tiny model
+    progress_every: int = 1  # step events; the first step of every worker group is always reported
+    async_checkpoint: bool = True  # training blocks only for the copy to host memory (issue 11)
+    checkpoint_format: str = "single"  # one of CHECKPOINT_FORMATS
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        # A job submitted with the torchfleet CLI has these in its pods' environment
+        # (torchfleet/jobs/manifests.py): defaults from there, so a script needs no flags for them.
+        env_checkpoint_dir = os.environ.get(ENV_CHECKPOINT_DIR) or None
+        parser.add_argument("--checkpoint-dir", type=Path, required=env_checkpoint_dir is None,
+                            default=env_checkpoint_dir, help=f"on the shared store (default: ${ENV_CHECKPOINT_DIR})")
+        parser.add_argument("--total-steps", type=_at_least(1), required=True, help="global optimizer steps")
+        parser.add_argument("--global-batch-size", type=_at_least(1), required=True, help="fixed at any world size")
+        parser.add_argument("--checkpoint-every", type=_at_least(1), default=50)
+        parser.add_argument("--keep-checkpoints", type=_at_least(1), default=3)
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--tensorboard-dir", type=Path, default=None)
+        # argparse converts a string default with `type`: a bad value is a usage error naming the flag
+        parser.add_argument("--num-workers", type=_at_least(0), default=os.environ.get(ENV_LOADER_WORKERS) or 0,
+                            help=f"data-loader processes per rank (default: ${ENV_LOADER_WORKERS}, else 0)")
+        parser.add_argument("--step-delay-s", type=float, default=0.0)
+        parser.add_argument("--progress-every", type=_at_least(1), default=1, help="steps between progress events")
+        parser.add_argument("--async-checkpoint", action=argparse.BooleanOptionalAction, default=True,
+                            help="write checkpoints in the background: training blocks only while the state is "
+                                 "copied to host memory (default: on)")
+        parser.add_argument("--checkpoint-format", choices=CHECKPOINT_FORMATS, default="single",
+                            help="single: rank 0 writes one state.pt; sharded: every rank writes part of the "
+                                 "bytes (torch.distributed.checkpoint), for states too big for one writer")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> TrainConfig:
+        return cls(
+            checkpoint_dir=args.checkpoint_dir, total_steps=args.total_steps,
+            global_batch_size=args.global_batch_size, checkpoint_every=args.checkpoint_every,
+            keep_checkpoints=args.keep_checkpoints, seed=args.seed, tensorboard_dir=args.tensorboard_dir,
+            num_workers=args.num_workers, step_delay_s=args.step_delay_s, progress_every=args.progress_every,
+            async_checkpoint=args.async_checkpoint, checkpoint_format=args.checkpoint_format,
+        )
