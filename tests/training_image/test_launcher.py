@@ -14,8 +14,15 @@ import urllib.request
 
 import pytest
 from elastic_trainer import launcher
-from elastic_trainer.launcher import LaunchError, build_plan, check_rdzv_conf, parse_rdzv_conf
+from elastic_trainer.launcher import build_plan
 from elastic_trainer.localrun import IMAGE_DIR
+from elastic_trainer.rdzvconf import (
+    LaunchError,
+    check_rdzv_conf,
+    format_rdzv_conf,
+    parse_rdzv_conf,
+    rdzv_conf_for_nodes,
+)
 
 # What the ElasticJob controller prepends to the container args (docs/facts.md, "Controllers and exit codes").
 CONTROLLER = ["--rdzv_backend=etcd", "--rdzv_endpoint=etcd:2379", "--rdzv_id=job", "--nnodes=1:4"]
@@ -397,25 +404,25 @@ TUNED_2_NODES = {"last_call_timeout": "1", "keep_alive_interval": "1", "keep_ali
 )
 def test_rendezvous_settings_follow_the_jobs_maximum_node_count(argv, environ, max_nodes):
     plan = build_plan(argv, environ)
-    assert plan.rdzv_conf == launcher.rdzv_conf_for_nodes(max_nodes)
-    assert opt(plan, "rdzv_conf") == [launcher.format_rdzv_conf(plan.rdzv_conf)]
+    assert plan.rdzv_conf == rdzv_conf_for_nodes(max_nodes)
+    assert opt(plan, "rdzv_conf") == [format_rdzv_conf(plan.rdzv_conf)]
     assert plan.warnings == ()
 
 
 def test_small_jobs_keep_the_two_node_settings():
     # the settings bench/recovery.py measured (6.1 s kill to resume with 2 nodes) stay for small jobs
     for max_nodes in (1, 2, 4, 8):
-        assert launcher.rdzv_conf_for_nodes(max_nodes) == TUNED_2_NODES
+        assert rdzv_conf_for_nodes(max_nodes) == TUNED_2_NODES
 
 
 def test_the_rule_never_gets_more_aggressive_with_size_and_passes_its_own_checks():
     previous = {key: 0 for key in TUNED_2_NODES}
     for max_nodes in range(1, 65):
-        conf = launcher.rdzv_conf_for_nodes(max_nodes)
+        conf = rdzv_conf_for_nodes(max_nodes)
         assert all(int(conf[key]) >= previous[key] for key in ("keep_alive_interval", "last_call_timeout")), max_nodes
         assert check_rdzv_conf(conf, max_nodes) == (), max_nodes  # no refusal, no warning
         previous = {key: int(value) for key, value in conf.items()}
-    assert int(launcher.rdzv_conf_for_nodes(64)["keep_alive_interval"]) > 1  # 1 s never formed 32 nodes
+    assert int(rdzv_conf_for_nodes(64)["keep_alive_interval"]) > 1  # 1 s never formed 32 nodes
 
 
 @pytest.mark.parametrize(
@@ -455,7 +462,7 @@ def test_weaker_than_default_settings_are_warned_about(monkeypatch, capsys):
 
 def test_jobs_larger_than_measured_get_the_largest_settings_and_a_warning():
     plan = build_plan(["--nnodes=1:100", *SCRIPT], {})
-    assert plan.rdzv_conf == launcher.rdzv_conf_for_nodes(64)
+    assert plan.rdzv_conf == rdzv_conf_for_nodes(64)
     assert plan.warnings and "measured up to 64 nodes" in plan.warnings[0]
 
 

@@ -3,6 +3,7 @@
 Modules, one purpose each:
 
 - ``launcher``   the image's entrypoint: torchrun with Torchfleet's defaults, SIGTERM -> exit 143
+- ``rdzvconf``   the launcher's rendezvous settings by the job's maximum node count, and their checks
 - ``trainer``    the training loop: resume, reshard, periodic and on-signal checkpoints
 - ``train_config`` the trainer's flags (``TrainConfig``) and their defaults from the pod's environment
 - ``checkpointing`` the loop's checkpoints: host copy, background write, what a failed one means
