@@ -6,6 +6,7 @@ events on stdout, in the order they were printed, show what the training thread 
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 
@@ -143,3 +144,16 @@ def test_the_host_buffers_are_made_in_the_background_before_the_first_checkpoint
     run.checkpoints.snapshot.reuse_from_bytes = 8192  # every tensor of this model (>= 8 KiB) but the RNG states (5 KiB)
     assert run.run() == 0
     assert made_by == ["checkpoint-writer"] and run.checkpoints.snapshot.allocations == 1
+
+
+def test_the_store_prunes_in_a_hurry_once_a_stop_is_requested_or_the_worker_leaves(group, tmp_path):
+    # A SIGTERM during a periodic write's prune must end its hashing: the stop's save waits for it.
+    request = StopRequest()
+    run = _Run(Task(), config(tmp_path), request)
+    in_a_hurry = run.checkpoints.store.in_a_hurry
+    assert not in_a_hurry()
+    request.signum = signal.SIGTERM
+    assert in_a_hurry()
+    request.signum = None
+    run.checkpoints.leaving = True  # a stop seen by another rank, or leaving on an error
+    assert in_a_hurry()
