@@ -178,7 +178,8 @@ def random_line(draw) -> list[str]:
     line = [command]
     if command in ("submit", "sweep", "status", "logs", "delete", "tensorboard") and draw(st.integers(0, 3)):
         line.append(draw(NAMES))
-    if command in COMMAND_OPTIONS and draw(st.integers(0, 3)):  # mostly lines argparse accepts
+    # mostly lines argparse accepts (completion has no options to draw from)
+    if COMMAND_OPTIONS.get(command) and draw(st.integers(0, 3)):
         line += _flatten(draw(st.lists(well_formed_option(command), max_size=8)))
     else:
         line += _flatten(draw(options))

@@ -192,3 +192,109 @@ def test_missing_job_from_the_server_exits_2(server, kubeconfig, capsys):
     assert main(["status", "--kubeconfig", kubeconfig, "ghost"]) == 2
     assert "NAME: no ElasticJob 'ghost'" in capsys.readouterr().err
     assert server.paths() == [("GET", f"{JOBS}/ghost"), ("GET", f"{BATCH}/ghost")]
+
+
+# ---------------------------------------------------------------- --recovery inplace (issue 14)
+
+INPLACE = ["pair", "--gpu", "t4", "--nodes", "2:3", "--image", "r/t:1", "--recovery", "inplace", "--",
+           "python", "train.py"]
+DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NS}/deployments"
+SERVICES = f"/api/v1/namespaces/{NS}/services"
+
+
+def indexed_job_json(name="pair", labels=None):
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": NS, "uid": "u-2", "creationTimestamp": STAMP,
+                         "labels": {"torchfleet.io/recovery": "inplace", "torchfleet.io/gpu": "t4"}
+                         if labels is None else labels,
+                         "annotations": {"torchfleet.io/min-nodes": "2", "torchfleet.io/zone": ""}},
+            "spec": {"completions": 3, "parallelism": 3, "completionMode": "Indexed",
+                     "template": {"spec": {"containers": [{"name": "worker", "image": "r/t:1"}]}}},
+            "status": {"active": 2, "failed": 1}}
+
+
+def indexed_pod_json(index, suffix, phase="Running"):
+    pod = pod_json(f"pair-{index}-{suffix}", phase)
+    pod["metadata"]["labels"] = {"torchfleet.io/job": "pair", "torchfleet.io/role": "training",
+                                 "batch.kubernetes.io/job-completion-index": str(index)}
+    pod["metadata"]["creationTimestamp"] = STAMP
+    pod["spec"]["containers"][0]["name"] = "worker"
+    pod["status"]["containerStatuses"][0]["name"] = "worker"
+    return pod
+
+
+def test_submit_inplace_sends_the_job_then_everything_it_owns(server, kubeconfig, capsys):
+    assert main(["submit", "--dry-run", *INPLACE]) == 0
+    job, *owned = yaml.safe_load_all(capsys.readouterr().out)
+    server.on("POST", BATCH, 201, {**job, "metadata": {**job["metadata"], "uid": "u-2"}})
+    for path, answer in zip((POLICIES, SERVICES, DEPLOYMENTS), (owned[0], owned[2], owned[3]), strict=True):
+        server.on("POST", path, 201, answer)
+    assert main(["submit", "--kubeconfig", kubeconfig, *INPLACE]) == 0
+    out = capsys.readouterr().out
+    assert "submitted Job pair with its Lighthouse (recovery inplace)" in out
+    assert server.paths() == [("GET", f"{JOBS}/pair"), ("GET", f"{BATCH}/pair"), ("POST", BATCH),
+                              ("POST", POLICIES), ("POST", POLICIES), ("POST", SERVICES), ("POST", DEPLOYMENTS)]
+    create, *children = server.calls[2:]
+    assert create.body == job and create.query == {"fieldManager": ["torchfleet"], "fieldValidation": ["Strict"]}
+    for call, document in zip(children, owned, strict=True):
+        owner = call.body["metadata"]["ownerReferences"]
+        assert owner == [{"apiVersion": "batch/v1", "kind": "Job", "name": "pair", "uid": "u-2",
+                          "blockOwnerDeletion": False}]  # deleting the job deletes it
+        assert call.body["spec"] == document["spec"]
+        assert call.query == {"fieldManager": ["torchfleet"], "fieldValidation": ["Strict"]}
+
+
+def test_a_lighthouse_the_cluster_refuses_leaves_nothing_behind(server, kubeconfig, capsys):
+    assert main(["submit", "--dry-run", *INPLACE]) == 0
+    _, policy, _, service, _ = yaml.safe_load_all(capsys.readouterr().out)
+    server.on("POST", BATCH, 201, indexed_job_json())
+    server.on("POST", POLICIES, 201, policy)
+    server.on("POST", SERVICES, 201, service)
+    server.on("POST", DEPLOYMENTS, 403, {"kind": "Status", "message": "deployments.apps is forbidden"})
+    server.on("DELETE", f"{BATCH}/pair", payload={"kind": "Status", "status": "Success"})
+    assert main(["submit", "--kubeconfig", kubeconfig, *INPLACE]) == 1
+    assert "deployments.apps is forbidden" in capsys.readouterr().err
+    # the job goes, and with it (owner references) the policies and Service already made
+    delete = server.calls[-1]
+    assert (delete.method, delete.path, delete.query) == ("DELETE", f"{BATCH}/pair",
+                                                          {"propagationPolicy": ["Background"]})
+
+
+def test_list_logs_delete_an_inplace_job(server, kubeconfig, capsys):
+    server.on("GET", JOBS, payload={"items": []})
+    server.on("GET", BATCH, payload={"apiVersion": "batch/v1", "kind": "JobList", "metadata": {},
+                                     "items": [indexed_job_json()]})
+    server.on("GET", f"{BATCH}/pair", payload=indexed_job_json())
+    # index 1's replacement runs beside the pod it replaced
+    pods = [indexed_pod_json(0, "abcde"), indexed_pod_json(1, "fghij", "Failed"), indexed_pod_json(1, "klmno")]
+    server.on("GET", PODS, payload={"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": pods})
+    server.on("GET", "/api/v1/nodes/node-a", payload={"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": "node-a", "labels": {"topology.kubernetes.io/zone": "us-west-2b"}}})
+    server.on("GET", f"{PODS}/pair-1-klmno/log", text="group 1 trains\n")
+    server.on("DELETE", f"{BATCH}/pair", payload={"kind": "Status", "status": "Success"})
+
+    assert main(["list", "--kubeconfig", kubeconfig]) == 0
+    row = capsys.readouterr().out.splitlines()[1].split()
+    assert row[:5] == ["pair", "Running", "2/2/3", "t4", "us-west-2b"]
+    list_call = next(c for c in server.calls if c.path == BATCH)
+    assert list_call.query == {"labelSelector": ["torchfleet.io/recovery=inplace"]}
+
+    assert main(["logs", "--kubeconfig", kubeconfig, "pair", "--rank", "1"]) == 0
+    assert capsys.readouterr().out == "group 1 trains\n"
+    log_call = next(c for c in server.calls if c.path.endswith("/log"))
+    assert log_call.query["container"] == ["worker"]
+
+    assert main(["delete", "--kubeconfig", kubeconfig, "pair"]) == 0
+    assert "deleted Job pair" in capsys.readouterr().out
+    delete = server.calls[-1]
+    # Background: a batch Job's API orphans its pods unless told otherwise
+    assert (delete.method, delete.path, delete.query) == ("DELETE", f"{BATCH}/pair",
+                                                          {"propagationPolicy": ["Background"]})
+
+
+def test_a_batch_job_torchfleet_did_not_submit_is_not_deleted(server, kubeconfig, capsys):
+    # the platform's own store-owner Job lives in the namespace too
+    server.on("GET", f"{BATCH}/store-owner", payload=indexed_job_json("store-owner", labels={"app": "store-owner"}))
+    assert main(["delete", "--kubeconfig", kubeconfig, "store-owner"]) == 2
+    assert "no ElasticJob 'store-owner'" in capsys.readouterr().err
+    assert not [c for c in server.calls if c.method == "DELETE" and c.path.startswith(BATCH)]

@@ -251,6 +251,16 @@ class JobClient:
                    job=name, resource=BATCH_JOB)
         return BATCH_JOB["kind"]
 
+    def remove_created(self, job: dict[str, Any]) -> None:
+        """Delete a job this command just created (its kind is known: no lookup), with what it owns."""
+        name = job["metadata"]["name"]
+        if manifests.is_indexed_job(job):
+            self._call(self.batch.delete_namespaced_job, name, self.namespace, propagation_policy="Background",
+                       job=name, resource=BATCH_JOB)
+        else:
+            self._call(self.custom.delete_namespaced_custom_object, *self._args(), name,
+                       propagation_policy="Background", job=name)
+
     def create_owned(self, document: dict[str, Any], owner: dict[str, Any]) -> None:
         """A document that belongs to the job (a network policy, the Lighthouse's Service and
         Deployment), created with an owner reference to it: deleting the job deletes it."""

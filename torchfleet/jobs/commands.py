@@ -262,7 +262,7 @@ def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Plann
             # Without its policies the job's pods cannot reach each other (or what the job asked
             # for), without its Lighthouse an in-place job cannot train: do not leave it half-made.
             # The job owns what was already created, so deleting it removes that too.
-            jobs.delete(req.name)
+            jobs.remove_created(created)
             raise
         s = req.sizing
         what = f"CPU ({s.cpu_millis}m, {s.memory_mib}Mi)" if req.cpu else f"{req.gpus_per_node} {req.gpu} ({s.machine})"
