@@ -64,6 +64,8 @@ class FakeApiServer:
         self.calls.append(Call(method, parts.path, parse_qs(parts.query), body, _request_timeout))
         status, payload, text, chunks = self.routes.get(
             (method, parts.path), (404, {"kind": "Status", "message": f"{parts.path} not found"}, None, None))
+        if callable(payload):  # an answer that depends on the query (a label selector)
+            payload = payload(parse_qs(parts.query))
         if text is not None:
             return rest.RESTResponse(FakeUrllib3Response(status, text.encode(), "text/plain", chunks))
         return rest.RESTResponse(FakeUrllib3Response(status, json.dumps(payload).encode(), "application/json"))
@@ -298,3 +300,30 @@ def test_a_batch_job_torchfleet_did_not_submit_is_not_deleted(server, kubeconfig
     assert main(["delete", "--kubeconfig", kubeconfig, "store-owner"]) == 2
     assert "no ElasticJob 'store-owner'" in capsys.readouterr().err
     assert not [c for c in server.calls if c.method == "DELETE" and c.path.startswith(BATCH)]
+
+
+def test_status_of_an_inplace_job_shows_its_lighthouse(server, kubeconfig, capsys):
+    server.on("GET", f"{BATCH}/pair", payload=indexed_job_json())
+    lighthouse = pod_json("pair-lighthouse-5d8f7-x2x9z", node="manager-1")
+    lighthouse["metadata"]["labels"] = {"torchfleet.io/lighthouse": "pair"}
+    lighthouse["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    pods = {"torchfleet.io/job=pair": [indexed_pod_json(0, "abcde"), indexed_pod_json(1, "fghij")],
+            "torchfleet.io/lighthouse=pair": [lighthouse]}
+    server.on("GET", PODS, payload=lambda query: {"apiVersion": "v1", "kind": "PodList", "metadata": {},
+                                                  "items": pods[query["labelSelector"][0]]})
+    server.on("GET", f"/api/v1/namespaces/{NS}/events", payload={"apiVersion": "v1", "kind": "EventList",
+                                                                 "metadata": {}, "items": []})
+    for name in ("pair-0-abcde", "pair-1-fghij"):
+        server.on("GET", f"{PODS}/{name}/log", text="")
+    assert main(["status", "--kubeconfig", kubeconfig, "pair"]) == 0
+    out = capsys.readouterr().out
+    assert ("Recovery:        inplace (survivors keep training); Lighthouse: pair-lighthouse-5d8f7-x2x9z Running, "
+            "ready on manager-1") in out
+    assert "Nodes:           2 running (min 2, max 3)" in out  # the Lighthouse is not a node of the job
+    events = [c.query["fieldSelector"][0] for c in server.calls if c.path.endswith("/events")]
+    assert "involvedObject.name=pair-lighthouse-5d8f7-x2x9z" in events  # e.g. it cannot be scheduled
+
+    pods["torchfleet.io/lighthouse=pair"] = []
+    assert main(["status", "--kubeconfig", kubeconfig, "pair", "-o", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["recovery"], shown["lighthouse"], shown["kind"]) == ("inplace", [], "Job")

@@ -25,6 +25,7 @@ import yaml
 from components import spec as platform
 from torchfleet.jobs import commands, flag_checks, manifests, progress, summary, table
 from torchfleet.jobs.errors import EXIT_OK, JobNotFoundError, Problems, UsageError
+from torchfleet.jobs.inplace_job import LABEL_LIGHTHOUSE
 
 EXIT_DOC = commands.EXIT_DOC
 WATCH_INTERVAL_S = 2.0
@@ -123,6 +124,7 @@ class StatusData:
     events: list
     checkpoint: progress.CheckpointInfo | None
     progress: summary.Summary
+    lighthouse: list  # an in-place job's Lighthouse pods (inplace_job.py); none for the operators' jobs
 
 
 def _job_pods(jobs, name: str) -> list:
@@ -134,7 +136,8 @@ def gather(args: argparse.Namespace, jobs) -> StatusData:
     progress events from the pods' logs (training-image/elastic_trainer/events.py)."""
     job = jobs.get(args.name)
     pods = _job_pods(jobs, args.name)
-    events = jobs.events([args.name, *(p.metadata.name for p in pods)])
+    lighthouse = jobs.pods(f"{LABEL_LIGHTHOUSE}={args.name}") if manifests.is_indexed_job(job) else []
+    events = jobs.events([args.name, *(p.metadata.name for p in [*pods, *lighthouse])])
     checkpoint = None
     if args.shared_dir:
         ckpt_dir = Path(args.shared_dir) / args.name / "checkpoints"
@@ -152,7 +155,7 @@ def gather(args: argparse.Namespace, jobs) -> StatusData:
         checkpoint = progress.newest(found)
     container = ((manifests.worker_spec(job).get("template") or {}).get("spec") or {}).get("containers") or [{}]
     total = summary.total_steps_from_args([str(a) for a in container[0].get("args") or []])
-    return StatusData(job, pods, events, checkpoint, summary.summarize(summary.merge(*logs), total))
+    return StatusData(job, pods, events, checkpoint, summary.summarize(summary.merge(*logs), total), lighthouse)
 
 
 def status_dict(data: StatusData, jobs, now) -> dict[str, Any]:
@@ -162,6 +165,9 @@ def status_dict(data: StatusData, jobs, now) -> dict[str, Any]:
         "lastCheckpoint": None if data.checkpoint is None else {
             "step": data.checkpoint.step, "generation": data.checkpoint.generation, "source": data.checkpoint.source},
         "progress": data.progress.as_dict(),
+        "recovery": "inplace" if manifests.is_indexed_job(data.job) else "restart",
+        "lighthouse": [{"name": p.metadata.name, "phase": (p.status and p.status.phase) or None,
+                        "node": (p.spec and p.spec.node_name) or None} for p in data.lighthouse],
         "pods": [{"name": p.metadata.name, "phase": (p.status and p.status.phase) or None,
                   "node": (p.spec and p.spec.node_name) or None, "restarts": table.pod_restarts(p)}
                  for p in sorted(data.pods, key=lambda p: p.metadata.name)],
@@ -175,7 +181,7 @@ def render_status(args: argparse.Namespace, data: StatusData, jobs) -> str:
     if args.output in ("json", "yaml"):
         return _dump(status_dict(data, jobs, now), args.output)
     return table.render_status(data.job, data.pods, data.events, jobs.node_labels, data.checkpoint, now,
-                               progress=data.progress, all_events=args.output == "wide")
+                               progress=data.progress, all_events=args.output == "wide", lighthouse=data.lighthouse)
 
 
 def run_status(args: argparse.Namespace) -> int:

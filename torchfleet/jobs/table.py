@@ -169,6 +169,23 @@ def row_dict(row: JobRow, job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def lighthouse_state(pods: Sequence[client.V1Pod]) -> str:
+    """An in-place job's Lighthouse in a few words: without it no step commits (training-image/README.md)."""
+    if not pods:
+        return "missing (no Lighthouse pod: the groups wait for it; see EVENTS)"
+    pod = max(pods, key=lambda p: str(p.metadata.creation_timestamp or ""))
+    phase = (pod.status and pod.status.phase) or "?"
+    ready = any(c.type == "Ready" and c.status == "True" for c in ((pod.status and pod.status.conditions) or []))
+    where = f" on {pod.spec.node_name}" if pod.spec and pod.spec.node_name else ""
+    return f"{pod.metadata.name} {phase}{', ready' if ready else ', not ready'}{where}"
+
+
+def recovery(job: dict[str, Any], lighthouse: Sequence[client.V1Pod]) -> str:
+    if manifests.is_indexed_job(job):
+        return f"inplace (survivors keep training); Lighthouse: {lighthouse_state(lighthouse)}"
+    return "restart (every worker restarts from the last checkpoint when a node comes or goes)"
+
+
 def pod_restarts(pod: client.V1Pod) -> int:
     return sum(cs.restart_count or 0 for cs in ((pod.status and pod.status.container_statuses) or []))
 
@@ -182,6 +199,7 @@ def render_status(
     now: datetime,
     progress: progress_summary.Summary | None = None,
     all_events: bool = False,
+    lighthouse: Sequence[client.V1Pod] = (),
 ) -> str:
     meta = job.get("metadata") or {}
     ann = meta.get("annotations") or {}
@@ -213,6 +231,7 @@ def render_status(
         ("Checkpoints", ann.get(manifests.ANNOTATION_CHECKPOINTS, "?")),
         ("Last checkpoint", ckpt),
         ("Age", f"{row.age}   Restarts: {row.restarts}"),
+        ("Recovery", recovery(job, lighthouse)),
     ]
     if progress is not None:  # the trainer's events (torchfleet/jobs/summary.py), after what the job says
         fields += [f for f in progress_summary.render(progress, now.timestamp()) if f[0] != "Last checkpoint"]
