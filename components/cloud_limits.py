@@ -7,6 +7,7 @@ components/clouds/traits.py and components/limits.py, each citing its source.
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import ipaddress
 import re
@@ -24,7 +25,7 @@ class Problems(Protocol):
     def add(self, key: str, message: str) -> None: ...
 
 
-K8S_MINOR = re.compile(r"^1\.\d{2}$")  # a minor version, as the managed services take it: "1.33"
+K8S_MINOR = re.compile(r"^1\.\d{2}$")  # a minor version, as the managed services take it: "1.35"
 # https://cloud.google.com/resource-manager/docs/creating-managing-projects#before_you_begin:
 # 6 to 30 characters, lowercase letters, digits and hyphens, starting with a letter, not ending
 # with a hyphen.
@@ -98,16 +99,17 @@ def region(p: Problems, raw: dict, cloud: str, traits: CloudTraits) -> str | Non
 def kubernetes_version(p: Problems, value: Any, cloud: str, traits: CloudTraits, default: str) -> str:
     key = "torchfleet:kubernetesVersion"
     if value is not None and value != "" and not isinstance(value, str):
-        p.add(key, f'expected a minor version like "1.33" (quoted), got {short_repr(value)}')
+        p.add(key, f'expected a minor version like "1.35" (quoted), got {short_repr(value)}')
         return default
     version = value or default
     if not K8S_MINOR.match(version):
-        p.add(key, f'expected a minor version like "1.33" (quoted), got {short_repr(version)}')
+        p.add(key, f'expected a minor version like "1.35" (quoted), got {short_repr(version)}')
         return version
     service = kubernetes.service_for(cloud)
     offered = service.minors if service else traits.kubernetes_versions
     buildable = traits.kubernetes_versions
-    allowed = [v for v in offered if not buildable or v in buildable]
+    ended = standard_support_ended(service, traits)
+    allowed = [v for v in offered if (not buildable or v in buildable) and v not in ended]
     if allowed and version not in allowed:
         if service:
             why = f"{service.name.upper()} offers {', '.join(offered)} ({service.source}, as of {service.checked})"
@@ -115,8 +117,25 @@ def kubernetes_version(p: Problems, value: Any, cloud: str, traits: CloudTraits,
             why = f"{cloud} supports {', '.join(offered)}"
         if buildable and set(buildable) != set(offered):
             why += f", and the cluster autoscaler image Torchfleet pins exists for {', '.join(buildable)}"
+        if version in ended:
+            why += f", but standard support for {version} ended on {ended[version]}: {traits.standard_support_why}"
+        elif ended:
+            why += f"; standard support has ended for {', '.join(ended)}: {traits.standard_support_why}"
         p.add(key, f"{why}; use one of {', '.join(allowed)}, got {short_repr(version)}")
     return version
+
+
+def standard_support_ended(service: kubernetes.Service | None, traits: CloudTraits) -> dict[str, str]:
+    """The offered minors whose standard support ended before the catalog's check, with that day,
+    where the cloud module's cluster can only start in standard support (traits.standard_support_until)."""
+    if service is None or not traits.standard_support_until:
+        return {}
+    checked = datetime.date.fromisoformat(service.checked)
+    return {
+        v: end
+        for v, end in traits.standard_support_until.items()
+        if v in service.minors and datetime.date.fromisoformat(end) < checked
+    }
 
 
 def stack_name(p: Problems, stack: str, cloud: str, zones: tuple[str, ...]) -> None:

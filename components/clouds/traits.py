@@ -28,6 +28,12 @@ class CloudTraits:
     # Kubernetes minors the cloud module can build (empty: any). On AWS the cluster autoscaler
     # image must match the minor, so only minors with a known autoscaler release are accepted.
     kubernetes_versions: tuple[str, ...] = ()
+    # Where the cluster the cloud module creates can only start on a minor in the service's
+    # standard support: each minor the service offers (catalog/kubernetes.yaml) -> the last day of
+    # its standard support. A minor whose day is before the catalog's `checked` day is refused,
+    # with standard_support_why saying why (empty: the service's whole list is accepted).
+    standard_support_until: dict[str, str] = field(default_factory=dict)
+    standard_support_why: str = ""
     # Most zones the cloud module's network layout holds (None: no limit of ours).
     max_zones: int | None = None
     # Machine types one GPU pool may list (None: any number). A GKE node pool has one machine type.
@@ -61,7 +67,10 @@ CLOUD_TRAITS: dict[str, CloudTraits] = {
         zone_example="us-west-2a",
         # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
         spot_notice_s=120,
-        kubernetes_versions=("1.30", "1.31", "1.32", "1.33", "1.34"),
+        # EKS offers 1.31-1.36 (catalog/kubernetes.yaml); aws/autoscaling.py pins an autoscaler
+        # image for each. EKS starts a cluster past standard support too (extended support, billed
+        # per cluster-hour), so no standard_support_until here.
+        kubernetes_versions=("1.31", "1.32", "1.33", "1.34", "1.35", "1.36"),
         # aws/network.py gives each zone a quarter of the VPC's private half.
         max_zones=4,
         # "Nodes per managed node group: 450": https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html
@@ -86,6 +95,20 @@ CLOUD_TRAITS: dict[str, CloudTraits] = {
         required_keys=("gcp:project",),
         machine_types_per_pool=1,
         autoscaler_timings=False,
+        # End of standard support per minor, from GKE's release schedule
+        # (https://cloud.google.com/kubernetes-engine/docs/release-schedule, read 2026-11-23 through
+        # the sources in catalog/kubernetes.yaml). gcp/cluster.py enrolls the cluster in the REGULAR
+        # channel; past standard support a minor is offered only on the Extended channel
+        # (https://cloud.google.com/kubernetes-engine/versioning).
+        standard_support_until={
+            "1.32": "2026-04-11", "1.33": "2026-08-03", "1.34": "2026-10-01", "1.35": "2027-04-11",
+            "1.36": "2027-08-09",
+        },
+        standard_support_why=(
+            "Torchfleet enrolls the cluster in GKE's REGULAR release channel, which offers a minor only "
+            "in standard support (extended support is on the Extended channel: "
+            "https://cloud.google.com/kubernetes-engine/versioning)"
+        ),
         # "Nodes per node pool zone: 1,000": https://cloud.google.com/kubernetes-engine/quotas
         max_nodes_per_pool=1000,
         # Persistent Disk up to 64 TiB: https://cloud.google.com/compute/docs/disks#introduction
@@ -116,6 +139,20 @@ CLOUD_TRAITS: dict[str, CloudTraits] = {
         storage_max_gb={"Premium_LRS": 102400, "Premium_ZRS": 102400},
         network_prefix_range=(8, 29),
         config_namespaces=("azure-native", "azure"),
+        # End of AKS community (standard) support per minor
+        # (https://learn.microsoft.com/azure/aks/supported-kubernetes-versions, read 2026-11-23 through
+        # the sources in catalog/kubernetes.yaml, whose dates are the end of long-term support).
+        # azure/cluster.py creates a Standard-tier cluster; a minor past community support needs
+        # the Premium tier with the AKSLongTermSupport plan
+        # (https://learn.microsoft.com/azure/aks/long-term-support), so AKS refuses it here.
+        standard_support_until={
+            "1.31": "2025-11-01", "1.32": "2026-03-31", "1.33": "2026-07-31", "1.34": "2026-11-30",
+            "1.35": "2027-03-31", "1.36": "2027-06-30",
+        },
+        standard_support_why=(
+            "Torchfleet creates a Standard-tier AKS cluster, which AKS starts only on a minor in community "
+            "support (long-term support needs the Premium tier: https://learn.microsoft.com/azure/aks/long-term-support)"
+        ),
         # AKS's service range and Azure CNI Overlay's pod range must overlap neither the VNet nor
         # each other (https://learn.microsoft.com/azure/aks/azure-cni-overlay#ip-address-planning);
         # azure/naming.py cluster_ranges takes the first free of each.

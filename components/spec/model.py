@@ -8,7 +8,10 @@ from components import catalog
 from components.clouds.traits import CLOUD_TRAITS, CloudTraits
 
 NS = "torchfleet"
-DEFAULT_KUBERNETES_VERSION = "1.33"
+# In standard support on EKS, GKE (REGULAR channel) and AKS (Standard tier) as of the catalog's check
+# (catalog/kubernetes.yaml, 2026-11-23: until 2027-03-27, 2027-04-11 and 2027-03-31), with an
+# autoscaler image pinned for it (clouds/aws/autoscaling.py).
+DEFAULT_KUBERNETES_VERSION = "1.35"
 DEFAULT_NAMESPACE = "elastic-job"
 DEFAULT_CLAIM = "shared-data"
 OPERATORS = ("torchelastic", "kubeflow")

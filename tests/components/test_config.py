@@ -56,7 +56,7 @@ def test_raw_config_decodes_structured_values(stack):
     runtime_config.set_all_config(config, secrets)
     in_yaml = yaml.safe_load((STACKS_DIR / f"Pulumi.{stack}.yaml").read_text())["config"]
     # What the stack file says, plus the project default from Pulumi.yaml.
-    assert platform_config.raw_config() == {"torchfleet:kubernetesVersion": "1.33", **in_yaml}
+    assert platform_config.raw_config() == {"torchfleet:kubernetesVersion": "1.35", **in_yaml}
 
 
 def test_scalars_stay_strings_and_bad_json_stays_text():

@@ -18,19 +18,28 @@ from components.spec import (
     PlatformSpec,
 )
 
+# 9.54.0 or later: the autoscaler locks DRA on from 1.35 and watches resource.k8s.io
+# (resourceslices, deviceclasses, resourceclaims), which the chart's ClusterRole grants from 9.54.0
+# on (kubernetes/autoscaler#8827, commit d4a3ca1d). 9.59.0 is the newest chart tagged
+# (cluster-autoscaler-chart-9.59.0, 2026-07-21); since 9.46.6 its AWS Deployment gained no flag the
+# older images lack (only RBAC rules), so one chart serves every minor below.
 AUTOSCALER_CHART = {
     "chart": "cluster-autoscaler",
-    "version": "9.46.6",
+    "version": "9.59.0",
     "repo": "https://kubernetes.github.io/autoscaler",
 }
 # The autoscaler must match the cluster's minor version:
 # https://github.com/kubernetes/autoscaler/tree/master/cluster-autoscaler#releases
+# 1.35 and 1.36: the newest patches tagged in kubernetes/autoscaler (cluster-autoscaler-1.35.2 and
+# cluster-autoscaler-1.36.1, both released 2026-07-23 with registry.k8s.io/autoscaling/cluster-autoscaler
+# images of the same tag).
 AUTOSCALER_IMAGE_TAGS = {
-    "1.30": "v1.30.0",
     "1.31": "v1.31.0",
     "1.32": "v1.32.0",
     "1.33": "v1.33.0",
     "1.34": "v1.34.0",
+    "1.35": "v1.35.2",
+    "1.36": "v1.36.1",
 }
 AUTOSCALER_SA = "cluster-autoscaler"
 DEVICE_PLUGIN_CHART = {

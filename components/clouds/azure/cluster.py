@@ -128,6 +128,8 @@ def cluster_args(spec: PlatformSpec, subnet_id: pulumi.Input[str], identity_id: 
         "kubernetes_version": spec.kubernetes_version,
         # Standard tier: the financially backed API server SLA; Free is for dev/test.
         # https://learn.microsoft.com/azure/aks/free-standard-pricing-tiers
+        # It starts only on a minor in community support (long-term support needs Premium), so
+        # spec.parse refuses an older kubernetesVersion (traits.py standard_support_until).
         "sku": {"name": "Base", "tier": "Standard"},
         "identity": {"type": "UserAssigned", "user_assigned_identities": [identity_id]},
         "enable_rbac": True,

@@ -29,6 +29,8 @@ from components.spec import PlatformSpec
 # kubernetesVersion is a floor (min_master_version): on a release channel GKE upgrades the
 # control plane and nodes itself, and REGULAR gets a minor about 2-3 months after RAPID, once it
 # is proven; STABLE lags further. https://cloud.google.com/kubernetes-engine/docs/concepts/release-channels
+# A minor past standard support is offered only on the Extended channel, so spec.parse refuses it
+# (traits.py standard_support_until).
 RELEASE_CHANNEL = "REGULAR"
 # The autoscaler that GKE runs for every pool with autoscaling set. OPTIMIZE_UTILIZATION scales
 # down sooner and packs pods onto fewer nodes: idle spot GPUs cost money, and training pods

@@ -12,7 +12,7 @@ import yaml
 from components.catalog import kubernetes
 from components.clouds.traits import CLOUD_TRAITS
 from components.spec import DEFAULT_KUBERNETES_VERSION
-from tests.components.spec.configs import config, ok
+from tests.components.spec.configs import config, ok, only
 
 RAW = yaml.safe_load(kubernetes.VERSIONS_FILE.read_text())
 VENDOR_DOMAIN = {"aws": "docs.aws.amazon.com", "gcp": "cloud.google.com", "azure": "learn.microsoft.com"}
@@ -47,14 +47,33 @@ def test_version_row(name, minor):
         # Still offered on the day the list was read.
         assert datetime.date.fromisoformat(end) >= datetime.date.fromisoformat(RAW[name]["checked"])
     cloud = RAW[name]["cloud"]
-    buildable = CLOUD_TRAITS[cloud].kubernetes_versions
-    if not buildable or minor in buildable:
-        assert ok(config(cloud, kubernetesVersion=minor)).kubernetes_version == minor
+    traits = CLOUD_TRAITS[cloud]
+    buildable = traits.kubernetes_versions
+    standard_end = traits.standard_support_until.get(minor)
+    raw = config(cloud, kubernetesVersion=minor)
+    if standard_end is not None and standard_end < RAW[name]["checked"]:
+        # What the cloud module creates cannot start on it (AKS Standard tier, GKE REGULAR channel).
+        assert f"standard support for {minor} ended on {standard_end}" in only(raw, "torchfleet:kubernetesVersion")
+    elif not buildable or minor in buildable:
+        assert ok(raw).kubernetes_version == minor
 
 
-def test_the_default_version_is_offered_everywhere():
-    for service in kubernetes.load().values():
-        assert DEFAULT_KUBERNETES_VERSION in service.minors
+@pytest.mark.parametrize("cloud", sorted(c for c, t in CLOUD_TRAITS.items() if t.standard_support_until))
+def test_standard_support_dates_cover_every_offered_minor(cloud):
+    # A minor the catalog adds must get its end of standard support too, or it would pass unchecked.
+    traits = CLOUD_TRAITS[cloud]
+    assert set(kubernetes.service_for(cloud).minors) <= set(traits.standard_support_until)
+    for end in traits.standard_support_until.values():
+        datetime.date.fromisoformat(end)
+    assert traits.standard_support_why.startswith("Torchfleet ") and "https://" in traits.standard_support_why
+
+
+@pytest.mark.parametrize("cloud", sorted(c for c in CLOUD_TRAITS if c != "local"))
+def test_the_default_version_is_accepted_everywhere(cloud):
+    # Regression (2026-11-23): the default 1.33 was offered everywhere but past standard support,
+    # which AKS's Standard tier and GKE's REGULAR channel refuse.
+    assert DEFAULT_KUBERNETES_VERSION in kubernetes.service_for(cloud).minors
+    assert ok(config(cloud)).kubernetes_version == DEFAULT_KUBERNETES_VERSION
 
 
 def test_loaded_services_match_the_yaml():

@@ -98,7 +98,7 @@ def test_cluster_security_settings(example):
     assert (net["networkPlugin"], net["networkPluginMode"], net["networkPolicy"], net["networkDataplane"]) == (
         "azure", "overlay", "cilium", "cilium")
     assert net["serviceCidr"] == "172.16.0.0/16" and net["dnsServiceIP"] == "172.16.0.10"
-    assert c["kubernetesVersion"] == "1.33"
+    assert c["kubernetesVersion"] == "1.35"
     assert c["location"] == "eastus"
     # publicAccessCidrs is 0.0.0.0/0 in the example: no allow-list is sent.
     assert "apiServerAccessProfile" not in c
@@ -217,7 +217,7 @@ def test_one_agent_pool_per_gpu_zone_and_machine(three):
         assert i["nodeLabels"]["torchfleet.io/pool"] == "gpu"
         assert i["nodeLabels"]["nvidia.com/gpu.present"] == "true"
         assert "nvidia.com/gpu=present:NoSchedule" in i["nodeTaints"]
-        assert i["orchestratorVersion"] == "1.33"
+        assert i["orchestratorVersion"] == "1.35"
     assert pools["t4z2m1"].inputs["vmSize"] == "Standard_NC8as_T4_v3"
     assert pools["t4z2"].inputs["tags"]["torchfleet-pool-name"] == "gpu-t4-2"
     assert pools["t4z2m1"].inputs["tags"] == {"torchfleet-stack": "azure-three", "torchfleet-pool-name": "gpu-t4-2"}

@@ -40,7 +40,7 @@ THREE_ZONES: dict[str, Any] = {
     "gcp:project": "ml-research",
     "gcp:region": "europe-west4",
     "torchfleet:zones": ["europe-west4-a", "europe-west4-b", "europe-west4-c"],
-    "torchfleet:kubernetesVersion": "1.32",
+    "torchfleet:kubernetesVersion": "1.36",
     "torchfleet:managerPool": {"machineType": "e2-standard-8", "minNodes": 2, "maxNodes": 5},
     "torchfleet:gpuPools": [
         {"gpu": "t4", "maxNodes": 6, "minNodes": 1},

@@ -116,21 +116,71 @@ def test_gpu_not_offered_in_a_region_the_catalog_knows(monkeypatch):
 
 
 # As of the catalog check of 2026-11-23 (components/catalog/kubernetes.yaml): GKE's 1.31 is past its
-# 24 months, and 1.36 is offered by both.
-@pytest.mark.parametrize("cloud, version, service, offered", [
-    ("gcp", "1.99", "GKE", "1.32, 1.33, 1.34, 1.35, 1.36"),
-    ("azure", "1.10", "AKS", "1.31, 1.32, 1.33, 1.34, 1.35, 1.36"),
+# 24 months, and 1.36 is offered by both. What Torchfleet creates starts only in standard support
+# there (GKE's REGULAR channel, AKS's Standard tier): the fix names only those minors.
+@pytest.mark.parametrize("cloud, version, service, offered, ended, allowed", [
+    ("gcp", "1.99", "GKE", "1.32, 1.33, 1.34, 1.35, 1.36", "1.32, 1.33, 1.34", "1.35, 1.36"),
+    ("azure", "1.10", "AKS", "1.31, 1.32, 1.33, 1.34, 1.35, 1.36", "1.31, 1.32, 1.33", "1.34, 1.35, 1.36"),
 ])
-def test_kubernetes_version_the_service_does_not_offer(cloud, version, service, offered):
+def test_kubernetes_version_the_service_does_not_offer(cloud, version, service, offered, ended, allowed):
     message = only(config(cloud, kubernetesVersion=version), "torchfleet:kubernetesVersion")
     assert message.startswith(f"{service} offers {offered} (https://")
-    assert message.endswith(f"use one of {offered}, got {version!r}")
+    assert f"; standard support has ended for {ended}: Torchfleet " in message
+    assert message.endswith(f"use one of {allowed}, got {version!r}")
+
+
+# Regression (2026-11-23): the default 1.33 had left standard support on all three services, and
+# a Standard-tier AKS cluster (what azure/cluster.py creates) cannot start on it without Premium
+# and long-term support, nor can GKE's REGULAR channel: `pulumi up` would have been refused by the
+# cloud after the preview passed. The dates are each minor's end of standard support.
+@pytest.mark.parametrize("cloud, version, end", [
+    ("azure", "1.31", "2025-11-01"),
+    ("azure", "1.32", "2026-03-31"),
+    ("azure", "1.33", "2026-07-31"),
+    ("gcp", "1.32", "2026-04-11"),
+    ("gcp", "1.33", "2026-08-03"),
+    ("gcp", "1.34", "2026-10-01"),
+])
+def test_kubernetes_version_past_standard_support_is_refused(cloud, version, end):
+    message = only(config(cloud, kubernetesVersion=version), "torchfleet:kubernetesVersion")
+    assert f", but standard support for {version} ended on {end}: " in message
+    if cloud == "azure":
+        assert message.startswith("AKS offers 1.31, 1.32, 1.33, 1.34, 1.35, 1.36 (https://learn.microsoft.com/")
+        assert "Standard-tier AKS cluster" in message and "long-term support needs the Premium tier" in message
+        assert message.endswith(f"; use one of 1.34, 1.35, 1.36, got {version!r}")
+    else:
+        assert message.startswith("GKE offers 1.32, 1.33, 1.34, 1.35, 1.36 (https://cloud.google.com/")
+        assert "REGULAR release channel" in message and "Extended channel" in message
+        assert message.endswith(f"; use one of 1.35, 1.36, got {version!r}")
+
+
+@pytest.mark.parametrize("cloud, version", [
+    ("azure", "1.34"), ("azure", "1.35"), ("azure", "1.36"), ("gcp", "1.35"), ("gcp", "1.36"),
+    # EKS starts a cluster in extended support (billed), so AWS keeps every minor EKS offers.
+    ("aws", "1.31"), ("aws", "1.33"), ("aws", "1.35"), ("aws", "1.36"),
+])
+def test_kubernetes_version_in_support_is_accepted(cloud, version):
+    assert ok(config(cloud, kubernetesVersion=version)).kubernetes_version == version
+
+
+def test_standard_support_is_judged_on_the_catalogs_day(monkeypatch):
+    # The catalog is read on its `checked` day, and so is standard support: a refreshed catalog
+    # retires the minors whose standard support ended before it (AKS 1.34 on 2026-11-30).
+    from components.catalog import kubernetes
+
+    real = kubernetes.load()
+    later = dataclasses.replace(real["aks"], checked="2026-12-01")
+    monkeypatch.setattr(kubernetes, "load", lambda: {**real, "aks": later})
+    message = only(config("azure", kubernetesVersion="1.34"), "torchfleet:kubernetesVersion")
+    assert ", but standard support for 1.34 ended on 2026-11-30: " in message
+    assert message.endswith("; use one of 1.35, 1.36, got '1.34'")
+    ok(config("azure", kubernetesVersion="1.35"))
 
 
 @pytest.mark.parametrize("version", [1.33, 133, ["1.33"]])
 def test_kubernetes_version_not_a_string(version):
     message = only(config("aws", kubernetesVersion=version), "torchfleet:kubernetesVersion")
-    assert message == f'expected a minor version like "1.33" (quoted), got {version!r}'
+    assert message == f'expected a minor version like "1.35" (quoted), got {version!r}'
 
 
 @pytest.mark.parametrize(

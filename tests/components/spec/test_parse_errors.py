@@ -7,9 +7,12 @@ is reported, so a rule that stops firing or starts firing elsewhere fails here.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from components import catalog
+from components.clouds.traits import CLOUD_TRAITS
 from tests.components.spec.configs import BASE, config, ok, only, pools, problems
 
 GPU_POOLS = "torchfleet:gpuPools"
@@ -375,7 +378,7 @@ def test_bad_duration(key, duration):
 @pytest.mark.parametrize("version", ["1.3", "1.33.1", "v1.33", "latest"])
 def test_bad_kubernetes_version(version):
     message = only(config("aws", kubernetesVersion=version), "torchfleet:kubernetesVersion")
-    assert message == f'expected a minor version like "1.33" (quoted), got {version!r}'
+    assert message == f'expected a minor version like "1.35" (quoted), got {version!r}'
 
 
 def test_more_aws_zones_than_the_network_layout_holds():
@@ -386,14 +389,25 @@ def test_more_aws_zones_than_the_network_layout_holds():
     assert message == "at most 4 zones on aws, got 5; pick 4"
 
 
-@pytest.mark.parametrize("version", ["1.29", "1.30", "1.35"])
-def test_aws_kubernetes_version_eks_offers_and_the_autoscaler_image_matches(version):
+@pytest.mark.parametrize("version", ["1.29", "1.30", "1.37"])
+def test_aws_kubernetes_version_eks_offers(version):
     # EKS offers 1.31-1.36 (catalog/kubernetes.yaml: 1.30 left extended support on 2026-07-23), and
-    # the cluster autoscaler image must match the cluster minor (pinned for 1.30-1.34): both must hold.
+    # aws/autoscaling.py pins an autoscaler image for each, so the list is EKS's alone.
     message = only(config("aws", kubernetesVersion=version), "torchfleet:kubernetesVersion")
     assert message.startswith("EKS offers 1.31, 1.32, 1.33, 1.34, 1.35, 1.36 (https://docs.aws.amazon.com/eks/")
-    assert "autoscaler image Torchfleet pins exists for 1.30, 1.31, 1.32, 1.33, 1.34" in message
-    assert message.endswith(f"use one of 1.31, 1.32, 1.33, 1.34, got {version!r}")
+    assert "autoscaler" not in message
+    assert message.endswith(f"use one of 1.31, 1.32, 1.33, 1.34, 1.35, 1.36, got {version!r}")
+
+
+def test_aws_kubernetes_version_without_an_autoscaler_image_is_refused(monkeypatch):
+    # The cluster autoscaler image must match the cluster minor: a minor EKS offers before
+    # aws/autoscaling.py pins an image for it (as 1.35 and 1.36 were until 2026-11-23) is refused.
+    narrower = dataclasses.replace(CLOUD_TRAITS["aws"], kubernetes_versions=("1.31", "1.32", "1.33", "1.34"))
+    monkeypatch.setitem(CLOUD_TRAITS, "aws", narrower)
+    message = only(config("aws", kubernetesVersion="1.35"), "torchfleet:kubernetesVersion")
+    assert message.startswith("EKS offers 1.31, 1.32, 1.33, 1.34, 1.35, 1.36 (https://docs.aws.amazon.com/eks/")
+    assert "autoscaler image Torchfleet pins exists for 1.31, 1.32, 1.33, 1.34" in message
+    assert message.endswith("use one of 1.31, 1.32, 1.33, 1.34, got '1.35'")
 
 
 # ---------------------------------------------------------------- every problem at once

@@ -1,14 +1,18 @@
 import json
 
+import pytest
 import yaml
 
 from components.clouds.aws.autoscaling import (
     AUTOSCALER_CHART,
     AUTOSCALER_IMAGE_TAGS,
     DEVICE_PLUGIN_CHART,
+    autoscaler_values,
     expander_priorities,
 )
 from components.clouds.traits import CLOUD_TRAITS
+from components.spec import parse
+from tests.components.spec.configs import config
 
 
 def _release(result, chart):
@@ -20,12 +24,29 @@ def test_autoscaler_image_known_for_every_accepted_kubernetes_version():
     assert all(tag.startswith(f"v{minor}.") for minor, tag in AUTOSCALER_IMAGE_TAGS.items())
 
 
+# Regression (2026-11-23): the image was pinned only for 1.30-1.34, so AWS refused 1.35 and 1.36
+# (the only minors in standard support on all three clouds). The tags are kubernetes/autoscaler's
+# cluster-autoscaler-1.35.2 and -1.36.1 releases.
+@pytest.mark.parametrize("minor, tag", [("1.35", "v1.35.2"), ("1.36", "v1.36.1")])
+def test_autoscaler_image_matches_the_cluster_minor(minor, tag):
+    spec = parse(config("aws", kubernetesVersion=minor))
+    assert autoscaler_values(spec, "torchfleet-test")["image"]["tag"] == tag
+
+
+def test_autoscaler_chart_grants_what_the_newest_image_watches():
+    # From 1.35 the autoscaler locks DRA on and lists resource.k8s.io objects; the chart's
+    # ClusterRole grants them from 9.54.0 (kubernetes/autoscaler#8827). Chart 9.46.6 did not.
+    newest = max(tuple(int(p) for p in minor.split(".")) for minor in AUTOSCALER_IMAGE_TAGS)
+    chart = tuple(int(p) for p in AUTOSCALER_CHART["version"].split("."))
+    assert newest < (1, 35) or chart >= (9, 54, 0)
+
+
 def test_autoscaler_chart_is_pinned_and_configured(aws_three_zones):
     release = _release(aws_three_zones, "cluster-autoscaler")
     assert release.inputs["version"] == AUTOSCALER_CHART["version"]
     assert release.inputs["repositoryOpts"] == {"repo": "https://kubernetes.github.io/autoscaler"}
     values = release.inputs["values"]
-    assert values["image"]["tag"] == "v1.33.0"
+    assert values["image"]["tag"] == "v1.35.2"
     assert values["autoDiscovery"]["clusterName"] == "torchfleet-aws-three"
     assert values["awsRegion"] == "us-east-1"
     assert values["nodeSelector"] == {"torchfleet.io/pool": "manager"}

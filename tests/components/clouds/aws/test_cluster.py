@@ -8,7 +8,7 @@ def test_control_plane_is_encrypted_logged_and_private(aws_example):
     cluster = aws_example.one("aws:eks/cluster:Cluster")
     key = aws_example.one("aws:kms/key:Key")
     assert cluster.inputs["name"] == "torchfleet-aws-usw2"
-    assert cluster.inputs["version"] == "1.33"
+    assert cluster.inputs["version"] == "1.35"
     assert cluster.inputs["encryptionConfig"] == {
         "provider": {"keyArn": f"arn:aws:kms:us-west-2:123456789012:key/{key.name}"},
         "resources": ["secrets"],
