@@ -194,8 +194,8 @@ def log_excerpt(log: str, lines: int = LOG_TAIL_LINES) -> str:
 
 
 def _demo(args: argparse.Namespace, workdir: Path) -> int:
-    from elastic_trainer.launcher import TUNED_RDZV_CONF, format_rdzv_conf
     from elastic_trainer.localrun import Etcd, LocalJob
+    from elastic_trainer.rdzvconf import TUNED_RDZV_CONF, format_rdzv_conf
 
     timeline = _Timeline()
     every = args.checkpoint_every

@@ -53,7 +53,6 @@ from pathlib import Path
 from types import FrameType
 
 from elastic_trainer.rdzvconf import (
-    TUNED_RDZV_CONF,  # noqa: F401 (torchfleet/demo.py imports it from here)
     LaunchError,
     check_rdzv_conf,
     format_rdzv_conf,
