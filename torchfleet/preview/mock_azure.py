@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from components.spec import DEFAULT_KUBERNETES_VERSION
+
 SUBSCRIPTION_ID = "00000000-0000-0000-0000-000000000001"
 TENANT_ID = "00000000-0000-0000-0000-00000000000a"
 OBJECT_ID = "00000000-0000-0000-0000-0000000000b0"
@@ -55,7 +57,7 @@ def _managed_cluster(args) -> dict[str, Any]:
         "identityProfile": {
             "kubeletidentity": {"clientId": _guid(name + "/kubelet-client"), "objectId": _guid(name + "/kubelet")}
         },
-        "currentKubernetesVersion": f"{args.inputs.get('kubernetesVersion', '1.33')}.5",
+        "currentKubernetesVersion": f"{args.inputs.get('kubernetesVersion', DEFAULT_KUBERNETES_VERSION)}.5",
         "provisioningState": "Succeeded",
     }
 

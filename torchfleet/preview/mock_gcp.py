@@ -13,6 +13,8 @@ from typing import Any
 
 import pulumi
 
+from components.spec import DEFAULT_KUBERNETES_VERSION
+
 PROJECT = "mock-project"
 # base64 of a PEM header, as GKE's masterAuth.clusterCaCertificate is base64 PEM.
 MOCK_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMOCK\n-----END CERTIFICATE-----\n").decode()
@@ -30,7 +32,7 @@ def _cluster(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
     return {
         "endpoint": MOCK_ENDPOINT,
         "masterAuth": {**(args.inputs.get("masterAuth") or {}), "clusterCaCertificate": MOCK_CA},
-        "masterVersion": f"{args.inputs.get('minMasterVersion', '1.33')}.5-gke.1000000",
+        "masterVersion": f"{args.inputs.get('minMasterVersion', DEFAULT_KUBERNETES_VERSION)}.5-gke.1000000",
         "selfLink": f"https://container.googleapis.com/v1/projects/{_project(args)}/locations/{location}"
         f"/clusters/{args.name}",
     }
