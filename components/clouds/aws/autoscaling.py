@@ -30,14 +30,15 @@ AUTOSCALER_CHART = {
 }
 # The autoscaler must match the cluster's minor version:
 # https://github.com/kubernetes/autoscaler/tree/master/cluster-autoscaler#releases
-# 1.35 and 1.36: the newest patches tagged in kubernetes/autoscaler (cluster-autoscaler-1.35.2 and
-# cluster-autoscaler-1.36.1, both released 2026-07-23 with registry.k8s.io/autoscaling/cluster-autoscaler
-# images of the same tag).
+# Each minor's newest patch tagged in kubernetes/autoscaler (tags cluster-autoscaler-1.31.5 ...
+# cluster-autoscaler-1.36.1, read 2026-11-23; 1.33.6-1.36.1 released 2026-07-22/23), published as
+# registry.k8s.io/autoscaling/cluster-autoscaler images of the same tag. Patches carry the
+# minor's security and bug fixes, so the newest is the one to run.
 AUTOSCALER_IMAGE_TAGS = {
-    "1.31": "v1.31.0",
-    "1.32": "v1.32.0",
-    "1.33": "v1.33.0",
-    "1.34": "v1.34.0",
+    "1.31": "v1.31.5",
+    "1.32": "v1.32.7",
+    "1.33": "v1.33.6",
+    "1.34": "v1.34.5",
     "1.35": "v1.35.2",
     "1.36": "v1.36.1",
 }
