@@ -51,6 +51,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--checkpoint-every", type=int, default=20, help="steps between checkpoints")
     parser.add_argument("--step-delay", type=float, default=0.05,
                         help="seconds added to each step, so there is time to watch (default 0.05)")
+    parser.add_argument("--recovery", choices=("restart", "inplace"), default="restart",
+                        help="restart (default): torchrun restarts every worker from the checkpoint; inplace: the "
+                             "survivor keeps training and the replacement heals from it (torchft, as "
+                             "`torchfleet submit --recovery inplace`)")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="keep checkpoints and node logs here (default: a temporary directory, removed)")
     parser.set_defaults(func=run)
@@ -100,15 +104,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"torchfleet demo: the training image's code is not at {IMAGE_DIR} (run from a checkout)",
               file=sys.stderr)
         return 2
-    if shutil.which("etcd") is None:
-        print("torchfleet demo: needs etcd 3.4/3.5 on PATH (Debian/Ubuntu: apt-get install etcd-server)",
-              file=sys.stderr)
-        return 2
     if str(IMAGE_DIR) not in sys.path:
         sys.path.insert(0, str(IMAGE_DIR))
+    missing = _missing_tool(args.recovery)
+    if missing:
+        print(f"torchfleet demo: {missing}", file=sys.stderr)
+        return 2
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # clean up on SIGTERM as on Ctrl-C
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="torchfleet-demo-"))
     try:
+        if args.recovery == "inplace":
+            from torchfleet import demo_inplace
+
+            return demo_inplace.run_demo(args, workdir, _Timeline())
         return _demo(args, workdir)
     except KeyboardInterrupt:
         print("\ninterrupted: every process the demo started has been stopped", file=sys.stderr)
@@ -117,6 +125,20 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _missing_tool(recovery: str) -> str | None:
+    """What the chosen mode needs and this machine lacks, said with how to get it."""
+    if recovery == "inplace":
+        from elastic_trainer.inplacerun import lighthouse_binary
+
+        if lighthouse_binary() is None:
+            return ("--recovery inplace: needs torchft's torchft_lighthouse (pip install -e '.[inplace]'; "
+                    "the README's install command includes it)")
+        return None
+    if shutil.which("etcd") is None:
+        return "needs etcd 3.4/3.5 on PATH (Debian/Ubuntu: apt-get install etcd-server)"
+    return None
 
 
 class NodeFailed(Exception):

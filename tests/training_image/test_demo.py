@@ -64,3 +64,29 @@ def test_ctrl_c_stops_every_process_the_demo_started(tmp_path):
     assert demo.returncode == 130, rest
     assert "every process the demo started has been stopped" in rest
     assert_none_left(tag)
+
+
+def test_inplace_demo_keeps_the_survivor_and_heals_the_replacement_from_it(tmp_path):
+    """`torchfleet demo --recovery inplace`: the same interruption, the survivor's worker never restarts,
+    the replacement heals from its live state, and nothing is left running."""
+    tag = new_tag()
+    demo = start_demo(tmp_path, tag, "--recovery", "inplace", "--steps", "200")
+    out, _ = demo.communicate(timeout=300)
+    assert demo.returncode == 0, out
+    for line in ("training with 2 groups", "killed group1-1 at step",
+                 "in the same worker process (nothing restarted); 0 steps to redo",
+                 "started group1-replacement as the replacement",
+                 "from group0-0's live state (no checkpoint read); 2 groups again", "finished: all 200 steps"):
+        assert line in out, out
+    went_on = float(re.search(r"went on alone at step \d+, ([\d.]+) s after the kill", out).group(1))
+    assert went_on <= 5.0, out  # the Lighthouse's heartbeat timeout, not a restart
+    assert re.search(r"Restarts: +0; 0 steps lost", out), out  # the status view counts no restart
+    assert_none_left(tag)
+
+
+def test_inplace_demo_without_torchft_says_how_to_get_it(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TORCHFLEET_LIGHTHOUSE_BINARY": str(tmp_path / "missing")}
+    done = subprocess.run([sys.executable, "-c", RUNNER, "demo", "--recovery", "inplace"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "--recovery inplace: needs torchft's torchft_lighthouse" in done.stderr

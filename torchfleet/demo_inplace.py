@@ -1,0 +1,112 @@
+"""`torchfleet demo --recovery inplace`: the same spot interruption, with survivors that never restart.
+
+No cloud, no Kubernetes and no etcd: a real torchft Lighthouse on a free loopback port and two
+replica groups, each the training image's launcher in in-place mode (what a pod of a
+``submit --recovery inplace`` job runs), training the synthetic example on CPU with gloo. One
+group's whole process tree is killed, as a spot reclaim would; the survivor goes on in the same
+process; a replacement heals from it (live weights over HTTP, not the shared store). The harness
+is the one the in-place tests and bench/goodput.py use (training-image/elastic_trainer/inplacerun.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from pathlib import Path
+
+from torchfleet import demo
+
+
+def _watch(job, killed: set[str], stop: threading.Event) -> None:
+    """Report the first group the demo did not kill whose node exits non-zero (its worker's failures
+    are restarted by the node itself: replica_node.py)."""
+    while not stop.wait(0.5):
+        for node in list(job.nodes):
+            code = node.proc.poll() if node.proc is not None else None
+            if node.name not in killed and code not in (None, 0):
+                job.events.fail(node, f"exited with code {code}")
+                return
+
+
+def run_demo(args: argparse.Namespace, workdir: Path, timeline: demo._Timeline) -> int:
+    from elastic_trainer.inplacerun import InplaceJob
+
+    every = args.checkpoint_every
+    script_args = [f"--total-steps={args.steps}", "--global-batch-size=32", f"--checkpoint-every={every}",
+                   f"--step-delay-s={args.step_delay}"]
+    with InplaceJob(workdir, script_args, groups=2) as job:
+        job.events = demo._fail_fast_events()  # before any group starts: nodes report to job.events
+        killed: set[str] = set()
+        stop = threading.Event()
+        threading.Thread(target=_watch, args=(job, killed, stop), name="demo-watch", daemon=True).start()
+        timeline.say(f"torchft Lighthouse on {job.lighthouse.address}; 2 replica groups, 1 worker each")
+        try:
+            return _timeline(args, job, killed, timeline)
+        except TimeoutError as error:
+            tails = "\n".join(f"{node.name} ({node.log_path}):\n{demo.log_excerpt(node.log_text())}"
+                              for node in job.nodes)
+            print(f"torchfleet demo: {str(error).splitlines()[0]}; the end of each group's log:\n{tails}",
+                  file=sys.stderr)
+            return 1
+        except demo.NodeFailed as failure:  # a group died that the demo did not kill
+            print(f"torchfleet demo: {failure} before the demo was done; the end of its log "
+                  f"({failure.node.log_path}):\n{demo.log_excerpt(failure.node.log_text())}", file=sys.stderr)
+            return 1
+        finally:
+            stop.set()
+
+
+def _step(job, since: float, world: int, node: str | None = None, timeout: float = 300):
+    return job.events.wait_for(
+        lambda e: e.kind == "step" and e["world"] == world and (node is None or e.node == node), timeout, since,
+        describe=f"a step with {world} group(s)" + (f" on {node}" if node else ""))
+
+
+def _timeline(args: argparse.Namespace, job, killed: set[str], timeline: demo._Timeline) -> int:
+    every = args.checkpoint_every
+    survivor, victim = job.start_group(0), job.start_group(1)
+    timeline.say(f"started {survivor.name} and {victim.name} (in-place nodes; no rendezvous)")
+    first = _step(job, 0.0, world=2)
+    timeline.say(f"training with 2 groups (step {first['step']})", first.t)
+    target = first["step"] + every + every // 2  # mid checkpoint interval: restart mode would lose steps here
+    job.events.wait_for(lambda e: e.kind == "step" and e["step"] >= target, 300)
+
+    workers = job.workers(survivor)
+    last = max(e["step"] for e in job.steps(survivor.name))
+    killed.add(victim.name)
+    killed_at = victim.kill()
+    timeline.say(f"killed {victim.name} at step {last} (SIGKILL of its process tree, like a spot reclaim)",
+                 killed_at)
+    went_on = _step(job, killed_at, world=1, node=survivor.name)
+    redone = max(0, last + 1 - went_on["step"])
+    same = job.workers(survivor) == workers
+    timeline.say(f"{survivor.name} went on alone at step {went_on['step']}, {went_on.t - killed_at:.1f} s after "
+                 f"the kill, in the same worker process ({'nothing restarted' if same else 'RESTARTED'}); "
+                 f"{redone} steps to redo", went_on.t)
+
+    time.sleep(2)
+    replacement = job.start_group(1, name="group1-replacement")
+    timeline.say(f"started {replacement.name} as the replacement", replacement.started_at)
+    joined = job.events.wait_for(
+        lambda e: e.t > replacement.started_at and (e.kind == "done" or (e.kind == "step" and e["world"] == 2)),
+        300, describe="the replacement training with the survivor")
+    healed = [e for e in job.events.snapshot() if e.node == replacement.name and e.kind == "healed"]
+    read_store = [e for e in job.events.snapshot() if e.node == replacement.name and e.kind == "resumed"]
+    if joined.kind == "done":
+        timeline.say("the job finished before the replacement could join: try a larger --steps", joined.t)
+    else:
+        source = "the shared store" if read_store else f"{survivor.name}'s live state (no checkpoint read)"
+        at = f"at step {healed[0]['step']} " if healed else ""
+        timeline.say(f"{replacement.name} healed {at}from {source}; 2 groups again at step {joined['step']}, "
+                     f"{joined.t - replacement.started_at:.1f} s after it started", joined.t)
+    done = job.events.wait_for(lambda e: e.kind == "done", 600, describe="the job's last step")
+    codes = {node.name: node.wait(60) for node in job.nodes if node is not victim}
+    timeline.say(f"finished: all {done['step']} steps; exit codes {codes}", done.t)
+    print(f"\nthe survivor's next step {went_on.t - killed_at:.1f} s after the kill, {redone} steps redone, "
+          f"replacement training in {joined.t - replacement.started_at:.1f} s; checkpoints (for the loss of the "
+          f"whole job) in {job.checkpoint_dir}" + ("" if args.workdir else " (removed)"))
+    print("\nas `torchfleet status` shows it:\n" + demo.status_view(job.events.snapshot(), args.steps))
+    ok = same and joined.kind == "step" and not read_store and all(code == 0 for code in codes.values())
+    return 0 if ok else 1
