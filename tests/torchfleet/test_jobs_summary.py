@@ -109,3 +109,15 @@ def test_summary_as_dict_is_plain_data():
     assert data["world_history"][1] == {"step": 20, "world": 1, "wall": 130.0}
     assert s.world_history[2] == WorldChange(40, 2, 155.0)
     assert s.last_checkpoint == Checkpoint(40, 2, 151.0)
+
+
+def test_stopped_tensorboard_scalars_are_shown_once_with_why():
+    failed = {"ev": "scalars_failed", "wall": 125.0, "dir": "/mnt/shared/j/tb",
+              "error": "add_scalar failed: OSError: [Errno 28] No space left on device"}
+    again = {**failed, "wall": 150.0, "error": "close failed: OSError: later"}
+    s = summarize([*RESTART[:3], failed, *RESTART[3:], again], 100)
+    assert s.scalars_failed == "add_scalar failed: OSError: [Errno 28] No space left on device"
+    lines = dict(render(s))
+    assert lines["TensorBoard"] == ("scalars stopped (add_scalar failed: OSError: [Errno 28] No space left on "
+                                    "device); training goes on without them")
+    assert "TensorBoard" not in dict(render(summarize(RESTART, 100)))  # said only when it happened

@@ -53,6 +53,7 @@ class Summary:
     done: bool
     failed_checkpoints: int
     last_wall: float | None  # the newest event's time
+    scalars_failed: str | None = None  # why rank 0 stopped writing TensorBoard scalars (events.Scalars)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -119,6 +120,7 @@ def summarize(events: Sequence[Mapping[str, Any]], total_steps: int | None = Non
     failed = 0
     rate_points: list[tuple[float, int]] = []  # (wall, step) of the current group's step events
     last_wall: float | None = None
+    scalars_failed: str | None = None
     for event in events:
         kind, wall = event.get("ev"), _number(event.get("wall"))
         last_wall = wall if wall is not None else last_wall
@@ -144,6 +146,8 @@ def summarize(events: Sequence[Mapping[str, Any]], total_steps: int | None = Non
             checkpoint = Checkpoint(at, _int(event.get("gen")), wall)
         if kind == "ckpt_failed":
             failed += 1
+        if kind == "scalars_failed":
+            scalars_failed = scalars_failed or str(event.get("error") or "unknown error")
         now_world = _int(event.get("world"))
         if kind in (*_STARTS, "step", "done") and now_world is not None and now_world != world:
             world = now_world
@@ -154,7 +158,8 @@ def summarize(events: Sequence[Mapping[str, Any]], total_steps: int | None = Non
         eta = max(0, total_steps - step) / rate
     return Summary(step=step, total_steps=total_steps, steps_per_s=rate, eta_s=eta, world=world,
                    world_history=tuple(history), restarts=max(0, groups - 1), lost_steps=lost,
-                   last_checkpoint=checkpoint, loss=loss, done=done, failed_checkpoints=failed, last_wall=last_wall)
+                   last_checkpoint=checkpoint, loss=loss, done=done, failed_checkpoints=failed, last_wall=last_wall,
+                   scalars_failed=scalars_failed)
 
 
 def _rate(points: Sequence[tuple[float, int]]) -> float | None:
@@ -198,8 +203,11 @@ def render(summary: Summary, now: float | None = None) -> list[tuple[str, str]]:
         ckpt = f"step {c.step}{gen}{ago}"
     if s.failed_checkpoints:
         ckpt += f"; {s.failed_checkpoints} failed (see the logs)"
-    return [("Step", step), ("Speed", speed), ("World size", world), ("Restarts", restarts),
-            ("Last checkpoint", ckpt)]
+    lines = [("Step", step), ("Speed", speed), ("World size", world), ("Restarts", restarts),
+             ("Last checkpoint", ckpt)]
+    if s.scalars_failed:  # training went on without them; the store is often full when this happens
+        lines.append(("TensorBoard", f"scalars stopped ({s.scalars_failed}); training goes on without them"))
+    return lines
 
 
 def render_text(summary: Summary, now: float | None = None) -> str:
