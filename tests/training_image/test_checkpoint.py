@@ -7,7 +7,8 @@ import logging
 
 import pytest
 import torch
-from elastic_trainer.checkpoint import CheckpointStore, CorruptCheckpointError
+from elastic_trainer.checkpoint import CheckpointStore
+from elastic_trainer.checkpoint_verify import CorruptCheckpointError
 from elastic_trainer.fence import Generations, StaleGenerationError
 
 

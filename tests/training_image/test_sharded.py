@@ -18,7 +18,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from elastic_trainer import sharded
-from elastic_trainer.checkpoint import CheckpointStore, CorruptCheckpointError
+from elastic_trainer.checkpoint import CheckpointStore
+from elastic_trainer.checkpoint_verify import CorruptCheckpointError
 from elastic_trainer.staging import HostSnapshot
 from torch import nn
 from torch.distributed.checkpoint import FileSystemReader

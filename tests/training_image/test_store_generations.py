@@ -12,7 +12,8 @@ import shutil
 
 import pytest
 import torch
-from elastic_trainer.checkpoint import CheckpointStore, CheckpointWriteError
+from elastic_trainer.checkpoint import CheckpointStore
+from elastic_trainer.checkpoint_write import CheckpointWriteError
 from elastic_trainer.fence import Generations, StaleGenerationError
 
 

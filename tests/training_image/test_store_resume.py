@@ -20,9 +20,9 @@ import signal
 
 import pytest
 import torch
-from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_FENCED
-from elastic_trainer import checkpoint as checkpoint_module
-from elastic_trainer.checkpoint import CheckpointStore, CheckpointWriteError
+from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_FENCED, checkpoint_verify
+from elastic_trainer.checkpoint import CheckpointStore
+from elastic_trainer.checkpoint_write import CheckpointWriteError
 from elastic_trainer.events import PREFIX
 from elastic_trainer.rng import rng_state, set_rng_state
 from elastic_trainer.signals import StopRequest
@@ -138,7 +138,7 @@ def drop_sampler(path):
 
 def rewrite_meta(path):
     meta = json.loads((path / "meta.json").read_text())
-    digest = checkpoint_module._hash_file(path / "state.pt").as_meta()
+    digest = checkpoint_verify._hash_file(path / "state.pt").as_meta()
     meta.update(digest, files={"state.pt": digest})
     (path / "meta.json").write_text(json.dumps(meta))
 

@@ -22,7 +22,8 @@ import torch.distributed as dist
 
 from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_FENCED
 from elastic_trainer.async_writer import AsyncWriter, WriteOutcome
-from elastic_trainer.checkpoint import Checkpoint, CheckpointStore, CheckpointWriteError
+from elastic_trainer.checkpoint import Checkpoint, CheckpointStore
+from elastic_trainer.checkpoint_write import CheckpointWriteError
 from elastic_trainer.comm import all_gather_objects
 from elastic_trainer.events import emit, log
 from elastic_trainer.fence import StaleGenerationError

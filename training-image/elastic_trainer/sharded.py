@@ -46,14 +46,9 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-from elastic_trainer.checkpoint import (
-    Checkpoint,
-    CheckpointStore,
-    CheckpointWriteError,
-    CorruptCheckpointError,
-    FileDigest,
-    write_file,
-)
+from elastic_trainer.checkpoint import Checkpoint, CheckpointStore
+from elastic_trainer.checkpoint_verify import CorruptCheckpointError
+from elastic_trainer.checkpoint_write import CheckpointWriteError, FileDigest, write_file
 
 LAYOUT = "sharded"  # meta.json's "checkpoint_format" for this layout; state.pt's is "single"
 EXTRA_FILE = "extra.pt"

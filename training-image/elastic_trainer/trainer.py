@@ -35,7 +35,8 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from elastic_trainer import EXIT_MEMBERSHIP_CHANGE
-from elastic_trainer.checkpoint import Checkpoint, CorruptCheckpointError
+from elastic_trainer.checkpoint import Checkpoint
+from elastic_trainer.checkpoint_verify import CorruptCheckpointError
 from elastic_trainer.checkpointing import LoopCheckpoints
 from elastic_trainer.comm import all_gather_objects, broadcast_object
 from elastic_trainer.data.sampler import ElasticBatchSampler
