@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from components import policy
-from torchfleet import cost, output_paths, stack_ref
-from torchfleet.synth import synth_or_report
+from torchfleet import cost, output_paths
+from torchfleet.synth import required_stack, stack_option, synth_or_report
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,8 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run the guardrail policies on a stack offline (no cloud, no Pulumi CLI)",
         description="Exit codes: 0 clean, 1 violations (one line each: rule, resource, why), 2 invalid stack.",
     )
-    p.add_argument("--stack", "--stack-file", dest="stack_file", required=True, metavar="STACK",
-                   help=f"a stack's name or its file, e.g. {stack_ref.EXAMPLE} (the same as submit's --stack)")
+    stack_option(p)
     p.add_argument(
         "--policy-config-out",
         type=Path,
@@ -44,7 +43,7 @@ def resources_of(recorded: list[Any]) -> list[policy.Resource]:
 def run(args: argparse.Namespace) -> int:
     if args.policy_config_out is not None:
         output_paths.check_file("--policy-config-out", args.policy_config_out)  # before the synth
-    result = synth_or_report(args.stack_file)
+    result = synth_or_report(*required_stack(args))
     if result is None:
         return 2
     guardrails = result.spec.guardrails

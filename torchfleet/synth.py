@@ -11,7 +11,7 @@ import yaml
 
 from components.spec import ConfigError
 from torchfleet import output_paths, stack_ref
-from torchfleet.jobs.errors import JobError
+from torchfleet.jobs.errors import JobError, UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,8 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run the program for a stack under mocks (no cloud, no Pulumi CLI) and print its resources",
         description="Exit codes: 0 ok, 2 invalid stack config (problems on stderr, nothing on stdout).",
     )
-    p.add_argument("--stack", "--stack-file", dest="stack_file", required=True, metavar="STACK",
-                   help=f"a stack's name or its file, e.g. {stack_ref.EXAMPLE} (the same as submit's --stack)")
+    stack_option(p)
     p.add_argument("--out", type=Path,
                    help="also write the Kubernetes objects the program declares as YAML, one file per object "
                         "(not the Helm releases: Helm renders them at deploy time); the files of the previous "
@@ -29,7 +28,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def synth_or_report(stack_file: str | Path):
+def stack_option(p: argparse.ArgumentParser) -> None:
+    """--stack as synth and check take it: required, but a default may come from $TORCHFLEET_STACK
+    or the config file (torchfleet/config.py fills ``args.stack``), as for submit."""
+    p.add_argument("--stack", "--stack-file", dest="stack", default=None, metavar="STACK",
+                   help=f"required: a stack's name or its file, e.g. {stack_ref.EXAMPLE} (the same as submit's "
+                        "--stack; default: $TORCHFLEET_STACK, then stack: in the config file)")
+
+
+def required_stack(args: argparse.Namespace) -> tuple[str, str]:
+    """(the stack, where it came from: --stack, TORCHFLEET_STACK or the config file's key)."""
+    if not args.stack:
+        raise UsageError(f"--stack: required: a stack's name or file, e.g. --stack {stack_ref.EXAMPLE} "
+                         "(or set TORCHFLEET_STACK, or stack: in ~/.config/torchfleet/config.yaml)")
+    return args.stack, (getattr(args, "value_sources", None) or {}).get("--stack", "--stack/--stack-file")
+
+
+def synth_or_report(stack_file: str | Path, flag: str = "--stack/--stack-file"):
     """The stack synthesized under mocks, or None after printing why it cannot be (exit 2).
 
     Shared by `synth` and `check`: a missing file or an invalid config is the user's to fix.
@@ -37,7 +52,7 @@ def synth_or_report(stack_file: str | Path):
     from torchfleet.preview.runner import synth_file
 
     try:  # a name in stacks/ or any path (issue 13: one way to name a stack everywhere)
-        stack_file = stack_ref.resolve(str(stack_file), flag="--stack/--stack-file")
+        stack_file = stack_ref.resolve(str(stack_file), flag=flag)
     except JobError as error:
         print(error, file=sys.stderr)
         return None
@@ -51,7 +66,7 @@ def synth_or_report(stack_file: str | Path):
 def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         output_paths.check_folder("--out", args.out)  # before the synth, not after it
-    result = synth_or_report(args.stack_file)
+    result = synth_or_report(*required_stack(args))
     if result is None:
         return 2
     if args.out is not None:

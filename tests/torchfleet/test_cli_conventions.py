@@ -4,6 +4,7 @@ and defaults from TORCHFLEET_* variables and ~/.config/torchfleet/config.yaml wi
 flag > job file > variable > config file > built-in."""
 
 import argparse
+import json
 import shutil
 import subprocess
 from unittest import mock
@@ -178,3 +179,24 @@ def test_config_path_honours_xdg(variables, expected):
     from pathlib import Path
 
     assert config.config_path(variables) == Path(expected).expanduser()
+
+
+# Regression (issue 13's note): synth and check required --stack on the line, so the stack set in the
+# config file or $TORCHFLEET_STACK (which submit, status and the rest use) was refused there.
+@pytest.mark.parametrize("command", ["synth", "check"])
+def test_synth_and_check_take_the_default_stack(command, isolated, capsys, monkeypatch):
+    code, out, err = run([command], capsys)
+    assert (code, out) == (2, "")
+    assert "--stack: required: a stack's name or file" in err and "TORCHFLEET_STACK" in err
+    write_config(isolated, "stack: local\n")
+    from_file = run([command], capsys)
+    assert from_file[0] == 0 and (command == "check" or '"type": "kubernetes:' in from_file[1])
+    monkeypatch.setenv("TORCHFLEET_STACK", "nope")  # the variable wins over the file, and is named
+    code, _, err = run([command], capsys)
+    assert code == 2 and "TORCHFLEET_STACK: no stack 'nope'" in err
+    from_flag = run([command, "--stack", "local"], capsys)  # the flag wins over both
+    assert from_flag[0] == 0
+    if command == "synth":  # the same resources (created in parallel: their order and generated values vary)
+        resources = [sorted((r["type"], r["name"]) for r in json.loads(out)["resources"]) for out in (from_file[1],
+                                                                                            from_flag[1])]
+        assert resources[0] == resources[1] and resources[0]
