@@ -7,11 +7,14 @@ as the kubelet does to a container's PID 1.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import signal
 
 import pytest
 import torch
-from elastic_trainer.checkpoint import CheckpointStore
+from elastic_trainer.checkpoint import Checkpoint, CheckpointStore
+from elastic_trainer.checkpoint_write import FileDigest
 from elastic_trainer.fence import Generations
 from elastic_trainer.trainer import FAULT_STALL_COMMIT, HOLD_FOR_WORLD
 
@@ -126,7 +129,35 @@ def test_4_a_checkpoint_being_written_when_its_node_dies_is_never_loaded(make_jo
     assert [c.step for c in CheckpointStore(job.checkpoint_dir).committed()] == [20]
 
 
-def test_5_a_truncated_checkpoint_is_skipped_and_the_previous_one_used(make_job):
+def truncate(checkpoint: Checkpoint) -> None:
+    """state.pt cut short: its size no longer matches meta.json."""
+    state_file = checkpoint.path / "state.pt"
+    state_file.write_bytes(state_file.read_bytes()[:1000])
+
+
+def make_torch_refuse(checkpoint: Checkpoint) -> None:
+    """state.pt intact on disk (meta.json rewritten to match), refused by the unpickler: a reference
+    to a function is code, not data.
+
+    Regression (issue 11): such a checkpoint made every restarted worker exit 1, a crash loop
+    through all of torchrun's restarts, instead of resuming from the previous one.
+    """
+    path = checkpoint.path
+    data = torch.load(path / "state.pt", weights_only=True)
+    torch.save({**data, "hook": print}, path / "state.pt")
+    written = (path / "state.pt").read_bytes()
+    digest = FileDigest(len(written), hashlib.sha256(written).hexdigest())
+    meta = json.loads((path / "meta.json").read_text())
+    meta.update(digest.as_meta(), files={"state.pt": digest.as_meta()})
+    (path / "meta.json").write_text(json.dumps(meta))
+    CheckpointStore(path.parent).verify(checkpoint)  # it does verify: only loading it fails
+
+
+@pytest.mark.parametrize(("damage", "reason"), [
+    (truncate, "truncated"),
+    (make_torch_refuse, "weights_only"),
+])
+def test_5_a_damaged_newest_checkpoint_is_skipped_and_the_previous_one_used(make_job, damage, reason):
     args = ["--global-batch-size=16", "--checkpoint-every=10"]
     first = make_job("--total-steps=40", *args, nnodes="1:1")
     first.start_node()
@@ -134,13 +165,12 @@ def test_5_a_truncated_checkpoint_is_skipped_and_the_previous_one_used(make_job)
     assert first.nodes[0].wait(TIMEOUT) == 0
     newest = CheckpointStore(first.checkpoint_dir).committed()[0]
     assert newest.step == 40
-    state_file = newest.path / "state.pt"
-    state_file.write_bytes(state_file.read_bytes()[:1000])
+    damage(newest)
 
     again = make_job("--total-steps=60", *args, nnodes="1:1", workdir=first.workdir)
     node = again.start_node("again")
     skipped = again.wait_for("ckpt_skipped", TIMEOUT)
-    assert skipped["name"] == newest.path.name and "truncated" in skipped["reason"]
+    assert skipped["name"] == newest.path.name and reason in skipped["reason"]
     assert again.wait_for("resumed", TIMEOUT)["step"] == 30
     assert again.wait_for("done", TIMEOUT)["step"] == 60
     assert node.wait(TIMEOUT) == 0
