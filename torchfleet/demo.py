@@ -231,24 +231,30 @@ def _demo(args: argparse.Namespace, workdir: Path) -> int:
         # machine the survivor would otherwise finish before the replacement is up (review).
         extra_env={"TORCHFLEET_HOLD_FOR_WORLD": f"{args.steps - args.steps // 4}:2"},
     ) as job:
-        job.events = _fail_fast_events()  # before any node starts: nodes report to job.events
-        killed: set[str] = set()
-        stop = threading.Event()
-        threading.Thread(target=_watch, args=(job, killed, stop), name="demo-watch", daemon=True).start()
         timeline.say(f"etcd (v2 API) on {etcd.endpoint}; rendezvous {format_rdzv_conf(TUNED_RDZV_CONF)}")
-        try:
-            return _timeline(args, job, killed, timeline)
-        except NodeFailed as failure:
-            print(f"torchfleet demo: {failure} before the demo was done; the end of its log "
-                  f"({failure.node.log_path}):\n{log_excerpt(failure.node.log_text())}", file=sys.stderr)
-            return 1
-        except TimeoutError as error:
-            tails = "\n".join(f"{node.name} ({node.log_path}):\n{log_excerpt(node.log_text())}" for node in job.nodes)
-            print(f"torchfleet demo: {str(error).splitlines()[0]}; the end of each node's log:\n{tails}",
-                  file=sys.stderr)
-            return 1
-        finally:
-            stop.set()  # before the job's nodes are stopped: those exits are not failures
+        return run_watched(job, _watch, lambda killed: _timeline(args, job, killed, timeline))
+
+
+def run_watched(job, watch, body) -> int:
+    """``body(killed)`` with ``watch`` failing it fast when a node it did not kill dies; a failure or
+    a timeout ends in exit 1 with the end of the logs that explain it. Both demos run this way."""
+    job.events = _fail_fast_events()  # before any node starts: nodes report to job.events
+    killed: set[str] = set()
+    stop = threading.Event()
+    threading.Thread(target=watch, args=(job, killed, stop), name="demo-watch", daemon=True).start()
+    try:
+        return body(killed)
+    except NodeFailed as failure:
+        print(f"torchfleet demo: {failure} before the demo was done; the end of its log "
+              f"({failure.node.log_path}):\n{log_excerpt(failure.node.log_text())}", file=sys.stderr)
+        return 1
+    except TimeoutError as error:
+        tails = "\n".join(f"{node.name} ({node.log_path}):\n{log_excerpt(node.log_text())}" for node in job.nodes)
+        print(f"torchfleet demo: {str(error).splitlines()[0]}; the end of each node's log:\n{tails}",
+              file=sys.stderr)
+        return 1
+    finally:
+        stop.set()  # before the job's nodes are stopped: those exits are not failures
 
 
 def status_view(events, total_steps: int) -> str:

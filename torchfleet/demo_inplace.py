@@ -11,7 +11,6 @@ is the one the in-place tests and bench/goodput.py use (training-image/elastic_t
 from __future__ import annotations
 
 import argparse
-import sys
 import threading
 import time
 from pathlib import Path
@@ -37,25 +36,8 @@ def run_demo(args: argparse.Namespace, workdir: Path, timeline: demo._Timeline) 
     script_args = [f"--total-steps={args.steps}", "--global-batch-size=32", f"--checkpoint-every={every}",
                    f"--step-delay-s={args.step_delay}"]
     with InplaceJob(workdir, script_args, groups=2) as job:
-        job.events = demo._fail_fast_events()  # before any group starts: nodes report to job.events
-        killed: set[str] = set()
-        stop = threading.Event()
-        threading.Thread(target=_watch, args=(job, killed, stop), name="demo-watch", daemon=True).start()
         timeline.say(f"torchft Lighthouse on {job.lighthouse.address}; 2 replica groups, 1 worker each")
-        try:
-            return _timeline(args, job, killed, timeline)
-        except TimeoutError as error:
-            tails = "\n".join(f"{node.name} ({node.log_path}):\n{demo.log_excerpt(node.log_text())}"
-                              for node in job.nodes)
-            print(f"torchfleet demo: {str(error).splitlines()[0]}; the end of each group's log:\n{tails}",
-                  file=sys.stderr)
-            return 1
-        except demo.NodeFailed as failure:  # a group died that the demo did not kill
-            print(f"torchfleet demo: {failure} before the demo was done; the end of its log "
-                  f"({failure.node.log_path}):\n{demo.log_excerpt(failure.node.log_text())}", file=sys.stderr)
-            return 1
-        finally:
-            stop.set()
+        return demo.run_watched(job, _watch, lambda killed: _timeline(args, job, killed, timeline))
 
 
 def _step(job, since: float, world: int, node: str | None = None, timeout: float = 300):

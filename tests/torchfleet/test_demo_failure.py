@@ -21,7 +21,8 @@ def test_a_failing_node_is_reported_with_the_cause_from_its_log(tmp_path, capsys
     tag = new_tag()
     # --steps 0 gets past the CLI only with its checks bypassed: the trainer refuses it, torchrun
     # restarts the worker, and the demo must notice instead of waiting for a step.
-    args = argparse.Namespace(steps=0, checkpoint_every=20, step_delay=0.05, workdir=tmp_path / "work")
+    args = argparse.Namespace(steps=0, checkpoint_every=20, step_delay=0.05, workdir=tmp_path / "work",
+                              recovery="restart")
     started = time.monotonic()
     with mock.patch.object(demo, "check_args", lambda args: None), \
          mock.patch.dict(os.environ, {TAG_VARIABLE: tag}):
