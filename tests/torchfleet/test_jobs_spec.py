@@ -147,3 +147,13 @@ def test_list_and_status_show_a_cpu_job_as_cpu():
     assert table.job_row(job, [], lambda name: None, now).gpu == "cpu"
     text = table.render_status(job, [], [], lambda name: None, None, now)
     assert "none (a CPU job: 2000m cpu, 4096Mi memory per node)" in text
+
+
+def test_the_cli_reads_checkpoint_names_as_the_training_image_writes_them():
+    """torchfleet/jobs/progress.py keeps its own copy of the name pattern (the CLI does not import the
+    training image): it must stay the store's own (a stale copy once named a pattern that had moved)."""
+    from elastic_trainer.fence import COMMITTED_NAME
+
+    from torchfleet.jobs import progress
+
+    assert progress._COMMITTED.pattern == COMMITTED_NAME.pattern
