@@ -302,22 +302,29 @@ def test_the_target_namespace_reaches_every_document(capsys):
 # ---------------------------------------------------------------- the pods, run as processes
 
 
+def _events(text: str, kind: str) -> list[dict]:
+    return [json.loads(line.split("@@tf ", 1)[1]) for line in text.splitlines()
+            if line.startswith("@@tf ") and f'"ev": "{kind}"' in line]
+
+
 @pytest.mark.slow
-def test_the_submitted_pods_train_together_against_the_submitted_lighthouse(tmp_path):
+def test_the_submitted_pods_train_and_heal_against_the_submitted_lighthouse(tmp_path):
     """What `submit --recovery inplace` creates, run as local processes: the Lighthouse from the
-    Deployment's command, two pods from the Job's container (its command, args and environment,
-    JOB_COMPLETION_INDEX as Kubernetes sets it). Only addresses and paths are made local. Both
-    groups finish the job (exit 0) and agree on the final step."""
+    Deployment's command, the pods from the Job's container (its command, args and environment;
+    JOB_COMPLETION_INDEX and POD_IP as Kubernetes sets them, each pod its own address). Only the
+    Lighthouse's address and the store's path are made local. Group 0 trains alone (--nodes 1:2),
+    group 1 joins later and heals from group 0 at its advertised pod IP, and both finish."""
     import os
     import sys
 
     from elastic_trainer.localrun import IMAGE_DIR
 
-    command = ["python", "examples/synthetic.py", "--total-steps=12", "--global-batch-size=8",
-               "--checkpoint-every=5", "--step-delay-s=0.02"]
+    total = 300  # 15 s at least: group 1 starts (torch import and all) long before group 0 is done
+    command = ["python", "examples/synthetic.py", f"--total-steps={total}", "--global-batch-size=32",
+               "--checkpoint-every=10", "--step-delay-s=0.05"]
     t = targets.from_stack("local")
     req = build_request(t, name="pair", image=IMAGE, recovery="inplace", cpu=True, gpu=None, gpus_per_node=None,
-                        nodes="2", command=command)
+                        nodes="1:2", command=command)
     job, *owned = [manifests.build(req, t), *manifests.owned_documents(req, t)]
     (lighthouse,) = _by_kind(owned)["Deployment", "pair-lighthouse"]["spec"]["template"]["spec"]["containers"]
     port = _free_port()
@@ -327,27 +334,37 @@ def test_the_submitted_pods_train_together_against_the_submitted_lighthouse(tmp_
     env = {e["name"]: e["value"] for e in worker["env"] if "value" in e}
     env = {k: v.replace(req.job_dir, str(tmp_path / "pair")) for k, v in env.items()}  # the shared store
     env["TORCHFT_LIGHTHOUSE"] = f"http://127.0.0.1:{port}"
+    assert [e["valueFrom"]["fieldRef"]["fieldPath"] for e in worker["env"] if e["name"] == "POD_IP"] == [
+        "status.podIP"]
     assert worker["command"][:1] == ["python"]
     pod_argv = [sys.executable, *worker["command"][1:], *worker["args"]]
-    procs = [subprocess.Popen(lighthouse_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    procs = [subprocess.Popen(lighthouse_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)]
+    logs = [tmp_path / f"pod-{index}.log" for index in range(req.max_nodes)]
+
+    def start_pod(index: int) -> None:
+        pod_env = {**os.environ, **env, "JOB_COMPLETION_INDEX": str(index), "POD_IP": f"127.0.0.{2 + index}",
+                   "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(IMAGE_DIR),
+                   "RUST_LOG": "error"}
+        with logs[index].open("w") as log:
+            procs.append(subprocess.Popen(pod_argv, cwd=IMAGE_DIR, env=pod_env, stdout=log, stderr=subprocess.STDOUT))
+
     try:
-        logs = []
-        for index in range(req.max_nodes):
-            log = (tmp_path / f"pod-{index}.log").open("w")
-            logs.append(log.name)
-            pod_env = {**os.environ, **env, "JOB_COMPLETION_INDEX": str(index), "GLOO_SOCKET_IFNAME": "lo",
-                       "OMP_NUM_THREADS": "1", "PYTHONPATH": str(IMAGE_DIR), "RUST_LOG": "error"}
-            procs.append(subprocess.Popen(pod_argv, cwd=IMAGE_DIR, env=pod_env, stdout=log,
-                                          stderr=subprocess.STDOUT))
+        start_pod(0)
+        deadline = time.monotonic() + 120
+        while not [e for e in _events(logs[0].read_text(), "step") if e["step"] >= 5]:
+            assert time.monotonic() < deadline and procs[1].poll() is None, logs[0].read_text()[-3000:]
+            time.sleep(0.2)
+        start_pod(1)  # a replacement, or a node the autoscaler brought late
         codes = [p.wait(timeout=180) for p in procs[1:]]
-        texts = [Path(name).read_text() for name in logs]
+        texts = [log.read_text() for log in logs]
         assert codes == [0, 0], "\n\n".join(t[-3000:] for t in texts)
         for text in texts:
-            assert '"ev": "done"' in text and '"step": 12' in text, text[-3000:]
-            # trained together: every step's quorum held both groups (the slices of one global batch)
-            worlds = {json.loads(line.split("@@tf ", 1)[1])["world"] for line in text.splitlines()
-                      if '"ev": "step"' in line}
-            assert worlds == {2}, text[-3000:]
+            assert [e["step"] for e in _events(text, "done")] == [total], text[-3000:]
+        # group 1 healed from group 0's live state (over the pod IP it advertises), not from the store
+        assert _events(texts[1], "healed") and not _events(texts[1], "resumed"), texts[1][-3000:]
+        assert {e["world"] for e in _events(texts[0], "step")} == {1, 2}, texts[0][-3000:]
+        # after the step it healed at (its own quorum then held only itself), it trains with group 0
+        assert {e["world"] for e in _events(texts[1], "step")[1:]} == {2}, texts[1][-3000:]
     finally:
         for p in procs:
             if p.poll() is None:
