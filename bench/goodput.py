@@ -2,6 +2,10 @@
 
     python bench/goodput.py --json            # 10 minutes per mode: a node killed every 60 s, replaced 20 s later
     python bench/goodput.py --quick --json    # 60 s per mode: every 20 s, replaced 7 s later
+    python bench/goodput.py --overhead --json # one replica group (a GPU): wrapper overhead, heal times
+
+``--overhead`` (goodput_overhead.py) is the issue's GPU run: one replica group against the bare
+loop, and heal times; it runs unchanged on a CPU (``--quick``).
 
 Three nodes of the synthetic job (CPU, gloo) run for ``--duration`` seconds under the schedule,
 once per mode:
@@ -37,6 +41,7 @@ quoting them.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -47,9 +52,12 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training-image"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # goodput_overhead, also when loaded by a test
 
 from elastic_trainer.inplacerun import InplaceJob
 from elastic_trainer.localrun import Etcd, LocalJob
+from goodput_overhead import TASKS, bare_loop
+from goodput_overhead import run as run_overhead
 
 NODES = 3
 CHECKPOINT_EVERY = 50
@@ -244,7 +252,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default="inplace,restart", help="comma-separated: inplace, restart")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the runs' logs here (default: a temporary "
                                                                       "directory, removed)")
+    parser.add_argument("--overhead", action="store_true", help="one replica group (a GPU's run): the wrapper's "
+                        "steps/s against the bare loop, heal from the store and from a peer")
+    parser.add_argument("--task", default=None, help=f"with --overhead: one of {', '.join(TASKS)} (default gpt)")
+    parser.add_argument("--repeats", default=None, help="with --overhead: samples per figure (default 3)")
+    parser.add_argument("--bare-loop", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.bare_loop:
+        print(json.dumps(bare_loop(json.loads(args.bare_loop))))
+        return 0
+    if args.overhead:
+        return overhead(parser, args)
+    for flag, value in (("--task", args.task), ("--repeats", args.repeats)):
+        if value is not None:
+            parser.error(f"{flag}={value}: only with --overhead")
     modes = [m for m in args.modes.split(",") if m]
     unknown = [m for m in modes if m not in ("inplace", "restart")]
     if unknown:
@@ -297,6 +318,40 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{mode:8s} goodput {r['goodput']}  resume {r['resume_s']} s  join {r['join_s']} s  "
                       f"redone {r['redone_steps']} steps  ({r['faults']} faults)")
         print(f"baseline {rate} steps/s; load average {report['load_avg']}")
+    return 0
+
+
+def overhead_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[str, int]:
+    """--task and --repeats of ``--overhead``; a bad one is a usage error (exit 2) naming it."""
+    if args.modes != parser.get_default("modes"):
+        parser.error(f"--modes={args.modes}: --overhead runs one replica group of the in-place mode; drop --modes")
+    task = args.task or "gpt"
+    if task not in TASKS:
+        parser.error(f"--task={task}: use one of {', '.join(TASKS)}")
+    try:
+        repeats = int(args.repeats) if args.repeats is not None else 3
+    except ValueError:
+        repeats = 0
+    if repeats < 1:
+        parser.error(f"--repeats={args.repeats}: must be a whole number >= 1")
+    return task, repeats
+
+
+def overhead(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    task, repeats = overhead_options(parser, args)
+    if task == "resnet" and importlib.util.find_spec("torchvision") is None:
+        parser.error("--task=resnet: needs torchvision, which is not installed; use --task=gpt")
+    with tempfile.TemporaryDirectory(prefix="tf-overhead-") as scratch:
+        report = run_overhead(task, args.quick, repeats, args.workdir or Path(scratch), quiet=False)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        t, store, peer = report["throughput"], report["heal_from_store"], report["heal_from_peer"]
+        print(f"{report['task']} on {report['device']}: bare {t['bare_steps_per_s']} steps/s, in-place "
+              f"{t['inplace_steps_per_s']} ({t['ratio']:.1%}, target {t['target']:.0%})")
+        print(f"heal from the store: kill -> next step {store['kill_to_next_step_s']} s, "
+              f"{store['redone_steps']} steps redone; from a peer: start -> step with it "
+              f"{peer['start_to_step_with_peer_s']} s (healed {peer['start_to_healed_s']} s)")
     return 0
 
 

@@ -57,6 +57,10 @@ ENV_MIN_GROUPS = "TORCHFLEET_MIN_REPLICA_GROUPS"  # fewer groups than this in a 
 # waiting alone for the Lighthouse to come back). Seconds.
 ENV_TIMEOUT_S = "TORCHFLEET_INPLACE_TIMEOUT_S"
 ENV_QUORUM_TIMEOUT_S = "TORCHFLEET_INPLACE_QUORUM_TIMEOUT_S"
+# The groups' gradient all-reduce: nccl (the default on a GPU) or gloo (the CPU's; on a GPU it
+# reduces CUDA tensors through host memory). gloo on a GPU is for two groups sharing one GPU,
+# which NCCL refuses: bench/goodput.py --overhead measures a heal from a peer that way.
+ENV_BACKEND = "TORCHFLEET_INPLACE_BACKEND"
 EXIT_BAD_SETTINGS = 2  # the node does not start the worker again (replica_node.FINAL_CODES)
 REQUIRED_KEYS = ("model", "optimizer", "sampler", "rng", "step")
 
@@ -97,6 +101,16 @@ def _env_seconds(name: str, default: float) -> float:
     return value
 
 
+def _backend(device: torch.device) -> str:
+    """``TORCHFLEET_INPLACE_BACKEND``, else nccl on a GPU and gloo on the CPU; nccl needs a GPU."""
+    chosen = os.environ.get(ENV_BACKEND) or ("nccl" if device.type == "cuda" else "gloo")
+    if chosen not in ("nccl", "gloo"):
+        raise ValueError(f"{ENV_BACKEND}={chosen!r}: must be nccl or gloo")
+    if chosen == "nccl" and device.type != "cuda":
+        raise ValueError(f"{ENV_BACKEND}=nccl needs a CUDA device and this worker has none: use gloo")
+    return chosen
+
+
 def _group_index() -> int:
     """``TORCHFLEET_REPLICA_GROUP``, else a Kubernetes Indexed Job's ``JOB_COMPLETION_INDEX`` (one per pod)."""
     if os.environ.get(ENV_GROUP, "") == "" and os.environ.get(ENV_COMPLETION_INDEX, "") != "":
@@ -105,7 +119,11 @@ def _group_index() -> int:
 
 
 def _digest(model: nn.Module) -> float:
-    """A cheap fingerprint of the weights: equal on every group that holds the same state."""
+    """A cheap fingerprint of the weights: equal on every group that holds the same state.
+
+    A step event's digest is of the weights that step was computed from (the state every group
+    agreed on, a healing group's peer's included), taken before the update is queued: see _run.
+    """
     with torch.no_grad():  # one reduction per tensor on its device, one transfer: no per-tensor sync
         sums = torch.stack([p.detach().sum(dtype=torch.float64) for p in model.parameters()])
         return round(float(sums.sum()), 9)
@@ -125,6 +143,7 @@ class _InplaceRun:
         if not self.lighthouse:
             raise ValueError(f"{ENV_LIGHTHOUSE} is not set: the in-place mode needs the job's Lighthouse address")
         self.device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+        self.backend = _backend(self.device)
         self.store = CheckpointStore(cfg.checkpoint_dir, keep=cfg.keep_checkpoints)
         self.scalars = Scalars(cfg.tensorboard_dir, 0 if self.group == 0 else 1)
         self.snapshot = HostSnapshot(pin=self.device.type == "cuda")
@@ -173,7 +192,7 @@ class _InplaceRun:
             return 128 + self.stop.signum
         # The group's own store (one worker per group): torchft keeps the manager's address in it.
         store = torch.distributed.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-        pg = ProcessGroupNCCL(timeout=timeout) if self.device.type == "cuda" else ProcessGroupGloo(timeout=timeout)
+        pg = ProcessGroupNCCL(timeout=timeout) if self.backend == "nccl" else ProcessGroupGloo(timeout=timeout)
         self.manager = Manager(
             pg=pg, load_state_dict=self._load_state_dict, state_dict=self._state_dict,
             min_replica_size=self.min_groups,
@@ -235,6 +254,38 @@ class _InplaceRun:
         emit("resumed", step=step, group=self.group, from_gen=meta["generation"], source="store")
         return step
 
+    def _bind_gradients(self) -> torch.Tensor:
+        """One flat buffer holding every parameter's gradient (as views) and, after them, the step's loss
+        sum and sample count: what ``_average_gradients`` all-reduces.
+
+        Backward accumulates into existing ``.grad`` tensors in place, so the gradients land in the
+        buffer: no per-step copy into a flat tensor and back, and one division for all of them
+        (DDP's ``gradient_as_bucket_view``). Zeroing the buffer replaces ``zero_grad``: every
+        parameter gets a gradient each step, zero where the loss does not reach it, as before.
+        """
+        params = list(self.model.parameters())
+        kinds = {(p.dtype, p.device) for p in params}
+        if len(kinds) != 1:
+            raise ValueError(f"the in-place mode averages gradients in one buffer: the model's parameters must share "
+                             f"one dtype and device, got {sorted(str(k) for k in kinds)}")
+        total = sum(p.numel() for p in params)
+        flat = torch.zeros(total + 2, dtype=params[0].dtype, device=params[0].device)
+        offset = 0
+        for param in params:
+            param.grad = flat[offset:offset + param.numel()].view_as(param)
+            offset += param.numel()
+        return flat
+
+    def _alone(self) -> bool:
+        """This group is the whole quorum: an all-reduce over it would return its own tensor.
+
+        The quorum's process group size is the number of groups in it, healing ones included
+        (which ``num_participants`` leaves out); torchft 0.2.0 keeps it only on its ``_pg``.
+        An errored manager is never alone: its ``allreduce`` is then a no-op, and the step is dropped.
+        """
+        manager = self.manager
+        return manager.errored() is None and manager.is_participating() and manager._pg.size() == 1
+
     def _average_gradients(self, loss_sum: torch.Tensor, count: int) -> None:
         """Average the gradients over the quorum's groups, and sum the loss and sample count, in one collective.
 
@@ -242,19 +293,18 @@ class _InplaceRun:
         asserts on a failed all-reduce (torchft 0.2.0, ``assert fut._fut`` in ddp.py) and killed
         the survivors of a SIGKILLed peer instead of letting the step be dropped. A failed
         collective is reported to the Manager, whose commit vote then drops the step everywhere.
+        A group alone in its quorum skips the collective (its sum over one group is its own
+        buffer): on the CPU that was ~0.45 ms of a step (bench/goodput.py --overhead).
         """
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.model.parameters()]
-        flat = torch.cat([g.reshape(-1) for g in grads] + [torch.stack([
-            loss_sum.to(grads[0].dtype).reshape(()), torch.tensor(float(count), dtype=grads[0].dtype,
-                                                                  device=grads[0].device)])])
-        self.manager.allreduce(flat, reduce_op=torch.distributed.ReduceOp.SUM).wait()
-        groups = max(self.manager.num_participants(), 1)
-        offset = 0
-        for param, grad in zip(self.model.parameters(), grads, strict=True):
-            n = grad.numel()
-            param.grad = flat[offset:offset + n].view_as(grad).div_(groups)
-            offset += n
-        self.loss_sum, self.loss_count = float(flat[-2]), float(flat[-1])
+        flat = self.grads
+        tail = flat[-2:]
+        tail[0].copy_(loss_sum.reshape(()))
+        tail[1].fill_(float(count))
+        if not self._alone():
+            self.manager.allreduce(flat, reduce_op=torch.distributed.ReduceOp.SUM).wait()
+        groups = self.manager.num_participants()
+        if groups > 1:
+            flat[:-2].div_(groups)
 
     def _no_quorum(self, exc: Exception) -> int:
         """The Lighthouse is gone (or the quorum failed): the node starts this worker again (replica_node.py)."""
@@ -275,6 +325,7 @@ class _InplaceRun:
         cfg, task = self.cfg, self.task
         manager = self.manager
         sampler = self.sampler
+        self.grads = self._bind_gradients()
         self.model.train()
         started = False
         last_quorum = None
@@ -285,7 +336,7 @@ class _InplaceRun:
                     manager.wait_quorum()
             except Exception as exc:
                 return self._no_quorum(exc)
-            self.optimizer.zero_grad(set_to_none=True)
+            self.grads.zero_()  # the parameters' gradients are views of it (_bind_gradients)
             step = manager.current_step()  # a healing group's is its peer's step, set when the quorum came
             if not started:
                 started = True
@@ -323,17 +374,22 @@ class _InplaceRun:
             if not committed:
                 emit("step_dropped", group=self.group, step=step + 1)
                 continue
+            # Read on the host now, before the update is queued: should_commit synchronised the
+            # device, so these wait for nothing. After optimizer.step they would wait for it, and
+            # the next batch could not be prepared while the update runs (on a GPU).
+            loss_sum, loss_count = self.grads[-2:].tolist()
+            step = manager.current_step()
+            report = step % cfg.progress_every == 0 or step == cfg.total_steps
+            digest = _digest(self.model) if report else None
             self.optimizer.step()
             if self.scheduler is not None:
                 self.scheduler.step()
             if cfg.step_delay_s:
                 time.sleep(cfg.step_delay_s)
-            step = manager.current_step()
             self.trained = True
-            mean_loss = self.loss_sum / max(self.loss_count, 1.0)
-            if step % cfg.progress_every == 0 or step == cfg.total_steps:
-                emit("step", step=step, group=self.group, world=quorum[0], loss=round(mean_loss, 6),
-                     digest=_digest(self.model))
+            mean_loss = loss_sum / max(loss_count, 1.0)
+            if report:
+                emit("step", step=step, group=self.group, world=quorum[0], loss=round(mean_loss, 6), digest=digest)
                 if quorum[1] == 0:
                     self.scalars.add("train/loss", mean_loss, step)
                     self.scalars.add("train/replica_groups", quorum[0], step)
