@@ -1,0 +1,75 @@
+"""The in-place step's pieces that need no Lighthouse (issue 14): the collective's backend and the gradient buffer.
+
+The real runs (three groups, a kill, a heal, the same weights on every group) are test_inplace_runs.py.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from elastic_trainer import inplace
+from torch import nn
+
+
+@pytest.mark.parametrize(
+    ("value", "device", "expected"),
+    [
+        (None, "cpu", "gloo"),
+        (None, "cuda", "nccl"),
+        ("gloo", "cuda", "gloo"),  # two groups on one GPU (bench/goodput.py --overhead)
+        ("nccl", "cuda", "nccl"),
+        ("nccl", "cpu", "TORCHFLEET_INPLACE_BACKEND=nccl needs a CUDA device"),
+        ("mpi", "cpu", "TORCHFLEET_INPLACE_BACKEND='mpi': must be nccl or gloo"),
+    ],
+)
+def test_backend(value, device, expected, monkeypatch):
+    if value is None:
+        monkeypatch.delenv(inplace.ENV_BACKEND, raising=False)
+    else:
+        monkeypatch.setenv(inplace.ENV_BACKEND, value)
+    if expected in ("gloo", "nccl"):
+        assert inplace._backend(torch.device(device)) == expected
+    else:
+        with pytest.raises(ValueError, match=re.escape(expected)):
+            inplace._backend(torch.device(device))
+
+
+class TwoHeads(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.used, self.unused = nn.Linear(3, 2), nn.Linear(3, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.used(x)
+
+
+def bound_run(model: nn.Module):
+    run = inplace._InplaceRun.__new__(inplace._InplaceRun)  # no Lighthouse, no Manager: only the buffer
+    run.model = model
+    return run._bind_gradients()
+
+
+def test_backward_lands_in_the_one_buffer_and_an_unreached_parameter_has_a_zero_gradient():
+    torch.manual_seed(0)
+    model = TwoHeads()
+    flat = bound_run(model)
+    x = torch.randn(4, 3)
+    for _ in range(2):  # a second step: zeroing the buffer is the zero_grad
+        flat.zero_()
+        model(x).sum().backward()
+    expected = torch.autograd.grad(model(x).sum(), list(model.used.parameters()))
+    storage = flat.untyped_storage().data_ptr()
+    assert all(p.grad.untyped_storage().data_ptr() == storage for p in model.parameters())
+    assert torch.equal(model.used.weight.grad, expected[0]) and torch.equal(model.used.bias.grad, expected[1])
+    assert model.unused.weight.grad is not None and not model.unused.weight.grad.any()  # the optimizer sees it
+    assert flat.numel() == sum(p.numel() for p in model.parameters()) + 2  # then the loss sum and sample count
+    assert torch.equal(flat[:6], model.used.weight.grad.reshape(-1))
+
+
+def test_a_model_of_mixed_dtypes_is_refused_naming_them():
+    model = TwoHeads()
+    model.unused.double()
+    with pytest.raises(ValueError, match=r"one dtype and device.*float64"):
+        bound_run(model)
