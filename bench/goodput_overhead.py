@@ -14,10 +14,14 @@ torchvision), the in-place trainer under the launcher, and a real ``torchft_ligh
   until the timed steps end; and (b) the **in-place trainer** as a job runs it (one group, the
   Lighthouse, ``--progress-every=1``: a step event per step), timed from its step events.
   Alternated, ``--repeats`` times each, so a drift of a shared machine hits both; ``ratio`` is
-  the medians' quotient (the issue's target on a GPU: >= 0.95).
-- ``heal_from_store``: the group's worker SIGKILLed; its node starts it again, and with no peer
-  alive it loads the newest checkpoint of the shared store: kill -> ``resumed`` -> next committed
-  step, and the steps redone (those since that checkpoint).
+  the medians' quotient (the issue's target on a GPU: >= 0.95), ``paired_ratios`` each run's
+  against the bare run before it, and ``*_cpu_ms_per_step`` the processes' CPU time per step
+  (all threads: torchft's quorum thread and servers too), which a shared machine moves less.
+  Neither loop uses data-loader workers (the in-place trainer collates on its main thread);
+  the restart mode's trainer against a bare loop with workers is ``bench/gpu.py``'s throughput.
+- ``heal_from_store``: the group's worker SIGKILLed halfway between two checkpoints; its node
+  starts it again, and with no peer alive it loads the newest checkpoint of the shared store:
+  kill -> ``resumed`` -> next committed step, and the steps redone (those since that checkpoint).
 - ``heal_from_peer``: two groups on the one device, one group's node SIGKILLed (a lost pod) and a
   replacement started once the Lighthouse has dropped it: the survivor's next step, and the
   replacement's start -> ``healed`` (the live state copied from its peer over torchft's HTTP
@@ -66,6 +70,7 @@ class Workload:
     steps: int  # per throughput run, the first ``warmup`` untimed
     warmup: int
     checkpoint_every: int  # of the heal runs: the store heal redoes up to this many steps
+    state_gb: float = 0.0  # model and optimizer state, roughly
 
 
 def workload(task: str, quick: bool) -> Workload:
@@ -76,7 +81,7 @@ def workload(task: str, quick: bool) -> Workload:
             return Workload("gpt tiny", "gpt.py", ("--size=tiny", "--samples=512", "--global-batch-size=64"),
                             200, 20, 10)
         return Workload("gpt 368m", "gpt.py", ("--size=368m", "--samples=256", "--global-batch-size=16"),
-                        120, 20, 50)
+                        120, 20, 50, state_gb=4.4)
     if quick:
         return Workload("resnet18 32px", "imagenet.py", ("--synthetic-images=256", "--image-size=32",
                         "--num-classes=10", "--arch=resnet18", "--global-batch-size=32"), 100, 20, 10)
@@ -229,6 +234,10 @@ def summarize_throughput(bare_runs: list[dict], inplace_runs: list[dict], work: 
 
 # -- heals ---------------------------------------------------------------------------------------
 def heal_job(work: Workload, workdir: Path, groups: int, **env: str) -> InplaceJob:
+    if work.state_gb >= 1:
+        # torchft's heal transfer and the gloo all-reduce of a multi-GB state take longer than the
+        # default 10 s a collective or a heal may take (inplace.py TORCHFLEET_INPLACE_TIMEOUT_S)
+        env.setdefault("TORCHFLEET_INPLACE_TIMEOUT_S", "120")
     return InplaceJob(workdir / f"heal{groups}-{uuid.uuid4().hex[:6]}",
                       [*work.args, "--total-steps=100000000", f"--checkpoint-every={work.checkpoint_every}",
                        "--keep-checkpoints=2", "--progress-every=1"],
