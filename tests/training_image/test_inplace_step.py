@@ -73,3 +73,21 @@ def test_a_model_of_mixed_dtypes_is_refused_naming_them():
     model.unused.double()
     with pytest.raises(ValueError, match=r"one dtype and device.*float64"):
         bound_run(model)
+
+
+def test_a_channels_last_weight_gets_a_gradient_of_its_layout_in_the_buffer():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.LazyLinear(2))
+    model(torch.randn(1, 3, 6, 6))  # materialise the lazy layer
+    model = model.to(memory_format=torch.channels_last)
+    reference = [p.detach().clone().requires_grad_() for p in model.parameters()]
+    flat = bound_run(model)
+    x = torch.randn(2, 3, 6, 6).to(memory_format=torch.channels_last)
+    model(x).sum().backward()
+    conv = model[0].weight
+    assert conv.grad.stride() == conv.stride() != conv.contiguous().stride()
+    assert conv.grad.untyped_storage().data_ptr() == flat.untyped_storage().data_ptr()
+    expected = torch.func.functional_call(model, dict(zip([n for n, _ in model.named_parameters()], reference,
+                                                         strict=True)), (x,)).sum()
+    grads = torch.autograd.grad(expected, reference)
+    assert all(torch.allclose(p.grad, g) for p, g in zip(model.parameters(), grads, strict=True))

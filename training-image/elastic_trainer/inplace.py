@@ -272,7 +272,12 @@ class _InplaceRun:
         flat = torch.zeros(total + 2, dtype=params[0].dtype, device=params[0].device)
         offset = 0
         for param in params:
-            param.grad = flat[offset:offset + param.numel()].view_as(param)
+            chunk = flat[offset:offset + param.numel()]
+            # a channels_last weight (examples/imagenet.py on a GPU) gets a gradient of its own
+            # layout, dense within its chunk: a plain view's strides would differ from the
+            # parameter's, and the optimizer's fused and foreach kernels fall back to slow loops
+            dense = param.is_contiguous() or param.is_contiguous(memory_format=torch.channels_last)
+            param.grad = chunk.as_strided(param.size(), param.stride()) if dense else chunk.view_as(param)
             offset += param.numel()
         return flat
 
