@@ -42,6 +42,7 @@ from elastic_trainer.checkpoint import CheckpointStore, CheckpointWriteError
 from elastic_trainer.data.sampler import ElasticBatchSampler
 from elastic_trainer.events import Scalars, emit, log, setup_logging
 from elastic_trainer.fence import StaleGenerationError
+from elastic_trainer.inplace_addresses import advertised_host, manager_addresses
 from elastic_trainer.signals import StopRequest
 from elastic_trainer.staging import HostSnapshot
 
@@ -142,6 +143,7 @@ class _InplaceRun:
         self.lighthouse = os.environ.get(ENV_LIGHTHOUSE, "")
         if not self.lighthouse:
             raise ValueError(f"{ENV_LIGHTHOUSE} is not set: the in-place mode needs the job's Lighthouse address")
+        advertised_host()  # a POD_IP that is no address: exit 2 now, not an unreachable group later
         self.device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
         self.backend = _backend(self.device)
         self.store = CheckpointStore(cfg.checkpoint_dir, keep=cfg.keep_checkpoints)
@@ -199,8 +201,10 @@ class _InplaceRun:
             # the quorum is computed while the batch loads and forward and backward run (_run)
             use_async_quorum=True,
             timeout=timeout, quorum_timeout=quorum_timeout, connect_timeout=quorum_timeout,
-            rank=0, world_size=1, store_addr="127.0.0.1", store_port=store.port,
-            lighthouse_addr=self.lighthouse, replica_id=f"group{self.group}", hostname=socket.gethostname(),
+            rank=0, world_size=1, store_port=store.port,
+            lighthouse_addr=self.lighthouse, replica_id=f"group{self.group}",
+            # the pod IP on Kubernetes, where no other pod resolves this one's hostname (inplace_addresses.py)
+            **manager_addresses(timeout),
             init_sync=False,  # the weights are made from the seed, identical everywhere
         )
         try:
