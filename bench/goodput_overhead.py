@@ -40,7 +40,6 @@ Prints one JSON object (``--json``: only it, on stdout). The machine's load is p
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import statistics
@@ -119,16 +118,12 @@ def bare_loop(spec: dict) -> dict:
     """The in-place trainer's step (inplace.py ``_run``) without torchft: what the wrapper is measured against."""
     import torch
     from elastic_trainer.data.sampler import ElasticBatchSampler
+    from task_script import load_task
     from torch.utils.data import default_collate
 
-    load = importlib.util.spec_from_file_location("bench_task", spec["script"])
-    module = importlib.util.module_from_spec(load)
-    sys.modules["bench_task"] = module
-    load.loader.exec_module(module)
     steps, warmup = spec["steps"], spec["warmup"]
-    task, cfg = module.task_and_config([*spec["args"], "--checkpoint-dir=/nonexistent", f"--total-steps={steps}"])
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+    task, cfg, device = load_task(spec)
+    cuda = device.type == "cuda"
 
     def sync() -> None:
         if cuda:

@@ -266,16 +266,12 @@ def imports(repeats: int) -> dict:
 def bare_loop(spec: dict) -> dict:
     """The same task trained by the loop one writes without a trainer (run in its own process)."""
     import torch
+    from task_script import load_task
     from torch.utils.data import DataLoader
 
-    load = importlib.util.spec_from_file_location("bench_task", spec["script"])
-    module = importlib.util.module_from_spec(load)
-    sys.modules["bench_task"] = module
-    load.loader.exec_module(module)
     steps, warmup = spec["steps"], spec["warmup"]
-    task, cfg = module.task_and_config([*spec["args"], "--checkpoint-dir=/nonexistent", f"--total-steps={steps}"])
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+    task, cfg, device = load_task(spec)
+    cuda = device.type == "cuda"
     if cuda:
         torch.cuda.set_device(device)
 
