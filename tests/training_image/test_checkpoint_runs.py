@@ -8,6 +8,7 @@ checkpoint written by two ranks and resumed by one.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -64,13 +65,17 @@ def test_a_sharded_checkpoint_of_two_nodes_resumes_on_one(make_job):
     job = make_job("--total-steps=150", "--global-batch-size=16", "--checkpoint-every=20", "--step-delay-s=0.03",
                    "--checkpoint-format=sharded", nnodes="1:2")
     survivor, noticed = job.start_node(), job.start_node()
-    first = job.wait_for("ckpt", TIMEOUT, step=20)
-    meta = json.loads((CheckpointStore(job.checkpoint_dir).committed()[-1].path / "meta.json").read_text())
+    # One node may start alone (nnodes 1:2) and save a stop checkpoint of world 1 when the other
+    # joins: wait for the generation of two, and read the checkpoint its event names (the store's
+    # oldest can be that world-1 stop save; CI once failed on exactly that).
+    together = job.wait_for("step", TIMEOUT, world=2)
+    first = job.wait_for("ckpt", TIMEOUT, since=together.t, reason="periodic", gen=together["gen"])
+    meta = json.loads((Path(first["path"]) / "meta.json").read_text())
     assert (first["reason"], meta["checkpoint_format"], meta["world_size"]) == ("periodic", "sharded", 2)
     shards = {name: f["size"] for name, f in meta["files"].items() if name.endswith(".distcp")}
     assert set(shards) == {"__0_0.distcp", "__1_0.distcp"} and all(shards.values())  # both ranks wrote
 
-    job.wait_for("step", TIMEOUT, step=40, world=2)
+    job.events.wait_for(lambda e: e.kind == "step" and e["world"] == 2 and e["step"] >= first["step"] + 20, TIMEOUT)
     sent_at = noticed.sigterm()
     assert noticed.wait(TIMEOUT) == 143
     stop = job.wait_for("ckpt", TIMEOUT, since=sent_at, reason="stop")
