@@ -37,6 +37,16 @@ def steps_before(job, t: float) -> int:
     return max(e["step"] for e in job.steps() if e.t <= t)
 
 
+def trained_together(job, steps: int):
+    """The step ``steps`` after the first one both nodes took together.
+
+    With nnodes 1:2 one node may start alone and run some steps before the other joins, so a
+    fixed step number in world 2 may never come."""
+    first = job.wait_for("step", TIMEOUT, world=2)
+    return job.events.wait_for(lambda e: e.kind == "step" and e["world"] == 2 and e["step"] >= first["step"] + steps,
+                               TIMEOUT)
+
+
 def test_1_interrupted_run_ends_with_the_same_weights_as_an_uninterrupted_one(make_job):
     # Bitwise, not approximately: same world size, same data order and shards, every rank's
     # RNG (dropout) restored, and gloo's two-rank all-reduce sums in a fixed order.
@@ -79,7 +89,7 @@ def test_2_sigkill_survivor_resumes_and_a_replacement_joins(make_job):
     job = make_job(f"--total-steps={total}", "--global-batch-size=16", f"--checkpoint-every={every}",
                    "--step-delay-s=0.03", nnodes="1:2", extra_env={HOLD_FOR_WORLD: f"{total - 100}:2"})
     first, victim = job.start_node(), job.start_node()
-    job.wait_for("step", TIMEOUT, step=30, world=2)
+    trained_together(job, 20)
     killed_at = victim.kill()
     last_step = steps_before(job, killed_at)
 
@@ -100,7 +110,7 @@ def test_3_sigterm_checkpoints_exits_143_and_loses_no_step(make_job):
     job = make_job("--total-steps=150", "--global-batch-size=16", "--checkpoint-every=1000",
                    "--step-delay-s=0.03", nnodes="1:2")
     survivor, noticed = job.start_node(), job.start_node()
-    job.wait_for("step", TIMEOUT, step=40, world=2)
+    trained_together(job, 30)
     sent_at = noticed.sigterm()
     assert noticed.wait(TIMEOUT) == 143
 
