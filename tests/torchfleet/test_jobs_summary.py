@@ -121,3 +121,17 @@ def test_stopped_tensorboard_scalars_are_shown_once_with_why():
     assert lines["TensorBoard"] == ("scalars stopped (add_scalar failed: OSError: [Errno 28] No space left on "
                                     "device); training goes on without them")
     assert "TensorBoard" not in dict(render(summarize(RESTART, 100)))  # said only when it happened
+
+
+def test_non_finite_steps_are_counted_once_and_a_give_up_is_named():
+    # Two in-place groups report the same skipped steps; a restart-mode give-up is one exit per group
+    # (rank 0's), the other ranks' exits are not counted again.
+    nan = [ev("nonfinite", 120.0 + s, step=s, loss="nan", in_a_row=1, group=g) for s in (31, 32) for g in (0, 1)]
+    gave_up = [ev("exit", 133.0, step=32, code=65, reason="nonfinite", rank=r) for r in (0, 1)]
+    s = summarize([*STEADY, *nan, *gave_up], 100)
+    assert (s.nonfinite_steps, s.nonfinite_exits) == ((31, 32), 1)
+    assert dict(render(s))["Non-finite loss"] == (
+        "2 steps skipped (NaN or infinite loss), last at step 32; too many in a row once "
+        "(--max-nonfinite-steps): the workers restarted from the last checkpoint")
+    assert "Non-finite loss" not in dict(render(summarize(STEADY, 100)))  # said only when it happened
+    assert json.loads(json.dumps(s.as_dict()))["nonfinite_steps"] == [31, 32]

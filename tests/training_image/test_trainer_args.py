@@ -62,6 +62,7 @@ def test_a_bad_worker_count_in_the_environment_names_the_flag(monkeypatch, capsy
         ("--total-steps", "0"),
         ("--global-batch-size", "-1"),
         ("--num-workers", "-1"),
+        ("--max-nonfinite-steps", "-1"),
     ],
 )
 def test_out_of_range_values_are_usage_errors_naming_the_flag(flag, value, capsys):

@@ -54,6 +54,8 @@ class Summary:
     failed_checkpoints: int
     last_wall: float | None  # the newest event's time
     scalars_failed: str | None = None  # why rank 0 stopped writing TensorBoard scalars (events.Scalars)
+    nonfinite_steps: tuple[int, ...] = ()  # steps whose NaN or infinite loss skipped their update
+    nonfinite_exits: int = 0  # workers ended by more than --max-nonfinite-steps such steps in a row
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -121,6 +123,8 @@ def summarize(events: Sequence[Mapping[str, Any]], total_steps: int | None = Non
     rate_points: list[tuple[float, int]] = []  # (wall, step) of the current group's step events
     last_wall: float | None = None
     scalars_failed: str | None = None
+    nonfinite: set[int] = set()
+    nonfinite_exits = 0
     for event in events:
         kind, wall = event.get("ev"), _number(event.get("wall"))
         last_wall = wall if wall is not None else last_wall
@@ -146,6 +150,11 @@ def summarize(events: Sequence[Mapping[str, Any]], total_steps: int | None = Non
             checkpoint = Checkpoint(at, _int(event.get("gen")), wall)
         if kind == "ckpt_failed":
             failed += 1
+        if kind == "nonfinite" and at is not None:  # every in-place group reports the same steps
+            nonfinite.add(at)
+        if kind == "exit" and event.get("reason") == "nonfinite" and event.get("rank", 0) == 0 \
+                and event.get("group", 0) == 0:  # one per worker group, not one per rank
+            nonfinite_exits += 1
         if kind == "scalars_failed":
             scalars_failed = scalars_failed or str(event.get("error") or "unknown error")
         now_world = _int(event.get("world"))
@@ -159,7 +168,8 @@ def summarize(events: Sequence[Mapping[str, Any]], total_steps: int | None = Non
     return Summary(step=step, total_steps=total_steps, steps_per_s=rate, eta_s=eta, world=world,
                    world_history=tuple(history), restarts=max(0, groups - 1), lost_steps=lost,
                    last_checkpoint=checkpoint, loss=loss, done=done, failed_checkpoints=failed, last_wall=last_wall,
-                   scalars_failed=scalars_failed)
+                   scalars_failed=scalars_failed, nonfinite_steps=tuple(sorted(nonfinite)),
+                   nonfinite_exits=nonfinite_exits)
 
 
 def _rate(points: Sequence[tuple[float, int]]) -> float | None:
@@ -205,6 +215,14 @@ def render(summary: Summary, now: float | None = None) -> list[tuple[str, str]]:
         ckpt += f"; {s.failed_checkpoints} failed (see the logs)"
     lines = [("Step", step), ("Speed", speed), ("World size", world), ("Restarts", restarts),
              ("Last checkpoint", ckpt)]
+    if s.nonfinite_steps or s.nonfinite_exits:
+        last = f", last at step {s.nonfinite_steps[-1]}" if s.nonfinite_steps else ""
+        value = f"{len(s.nonfinite_steps)} steps skipped (NaN or infinite loss){last}"
+        if s.nonfinite_exits:
+            times = "once" if s.nonfinite_exits == 1 else f"{s.nonfinite_exits} times"
+            value += (f"; too many in a row {times} (--max-nonfinite-steps): "
+                      "the workers restarted from the last checkpoint")
+        lines.append(("Non-finite loss", value))
     if s.scalars_failed:  # training went on without them; the store is often full when this happens
         lines.append(("TensorBoard", f"scalars stopped ({s.scalars_failed}); training goes on without them"))
     return lines

@@ -7,6 +7,7 @@ Modules, one purpose each:
 - ``trainer``    the training loop: resume, reshard, periodic and on-signal checkpoints
 - ``train_config`` the trainer's flags (``TrainConfig``) and their defaults from the pod's environment
 - ``checkpointing`` the loop's checkpoints: host copy, background write, what a failed one means
+- ``nonfinite``  a step with a NaN or infinite loss skips its update; too many in a row end the worker
 - ``rng``        every rank's RNG state: saved in a checkpoint, restored or reseeded on resume
 - ``checkpoint`` atomic, verified, fenced checkpoints on the shared store
 - ``staging``    the host copy of the state a checkpoint blocks training for (pinned on CUDA, reused)
@@ -28,7 +29,7 @@ This package must stay importable without torch (the launcher's argument handlin
 and ``localrun`` are used by tools that never train).
 """
 
-__all__ = ["EXIT_CHECKPOINT_FAILED", "EXIT_FENCED", "EXIT_MEMBERSHIP_CHANGE", "EXIT_SIGTERM"]
+__all__ = ["EXIT_CHECKPOINT_FAILED", "EXIT_FENCED", "EXIT_MEMBERSHIP_CHANGE", "EXIT_NONFINITE", "EXIT_SIGTERM"]
 
 # A worker that stopped for a spot notice exits like a process killed by SIGTERM
 # (128 + 15): both controllers retry 143 and treat exit code 1 as fatal (docs/facts.md, "Controllers and exit codes").
@@ -43,3 +44,7 @@ EXIT_FENCED = 3
 # the steps since the last committed checkpoint are lost, and the restarted workers resume from
 # it (EX_IOERR from sysexits.h). A failed periodic checkpoint is reported and training goes on.
 EXIT_CHECKPOINT_FAILED = 74
+# The loss was NaN or infinite for more than --max-nonfinite-steps steps in a row (nonfinite.py):
+# nothing is saved, and the restarted workers resume from the newest (finite) checkpoint
+# (EX_DATAERR from sysexits.h).
+EXIT_NONFINITE = 65

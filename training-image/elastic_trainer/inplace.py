@@ -36,13 +36,14 @@ import torch
 from torch import nn
 from torch.utils.data import default_collate
 
-from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_MEMBERSHIP_CHANGE
+from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_MEMBERSHIP_CHANGE, EXIT_NONFINITE
 from elastic_trainer.async_writer import AsyncWriter, WriteOutcome
 from elastic_trainer.checkpoint import CheckpointStore, CheckpointWriteError
 from elastic_trainer.data.sampler import ElasticBatchSampler
 from elastic_trainer.events import Scalars, emit, log, setup_logging
 from elastic_trainer.fence import StaleGenerationError
 from elastic_trainer.inplace_addresses import advertised_host, manager_addresses
+from elastic_trainer.nonfinite import NonFiniteGuard, nan_steps
 from elastic_trainer.signals import StopRequest
 from elastic_trainer.staging import HostSnapshot
 
@@ -149,6 +150,8 @@ class _InplaceRun:
         self.store = CheckpointStore(cfg.checkpoint_dir, keep=cfg.keep_checkpoints)
         self.scalars = Scalars(cfg.tensorboard_dir, 0 if self.group == 0 else 1)
         self.snapshot = HostSnapshot(pin=self.device.type == "cuda")
+        self.guard = NonFiniteGuard(cfg.max_nonfinite_steps, report=True)  # every group logs its own
+        self.poisoned = nan_steps()  # fault injection (tests): these steps' losses are NaN
         self.writer = AsyncWriter()
         self.generation = 0  # claimed by the group that writes, at each new quorum
         self.writer_quorum = -1
@@ -361,6 +364,8 @@ class _InplaceRun:
             indices = sampler.batch(step)
             batch = default_collate([task.dataset[i] for i in indices])
             loss = task.loss_sum(self.model, batch, self.device)
+            if step + 1 in self.poisoned:
+                loss = loss * float("nan")
             (loss / len(indices)).backward()  # this group's mean; the groups' means are averaged
             try:
                 manager.wait_quorum()
@@ -390,18 +395,27 @@ class _InplaceRun:
             step = manager.current_step()
             report = step % cfg.progress_every == 0 or step == cfg.total_steps
             digest = _digest(self.model) if report else None
-            self.optimizer.step()
+            # The quorum's loss sum is the same in every group, so all skip a non-finite step alike.
+            if self.guard.admits(loss_sum, step, group=self.group):
+                self.optimizer.step()
             if self.scheduler is not None:
-                self.scheduler.step()
+                self.scheduler.step()  # also after a skipped update: the schedule follows the global step
             if cfg.step_delay_s:
                 time.sleep(cfg.step_delay_s)
             self.trained = True
-            mean_loss = loss_sum / max(loss_count, 1.0)
+            mean_loss = loss_sum / max(loss_count, 1.0) if not self.guard.in_a_row else None
             if report:
-                emit("step", step=step, group=self.group, world=quorum[0], loss=round(mean_loss, 6), digest=digest)
+                emit("step", step=step, group=self.group, world=quorum[0],
+                     loss=None if mean_loss is None else round(mean_loss, 6), digest=digest)
                 if quorum[1] == 0:
-                    self.scalars.add("train/loss", mean_loss, step)
+                    if mean_loss is not None:
+                        self.scalars.add("train/loss", mean_loss, step)
                     self.scalars.add("train/replica_groups", quorum[0], step)
+            if self.guard.gave_up:  # nothing is saved; the node restarts the worker (nonfinite.py)
+                log.error("the loss was not finite for %d steps in a row (--max-nonfinite-steps=%d): "
+                          "stopping without a checkpoint", self.guard.in_a_row, cfg.max_nonfinite_steps)
+                emit("exit", group=self.group, step=step, code=EXIT_NONFINITE, reason="nonfinite")
+                return EXIT_NONFINITE
             code = self._report(self.writer.poll()) if self.writer.busy else 0
             if code:
                 return code
@@ -413,7 +427,7 @@ class _InplaceRun:
                 return code
             if step >= cfg.total_steps:
                 continue  # the final checkpoint after the next quorum agrees we are done
-            if step % cfg.checkpoint_every == 0 and quorum[1] == 0:
+            if step % cfg.checkpoint_every == 0 and quorum[1] == 0 and not self.guard.in_a_row:  # nonfinite.py
                 self._checkpoint(sampler, step, "periodic")
 
     _failed_save = 0

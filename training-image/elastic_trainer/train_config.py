@@ -45,6 +45,7 @@ class TrainConfig:
     progress_every: int = 1  # step events; the first step of every worker group is always reported
     async_checkpoint: bool = True  # training blocks only for the copy to host memory (issue 11)
     checkpoint_format: str = "single"  # one of CHECKPOINT_FORMATS
+    max_nonfinite_steps: int = 10  # NaN/inf losses in a row whose updates are skipped (nonfinite.py)
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,6 +71,9 @@ class TrainConfig:
         parser.add_argument("--checkpoint-format", choices=CHECKPOINT_FORMATS, default="single",
                             help="single: rank 0 writes one state.pt; sharded: every rank writes part of the "
                                  "bytes (torch.distributed.checkpoint), for states too big for one writer")
+        parser.add_argument("--max-nonfinite-steps", type=_at_least(0), default=10,
+                            help="steps in a row whose NaN or infinite loss only skips their update; one more "
+                                 "ends the worker without saving, to resume from the last checkpoint (default: 10)")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> TrainConfig:
@@ -79,4 +83,5 @@ class TrainConfig:
             keep_checkpoints=args.keep_checkpoints, seed=args.seed, tensorboard_dir=args.tensorboard_dir,
             num_workers=args.num_workers, step_delay_s=args.step_delay_s, progress_every=args.progress_every,
             async_checkpoint=args.async_checkpoint, checkpoint_format=args.checkpoint_format,
+            max_nonfinite_steps=args.max_nonfinite_steps,
         )

@@ -9,7 +9,8 @@ One call, ``train(task, config)``, run by every worker torchrun starts:
 2. rank 0 claims a generation (fence.py) and picks the newest intact checkpoint;
 3. every rank restores model, optimizer, scheduler, RNG and sampler state from it;
 4. steps of a fixed global batch, resharded over the current world size; one tiny all-reduce
-   per step carries the loss and "some rank got SIGTERM", so all ranks stop after the same step;
+   per step carries the loss and "some rank got SIGTERM", so all ranks stop after the same step,
+   and all skip the update of a step whose loss is NaN or infinite (nonfinite.py);
 5. checkpoints every ``checkpoint_every`` steps, written in the background while training goes
    on (checkpointing.py), at the end, and at a stop; rank 0 commits them.
 
@@ -34,13 +35,14 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from elastic_trainer import EXIT_MEMBERSHIP_CHANGE
+from elastic_trainer import EXIT_MEMBERSHIP_CHANGE, EXIT_NONFINITE
 from elastic_trainer.checkpoint import Checkpoint
 from elastic_trainer.checkpoint_verify import CorruptCheckpointError
 from elastic_trainer.checkpointing import LoopCheckpoints
 from elastic_trainer.comm import all_gather_objects, broadcast_object
 from elastic_trainer.data.sampler import ElasticBatchSampler
 from elastic_trainer.events import Scalars, emit, log, setup_logging
+from elastic_trainer.nonfinite import NonFiniteGuard, nan_steps
 from elastic_trainer.rng import seed_rank, set_rng_state
 from elastic_trainer.signals import StopRequest
 from elastic_trainer.train_config import TrainConfig  # also the scripts' import: `from elastic_trainer.trainer import`
@@ -253,32 +255,53 @@ class _Run:
             return 0
         ddp_model.train()
         first_step = step + 1
+        guard = NonFiniteGuard(cfg.max_nonfinite_steps, report=self.rank == 0)
+        poisoned = nan_steps()  # fault injection (tests): these steps' losses are NaN
         for batch in loader:
             if self.hold and step + 1 == self.hold[0] and self.world < self.hold[1]:
                 self._hold()
             loss = self.task.loss_sum(ddp_model, batch, self.device)
+            if step + 1 in poisoned:
+                loss = loss * float("nan")
             (loss * scale).backward()
-            self.checkpoints.snapshot.before_update()  # a checkpoint's copy may still be reading what the step changes
-            optimizer.step()
-            if scheduler is not None:
-                scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            if cfg.step_delay_s:
-                time.sleep(cfg.step_delay_s)
-            flags = torch.stack([torch.tensor(1.0 if self.stop else 0.0), loss.detach().double().cpu()])
+            # One small all-reduce carries "some rank got SIGTERM" and the loss sum, read before the
+            # update so that a NaN or infinite loss skips it on every rank alike (nonfinite.py).
+            signalled = bool(self.stop)
+            flags = torch.stack([torch.tensor(1.0 if signalled else 0.0), loss.detach().double().cpu()])
             flags = flags.to(self.device)
             dist.all_reduce(flags)
             step += 1
-            stopping = bool(flags[0].item() > 0)
+            stop_votes, loss_sum = flags.tolist()
+            stopping = stop_votes > 0
+            if guard.admits(loss_sum, step, gen=generation):
+                # a checkpoint's copy may still be reading what the step changes
+                self.checkpoints.snapshot.before_update()
+                optimizer.step()
+            if scheduler is not None:
+                scheduler.step()  # also after a skipped update: the schedule follows the global step
+            optimizer.zero_grad(set_to_none=True)
+            if cfg.step_delay_s:
+                time.sleep(cfg.step_delay_s)
             if self.rank == 0 and (step % cfg.progress_every == 0 or step == first_step):
-                mean_loss = float(flags[1].item()) / cfg.global_batch_size
-                emit("step", step=step, world=self.world, gen=generation, loss=round(mean_loss, 6))
-                self.scalars.add("train/loss", mean_loss, step)
+                mean_loss = loss_sum / cfg.global_batch_size if not guard.in_a_row else None
+                emit("step", step=step, world=self.world, gen=generation,
+                     loss=None if mean_loss is None else round(mean_loss, 6))
+                if mean_loss is not None:
+                    self.scalars.add("train/loss", mean_loss, step)
                 self.scalars.add("train/world_size", self.world, step)
-            if self.stop:
+            if guard.gave_up:  # nothing is saved: resume from the newest checkpoint, of finite weights
+                if self.rank == 0:
+                    log.error("the loss was not finite for %d steps in a row (--max-nonfinite-steps=%d): "
+                              "stopping without a checkpoint; the restarted workers resume from the newest one",
+                              guard.in_a_row, cfg.max_nonfinite_steps)
+                emit("exit", rank=self.rank, step=step, code=EXIT_NONFINITE, reason="nonfinite")
+                return EXIT_NONFINITE
+            if signalled:
                 emit("signal", rank=self.rank, signum=self.stop.signum, step=step)
+            # No periodic checkpoint inside a run of non-finite steps: a restart after giving up must
+            # resume from before it, or every restart would creep past a few more (nonfinite.py).
             reason = "final" if step >= cfg.total_steps else "stop" if stopping else (
-                "periodic" if step % cfg.checkpoint_every == 0 else None)
+                "periodic" if step % cfg.checkpoint_every == 0 and not guard.in_a_row else None)
             if step == first_step and reason is None and cfg.async_checkpoint:
                 self.checkpoints.prepare_staging(model, optimizer, step, generation)
             code = self.checkpoints.poll()

@@ -1,0 +1,115 @@
+"""A NaN or infinite loss skips its step's update; too many in a row end the worker without saving.
+
+Unit tests of the guard, then real runs (etcd, torchrun, gloo; the real Lighthouse for in-place)
+with NaN losses injected at chosen steps (TORCHFLEET_FAULT_NAN_STEPS).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from elastic_trainer import EXIT_NONFINITE
+from elastic_trainer.checkpoint import CheckpointStore
+from elastic_trainer.inplacerun import InplaceJob, lighthouse_binary
+from elastic_trainer.nonfinite import FAULT_NAN_STEPS, NonFiniteGuard, nan_steps
+
+TIMEOUT = 90
+
+
+@pytest.mark.parametrize(("text", "steps"), [("", set()), ("5", {5}), ("5,7", {5, 7}), ("3-5, 9", {3, 4, 5, 9})])
+def test_nan_steps_parses_single_steps_and_ranges(text, steps):
+    assert nan_steps({FAULT_NAN_STEPS: text}) == steps
+
+
+def test_the_guard_skips_non_finite_losses_and_gives_up_after_more_than_its_limit_in_a_row():
+    guard = NonFiniteGuard(limit=2, report=False)
+    decisions = [guard.admits(loss, step) for step, loss in
+                 enumerate([1.0, math.nan, math.inf, 2.0, -math.inf, math.nan], start=1)]
+    assert decisions == [True, False, False, True, False, False]
+    assert (guard.skipped, guard.in_a_row, guard.gave_up) == (4, 2, False)  # a finite step resets the count
+    assert not guard.admits(math.nan, 7) and guard.gave_up
+
+
+def test_a_limit_of_zero_gives_up_at_the_first_non_finite_loss():
+    guard = NonFiniteGuard(limit=0, report=False)
+    assert guard.admits(0.5, 1) and not guard.gave_up
+    assert not guard.admits(math.nan, 2) and guard.gave_up
+
+
+def _state(checkpoint_dir, step: int) -> dict:
+    store = CheckpointStore(checkpoint_dir)
+    checkpoint = next(c for c in store.committed() if c.step == step)
+    return store.load(checkpoint, "cpu")[0]
+
+
+@pytest.mark.slow
+def test_skipped_steps_leave_weights_and_optimizer_as_they_were(make_job):
+    # No periodic checkpoint inside a run of NaN steps: the final one (step 6) shows the state after them.
+    job = make_job("--total-steps=6", "--global-batch-size=16", "--checkpoint-every=4", nnodes="1:1",
+                   extra_env={FAULT_NAN_STEPS: "5-6"})
+    node = job.start_node()
+    assert job.wait_for("done", TIMEOUT)["step"] == 6
+    assert node.wait(TIMEOUT) == 0
+    skipped = [e for e in job.events.snapshot() if e.kind == "nonfinite"]
+    assert [(e["step"], e["loss"], e["in_a_row"]) for e in skipped] == [(5, "nan", 1), (6, "nan", 2)]
+    losses = {e["step"]: e["loss"] for e in job.steps()}
+    assert losses[5] is None and losses[6] is None and math.isfinite(losses[4])
+
+    before, after = _state(job.checkpoint_dir, 4), _state(job.checkpoint_dir, 6)
+    for name, tensor in before["model"].items():  # the two NaN steps changed nothing
+        assert torch.equal(tensor, after["model"][name]), name
+    for index, buffers in before["optimizer"]["state"].items():
+        assert torch.equal(buffers["momentum_buffer"], after["optimizer"]["state"][index]["momentum_buffer"])
+    assert after["scheduler"]["last_epoch"] == before["scheduler"]["last_epoch"] + 2  # the schedule went on
+
+
+@pytest.mark.slow
+def test_a_run_with_a_few_nan_steps_trains_on_and_finishes(make_job):
+    job = make_job("--total-steps=40", "--global-batch-size=16", "--checkpoint-every=10", nnodes="1:1",
+                   extra_env={FAULT_NAN_STEPS: "5-6,12"})
+    node = job.start_node()
+    assert job.wait_for("done", TIMEOUT)["step"] == 40
+    assert node.wait(TIMEOUT) == 0
+    losses = {e["step"]: e["loss"] for e in job.steps()}
+    assert [s for s in range(1, 41) if losses[s] is None] == [5, 6, 12]
+    final = _state(job.checkpoint_dir, 40)
+    assert all(torch.isfinite(t).all() for t in final["model"].values())
+
+
+@pytest.mark.slow
+def test_too_many_in_a_row_end_the_worker_unsaved_and_each_restart_resumes_from_before_them(make_job):
+    # Deterministic divergence from step 5 on: every restart resumes from step 4 and gives up at
+    # step 7 again; with one restart allowed the node then fails (torchrun exits 1).
+    job = make_job("--total-steps=40", "--global-batch-size=16", "--checkpoint-every=2", "--max-nonfinite-steps=2",
+                   nnodes="1:1", extra_env={FAULT_NAN_STEPS: "5-40", "PET_MAX_RESTARTS": "1"})
+    node = job.start_node()
+    assert node.wait(TIMEOUT) == 1
+
+    exits = [(e["step"], e["code"]) for e in job.events.snapshot() if e.kind == "exit"]
+    assert exits == [(7, EXIT_NONFINITE), (7, EXIT_NONFINITE)]
+    assert [e["step"] for e in job.events.snapshot() if e.kind == "resumed"] == [4]
+    store = CheckpointStore(job.checkpoint_dir)
+    assert max(c.step for c in store.committed()) == 4  # step 6, inside the NaN run, was not saved
+    assert all(torch.isfinite(t).all() for t in store.load_latest("cpu")[0]["model"].values())
+
+
+@pytest.mark.slow
+def test_in_place_groups_skip_the_same_steps_and_keep_agreeing(tmp_path):
+    if lighthouse_binary() is None:
+        pytest.fail("torchft_lighthouse is not installed (pip install -e .[dev] installs torchft)")
+    args = ["--total-steps=40", "--global-batch-size=32", "--checkpoint-every=10", "--step-delay-s=0.02"]
+    with InplaceJob(tmp_path / "job", args, groups=2, extra_env={FAULT_NAN_STEPS: "20-22"}) as job:
+        nodes = [job.start_group(0), job.start_group(1)]
+        assert [node.wait(TIMEOUT) for node in nodes] == [0, 0]
+        events = job.events.snapshot()
+    skipped = sorted((e["group"], e["step"]) for e in events if e.kind == "nonfinite")
+    assert skipped == [(g, s) for g in (0, 1) for s in (20, 21, 22)]
+    digests: dict[int, set[float]] = {}
+    for e in events:
+        if e.kind == "step" and e["world"] == 2:
+            digests.setdefault(e["step"], set()).add(e["digest"])
+    assert all(len(d) == 1 for d in digests.values()), "the groups' weights differ"
+    # a step's digest is of the weights it was computed from: 20..23 all saw the weights after step 19
+    assert digests[20] == digests[21] == digests[22] == digests[23] != digests[24]
