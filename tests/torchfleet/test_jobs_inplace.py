@@ -92,6 +92,8 @@ def test_the_indexed_job_is_what_the_trainer_reads(case):
                                                                                   req.max_nodes)
     assert spec["maxFailedIndexes"] == req.max_nodes - req.min_nodes  # goes on while min groups can train
     assert spec["podReplacementPolicy"] == "Failed"  # never two pods claiming one replica group
+    # a group exits 0 only after the final checkpoint (test_inplace_runs.py): one success is the job's
+    assert spec["successPolicy"] == {"rules": [{"succeededCount": 1}]}
     (container,) = spec["template"]["spec"]["containers"]
     fail_job, ignore = spec["podFailurePolicy"]["rules"]
     assert fail_job["onExitCodes"] == {"containerName": container["name"], "operator": "In",

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 from elastic_trainer.checkpoint import CheckpointStore
 from elastic_trainer.inplacerun import InplaceJob, lighthouse_binary
+from elastic_trainer.trainer import FAULT_STALL_COMMIT
 
 pytestmark = pytest.mark.slow
 
@@ -109,3 +110,20 @@ def test_sigterm_checkpoints_and_exits_143_while_the_others_go_on(make_job):
     after = first_step(job, stop.t, world=1, node=nodes[0].name)
     assert after["step"] > stop["step"] - 1
     assert job.workers(nodes[0]) == survivor_workers
+
+
+def test_no_group_exits_0_before_the_final_checkpoint_is_committed(tmp_path):
+    # The Kubernetes Job succeeds at its first index that exits 0 and stops the others
+    # (inplace_job.py successPolicy): a group that does not write the final checkpoint must wait for
+    # it. The writer's final save is held back 3 s here; both groups train every step (min 2).
+    args = ["--total-steps=30", "--global-batch-size=32", "--checkpoint-every=10", "--step-delay-s=0.02"]
+    with InplaceJob(tmp_path / "job", args, groups=2, min_groups=2,
+                     extra_env={FAULT_STALL_COMMIT: "30:3"}) as job:
+        nodes = [job.start_group(0), job.start_group(1)]
+        assert [node.wait(TIMEOUT) for node in nodes] == [0, 0]
+        events = job.events.snapshot()
+    final = [e for e in events if e.kind == "ckpt" and e["reason"] == "final"]
+    seen = [e for e in events if e.kind == "final_seen"]
+    assert len(final) == 1 and final[0]["step"] == 30
+    assert len(seen) == 1 and seen[0]["group"] != final[0]["group"]
+    assert seen[0].t >= final[0].t and seen[0]["waited_s"] >= 2.0

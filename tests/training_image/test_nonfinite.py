@@ -99,8 +99,9 @@ def test_too_many_in_a_row_end_the_worker_unsaved_and_each_restart_resumes_from_
 def test_in_place_groups_skip_the_same_steps_and_keep_agreeing(tmp_path):
     if lighthouse_binary() is None:
         pytest.fail("torchft_lighthouse is not installed (pip install -e .[dev] installs torchft)")
+    # min_groups=2: the first group to start could otherwise train past the poisoned steps alone
     args = ["--total-steps=40", "--global-batch-size=32", "--checkpoint-every=10", "--step-delay-s=0.02"]
-    with InplaceJob(tmp_path / "job", args, groups=2, extra_env={FAULT_NAN_STEPS: "20-22"}) as job:
+    with InplaceJob(tmp_path / "job", args, groups=2, min_groups=2, extra_env={FAULT_NAN_STEPS: "20-22"}) as job:
         nodes = [job.start_group(0), job.start_group(1)]
         assert [node.wait(TIMEOUT) for node in nodes] == [0, 0]
         events = job.events.snapshot()
@@ -113,3 +114,16 @@ def test_in_place_groups_skip_the_same_steps_and_keep_agreeing(tmp_path):
     assert all(len(d) == 1 for d in digests.values()), "the groups' weights differ"
     # a step's digest is of the weights it was computed from: 20..23 all saw the weights after step 19
     assert digests[20] == digests[21] == digests[22] == digests[23] != digests[24]
+
+
+@pytest.mark.slow
+def test_the_synthetic_example_trains_at_a_global_batch_of_four(make_job):
+    # It diverged to NaN within ~30 steps at this batch before its gradient was clipped (--clip-grad-norm).
+    job = make_job("--total-steps=300", "--global-batch-size=4", "--checkpoint-every=100", "--progress-every=10",
+                   nnodes="1:1")
+    node = job.start_node()
+    assert job.wait_for("done", TIMEOUT)["step"] == 300
+    assert node.wait(TIMEOUT) == 0
+    assert not [e for e in job.events.snapshot() if e.kind == "nonfinite"]
+    losses = [e["loss"] for e in job.steps()]
+    assert all(math.isfinite(loss) for loss in losses) and losses[-1] < losses[0]

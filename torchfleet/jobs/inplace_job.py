@@ -93,6 +93,12 @@ def indexed_job(req: JobRequest, target: Target) -> dict[str, Any]:
             "backoffLimitPerIndex": BACKOFF_LIMIT_PER_INDEX,
             "maxFailedIndexes": req.max_nodes - req.min_nodes,
             "podReplacementPolicy": "Failed",
+            # A group exits 0 only once the job's last step is trained and its final checkpoint is
+            # committed (training-image/elastic_trainer/inplace.py, _finish), so the first index to
+            # succeed means the job did: without this rule, an index whose retries ran out (a crash-
+            # looping node) would mark a finished job Failed. The rest are then stopped.
+            # (KEP-3998: beta and on by default in 1.31, GA in 1.33.)
+            "successPolicy": {"rules": [{"succeededCount": 1}]},
             "podFailurePolicy": {
                 "rules": [
                     {"action": "FailJob",

@@ -46,6 +46,7 @@ from elastic_trainer.inplace_addresses import advertised_host, manager_addresses
 from elastic_trainer.nonfinite import NonFiniteGuard, nan_steps
 from elastic_trainer.signals import StopRequest
 from elastic_trainer.staging import HostSnapshot
+from elastic_trainer.trainer import stall_commit_at
 
 # Which recovery a job uses: "restart" (torchrun restarts every worker, trainer.py) or "inplace".
 ENV_RECOVERY = "TORCHFLEET_RECOVERY"
@@ -63,6 +64,9 @@ ENV_QUORUM_TIMEOUT_S = "TORCHFLEET_INPLACE_QUORUM_TIMEOUT_S"
 # reduces CUDA tensors through host memory). gloo on a GPU is for two groups sharing one GPU,
 # which NCCL refuses: bench/goodput.py --overhead measures a heal from a peer that way.
 ENV_BACKEND = "TORCHFLEET_INPLACE_BACKEND"
+# How long a group that does not write the final checkpoint waits for it before it exits (_finish):
+# the writer's final save of a large state to a network store can take minutes.
+FINAL_WAIT_S = float(os.environ.get("TORCHFLEET_INPLACE_FINAL_WAIT_S", "600"))
 EXIT_BAD_SETTINGS = 2  # the node does not start the worker again (replica_node.FINAL_CODES)
 REQUIRED_KEYS = ("model", "optimizer", "sampler", "rng", "step")
 
@@ -397,6 +401,8 @@ class _InplaceRun:
             digest = _digest(self.model) if report else None
             # The quorum's loss sum is the same in every group, so all skip a non-finite step alike.
             if self.guard.admits(loss_sum, step, group=self.group):
+                if cfg.clip_grad_norm is not None:  # the quorum's averaged gradient: every group scales alike
+                    nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_grad_norm)
                 self.optimizer.step()
             if self.scheduler is not None:
                 self.scheduler.step()  # also after a skipped update: the schedule follows the global step
@@ -436,10 +442,32 @@ class _InplaceRun:
         return self._failed_save
 
     def _finish(self, step: int) -> int:
-        """The last step: the group of replica rank 0 writes the final checkpoint (the others exit 0)."""
+        """The last step: the group of replica rank 0 writes the final checkpoint; the others wait for it.
+
+        The Kubernetes Job succeeds at the first group that exits 0 and stops the rest
+        (torchfleet/jobs/inplace_job.py, successPolicy), so no group may exit 0 before the final
+        checkpoint is committed.
+        """
         if self.trained and self.manager.participating_rank() == 0:  # not a group that found the job done
             self._checkpoint(None, step, "final")
-        return self.failed_save()
+            return self.failed_save()
+        return self._await_final(step)
+
+    def _await_final(self, step: int) -> int:
+        deadline = time.monotonic() + FINAL_WAIT_S
+        started = time.monotonic()
+        while not any(c.step >= step for c in self.store.committed()):
+            if self.stop:  # a spot notice: the writer's group finishes the job
+                return 128 + self.stop.signum
+            if time.monotonic() > deadline:
+                # The writer died before committing it: start again, so that whichever group holds the
+                # state trains on from the newest checkpoint and writes the final one.
+                log.warning("no final checkpoint of step %d after %.0f s", step, time.monotonic() - started)
+                emit("exit", group=self.group, step=step, code=EXIT_MEMBERSHIP_CHANGE, reason="no final checkpoint")
+                return EXIT_MEMBERSHIP_CHANGE
+            time.sleep(0.2)
+        emit("final_seen", group=self.group, step=step, waited_s=round(time.monotonic() - started, 3))
+        return 0
 
     def _claim(self) -> int:
         """A new generation whenever this group becomes the writer of a new quorum (checkpoint.py's fence).
@@ -477,8 +505,12 @@ class _InplaceRun:
         blocked = time.monotonic() - started
         info = {"world_size": 1, "epoch": epoch, "reason": reason, "recovery": "inplace", "group": self.group}
 
+        stall = stall_commit_at()  # fault injection (tests): this step's checkpoint is slow to write
+
         def write():
             began = time.monotonic()
+            if stall and stall[0] == step:
+                time.sleep(stall[1])
             saved = self.store.save(staged, step=step, generation=generation, info=info)
             emit("ckpt", step=step, gen=generation, group=self.group, reason=reason, path=str(saved.path),
                  blocked_s=round(blocked, 3), write_s=round(time.monotonic() - began, 3))

@@ -49,8 +49,9 @@ def lighthouse_command(port: int, min_replicas: int = 1, heartbeat_timeout_ms: i
 class Lighthouse:
     """One job's Lighthouse as a real process; ``stop`` kills it, ``start`` brings it back on the same port."""
 
-    def __init__(self, port: int | None = None, log_path: Path | None = None) -> None:
+    def __init__(self, port: int | None = None, log_path: Path | None = None, min_replicas: int = 1) -> None:
         self.port = port or free_port()
+        self.min_replicas = min_replicas
         self.log_path = log_path
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -60,8 +61,8 @@ class Lighthouse:
 
     def start(self) -> Lighthouse:
         log = self.log_path.open("ab") if self.log_path else subprocess.DEVNULL
-        self.proc = subprocess.Popen(lighthouse_command(self.port), stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(lighthouse_command(self.port, self.min_replicas), stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
         if self.log_path:
             log.close()
         return self
@@ -83,6 +84,10 @@ class InplaceJob:
     workdir: Path
     script_args: Sequence[str]
     groups: int = 3
+    # Groups a step needs, told to the Lighthouse and the trainers alike, as a Kubernetes job does
+    # (torchfleet/jobs/inplace_job.py): a trainer wanting more than its Lighthouse forms quorums of
+    # only drops steps, and a group joining one at step 0 deadlocks with it.
+    min_groups: int = 1
     script: Path = SYNTHETIC_EXAMPLE
     extra_env: Mapping[str, str] = field(default_factory=dict)
     nodes: list[Node] = field(default_factory=list)
@@ -90,7 +95,7 @@ class InplaceJob:
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.events = EventLog()
-        self.lighthouse = Lighthouse(log_path=self.workdir / "lighthouse.log")
+        self.lighthouse = Lighthouse(log_path=self.workdir / "lighthouse.log", min_replicas=self.min_groups)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -105,6 +110,7 @@ class InplaceJob:
             PYTHONPATH=os.pathsep.join(dict.fromkeys(paths)), PYTHONUNBUFFERED="1", GLOO_SOCKET_IFNAME="lo",
             OMP_NUM_THREADS="1", TORCHFLEET_RECOVERY="inplace", TORCHFT_LIGHTHOUSE=self.lighthouse.address,
             TORCHFLEET_REPLICA_GROUP=str(group), TORCHFLEET_REPLICA_GROUPS=str(self.groups),
+            TORCHFLEET_MIN_REPLICA_GROUPS=str(self.min_groups),
             RUST_LOG="error",  # torchft's servers log every quorum at info
         )
         env.update(self.extra_env)

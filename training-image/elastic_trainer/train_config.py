@@ -8,6 +8,7 @@ usage error naming the flag. Scripts import it from ``elastic_trainer.trainer``,
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,14 @@ def _at_least(minimum: int):
     return parse
 
 
+def _positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0, else a usage error naming the value."""
+    value = float(text)
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     checkpoint_dir: Path
@@ -46,6 +55,7 @@ class TrainConfig:
     async_checkpoint: bool = True  # training blocks only for the copy to host memory (issue 11)
     checkpoint_format: str = "single"  # one of CHECKPOINT_FORMATS
     max_nonfinite_steps: int = 10  # NaN/inf losses in a row whose updates are skipped (nonfinite.py)
+    clip_grad_norm: float | None = None  # the gradient's largest L2 norm (over all parameters); None: no clipping
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +81,9 @@ class TrainConfig:
         parser.add_argument("--checkpoint-format", choices=CHECKPOINT_FORMATS, default="single",
                             help="single: rank 0 writes one state.pt; sharded: every rank writes part of the "
                                  "bytes (torch.distributed.checkpoint), for states too big for one writer")
+        parser.add_argument("--clip-grad-norm", type=_positive_float, default=None, metavar="NORM",
+                            help="scale the gradient down to this L2 norm (over all parameters) when it is "
+                                 "larger, before each update (default: no clipping)")
         parser.add_argument("--max-nonfinite-steps", type=_at_least(0), default=10,
                             help="steps in a row whose NaN or infinite loss only skips their update; one more "
                                  "ends the worker without saving, to resume from the last checkpoint (default: 10)")
@@ -83,5 +96,5 @@ class TrainConfig:
             keep_checkpoints=args.keep_checkpoints, seed=args.seed, tensorboard_dir=args.tensorboard_dir,
             num_workers=args.num_workers, step_delay_s=args.step_delay_s, progress_every=args.progress_every,
             async_checkpoint=args.async_checkpoint, checkpoint_format=args.checkpoint_format,
-            max_nonfinite_steps=args.max_nonfinite_steps,
+            max_nonfinite_steps=args.max_nonfinite_steps, clip_grad_norm=args.clip_grad_norm,
         )

@@ -91,7 +91,7 @@ def _hold_for_world() -> tuple[int, int] | None:
     return (int(step), int(world)) if world else None
 
 
-def _stall_commit_at() -> tuple[int, float] | None:
+def stall_commit_at() -> tuple[int, float] | None:
     spec = os.environ.get(FAULT_STALL_COMMIT)
     if not spec:
         return None
@@ -110,7 +110,7 @@ class _Run:
         else:
             self.device = torch.device("cpu")
         self.checkpoints = LoopCheckpoints(cfg, rank=self.rank, world=self.world, device=self.device, stop=stop,
-                                           stall=_stall_commit_at())
+                                           stall=stall_commit_at())
         self.store = self.checkpoints.store
         self.scalars = Scalars(cfg.tensorboard_dir, self.rank)
         self.hold = _hold_for_world()
@@ -274,6 +274,8 @@ class _Run:
             stop_votes, loss_sum = flags.tolist()
             stopping = stop_votes > 0
             if guard.admits(loss_sum, step, gen=generation):
+                if cfg.clip_grad_norm is not None:  # the same all-reduced gradient on every rank: the same scaling
+                    nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm)
                 # a checkpoint's copy may still be reading what the step changes
                 self.checkpoints.snapshot.before_update()
                 optimizer.step()
