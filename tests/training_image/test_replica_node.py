@@ -127,6 +127,8 @@ def test_sigterm_reaches_the_worker_and_its_code_is_the_nodes(tmp_path):
           "TORCHFLEET_INPLACE_QUORUM_TIMEOUT_S": "0"}, "TORCHFLEET_INPLACE_QUORUM_TIMEOUT_S='0': must be a positive"),
         ({"TORCHFLEET_REPLICA_GROUP": "0", "TORCHFLEET_REPLICA_GROUPS": "2", "TORCHFT_LIGHTHOUSE": "http://lh:1",
           "TORCHFLEET_INPLACE_TIMEOUT_S": "soon"}, "TORCHFLEET_INPLACE_TIMEOUT_S='soon'"),
+        ({"TORCHFLEET_REPLICA_GROUP": "0", "TORCHFLEET_REPLICA_GROUPS": "2", "TORCHFT_LIGHTHOUSE": "http://lh:1",
+          "TORCHFLEET_INPLACE_FINAL_WAIT_S": "-5"}, "TORCHFLEET_INPLACE_FINAL_WAIT_S='-5': must be a positive"),
     ],
 )
 def test_inplace_settings_are_refused_naming_the_variable_and_end_the_node(tmp_path, monkeypatch, caplog, environ,
@@ -136,7 +138,8 @@ def test_inplace_settings_are_refused_naming_the_variable_and_end_the_node(tmp_p
     from elastic_trainer.trainer import TrainConfig
 
     for name in ("TORCHFLEET_REPLICA_GROUP", "TORCHFLEET_REPLICA_GROUPS", "JOB_COMPLETION_INDEX", "TORCHFT_LIGHTHOUSE",
-                 "TORCHFLEET_INPLACE_TIMEOUT_S", "TORCHFLEET_INPLACE_QUORUM_TIMEOUT_S"):
+                 "TORCHFLEET_INPLACE_TIMEOUT_S", "TORCHFLEET_INPLACE_QUORUM_TIMEOUT_S",
+                 "TORCHFLEET_INPLACE_FINAL_WAIT_S"):
         monkeypatch.delenv(name, raising=False)
     for name, value in environ.items():
         monkeypatch.setenv(name, value)

@@ -46,7 +46,7 @@ from elastic_trainer.inplace_addresses import advertised_host, manager_addresses
 from elastic_trainer.nonfinite import NonFiniteGuard, nan_steps
 from elastic_trainer.signals import StopRequest
 from elastic_trainer.staging import HostSnapshot
-from elastic_trainer.trainer import stall_commit_at
+from elastic_trainer.trainer import REQUIRED_KEYS, stall_commit_at  # the same checkpoints, the same fault hook
 
 # Which recovery a job uses: "restart" (torchrun restarts every worker, trainer.py) or "inplace".
 ENV_RECOVERY = "TORCHFLEET_RECOVERY"
@@ -66,9 +66,8 @@ ENV_QUORUM_TIMEOUT_S = "TORCHFLEET_INPLACE_QUORUM_TIMEOUT_S"
 ENV_BACKEND = "TORCHFLEET_INPLACE_BACKEND"
 # How long a group that does not write the final checkpoint waits for it before it exits (_finish):
 # the writer's final save of a large state to a network store can take minutes.
-FINAL_WAIT_S = float(os.environ.get("TORCHFLEET_INPLACE_FINAL_WAIT_S", "600"))
+ENV_FINAL_WAIT_S = "TORCHFLEET_INPLACE_FINAL_WAIT_S"
 EXIT_BAD_SETTINGS = 2  # the node does not start the worker again (replica_node.FINAL_CODES)
-REQUIRED_KEYS = ("model", "optimizer", "sampler", "rng", "step")
 
 
 def recovery_mode(environ: dict[str, str] | os._Environ[str] = os.environ) -> str:
@@ -145,6 +144,7 @@ class _InplaceRun:
         self.min_groups = _env_int(ENV_MIN_GROUPS, 1, 1)
         self.timeout = timedelta(seconds=_env_seconds(ENV_TIMEOUT_S, 10.0))
         self.quorum_timeout = timedelta(seconds=_env_seconds(ENV_QUORUM_TIMEOUT_S, 10.0))
+        self.final_wait_s = _env_seconds(ENV_FINAL_WAIT_S, 600.0)
         self.lighthouse = os.environ.get(ENV_LIGHTHOUSE, "")
         if not self.lighthouse:
             raise ValueError(f"{ENV_LIGHTHOUSE} is not set: the in-place mode needs the job's Lighthouse address")
@@ -454,7 +454,7 @@ class _InplaceRun:
         return self._await_final(step)
 
     def _await_final(self, step: int) -> int:
-        deadline = time.monotonic() + FINAL_WAIT_S
+        deadline = time.monotonic() + self.final_wait_s
         started = time.monotonic()
         while not any(c.step >= step for c in self.store.committed()):
             if self.stop:  # a spot notice: the writer's group finishes the job
