@@ -91,3 +91,24 @@ def test_a_channels_last_weight_gets_a_gradient_of_its_layout_in_the_buffer():
                                                          strict=True)), (x,)).sum()
     grads = torch.autograd.grad(expected, reference)
     assert all(torch.allclose(p.grad, g) for p, g in zip(model.parameters(), grads, strict=True))
+
+
+def test_the_store_prunes_in_a_hurry_once_a_stop_is_requested(tmp_path, monkeypatch):
+    # A spot notice during a periodic write's prune must end its hashing: the stop's save waits for it
+    # (checkpoint.py, in_a_hurry), in this mode as in the restart mode.
+    import signal
+    from types import SimpleNamespace
+
+    from elastic_trainer.signals import StopRequest
+    from elastic_trainer.trainer import TrainConfig
+
+    for name, value in {"TORCHFLEET_REPLICA_GROUP": "0", "TORCHFLEET_REPLICA_GROUPS": "2",
+                        "TORCHFT_LIGHTHOUSE": "http://127.0.0.1:1"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("POD_IP", raising=False)
+    request = StopRequest()
+    run = inplace._InplaceRun(SimpleNamespace(dataset=list(range(64))),
+                              TrainConfig(checkpoint_dir=tmp_path, total_steps=4, global_batch_size=8), request)
+    assert not run.store.in_a_hurry()
+    request.signum = signal.SIGTERM
+    assert run.store.in_a_hurry()

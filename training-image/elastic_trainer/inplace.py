@@ -151,7 +151,8 @@ class _InplaceRun:
         advertised_host()  # a POD_IP that is no address: exit 2 now, not an unreachable group later
         self.device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
         self.backend = _backend(self.device)
-        self.store = CheckpointStore(cfg.checkpoint_dir, keep=cfg.keep_checkpoints)
+        # in a hurry while a spot notice is under way: the stop save's prune hashes no older checkpoint
+        self.store = CheckpointStore(cfg.checkpoint_dir, keep=cfg.keep_checkpoints, in_a_hurry=lambda: bool(stop))
         self.scalars = Scalars(cfg.tensorboard_dir, 0 if self.group == 0 else 1)
         self.snapshot = HostSnapshot(pin=self.device.type == "cuda")
         self.guard = NonFiniteGuard(cfg.max_nonfinite_steps, report=True)  # every group logs its own
