@@ -127,3 +127,11 @@ def test_the_synthetic_example_trains_at_a_global_batch_of_four(make_job):
     assert not [e for e in job.events.snapshot() if e.kind == "nonfinite"]
     losses = [e["loss"] for e in job.steps()]
     assert all(math.isfinite(loss) for loss in losses) and losses[-1] < losses[0]
+
+
+def test_a_finite_loss_with_a_non_finite_gradient_norm_is_skipped_too():
+    guard = NonFiniteGuard(limit=3, report=False)
+    assert guard.admits(0.5, 1, grad_norm=2.0)
+    assert not guard.admits(0.5, 2, grad_norm=math.inf) and guard.in_a_row == 1  # overflowed in backward
+    assert not guard.admits(0.5, 3, grad_norm=math.nan) and guard.in_a_row == 2
+    assert guard.admits(0.5, 4, grad_norm=1e30) and guard.in_a_row == 0

@@ -401,9 +401,10 @@ class _InplaceRun:
             report = step % cfg.progress_every == 0 or step == cfg.total_steps
             digest = _digest(self.model) if report else None
             # The quorum's loss sum is the same in every group, so all skip a non-finite step alike.
-            if self.guard.admits(loss_sum, step, group=self.group):
-                if cfg.clip_grad_norm is not None:  # the quorum's averaged gradient: every group scales alike
-                    nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_grad_norm)
+            grad_norm = None
+            if cfg.clip_grad_norm is not None:  # the quorum's averaged gradient: every group scales alike
+                grad_norm = float(nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_grad_norm))
+            if self.guard.admits(loss_sum, step, grad_norm, group=self.group):
                 self.optimizer.step()
             if self.scheduler is not None:
                 self.scheduler.step()  # also after a skipped update: the schedule follows the global step

@@ -45,17 +45,23 @@ class NonFiniteGuard:
         self.in_a_row = 0
         self.skipped = 0
 
-    def admits(self, loss_sum: float, step: int, **fields: object) -> bool:
-        """True: apply the update of ``step`` (1-based, the step being taken). False: skip it."""
-        if math.isfinite(loss_sum):
+    def admits(self, loss_sum: float, step: int, grad_norm: float | None = None, **fields: object) -> bool:
+        """True: apply the update of ``step`` (1-based, the step being taken). False: skip it.
+
+        ``grad_norm``: the gradient's norm where the trainer computed it anyway (--clip-grad-norm);
+        a finite loss can still overflow in the backward pass, and clipping a NaN gradient keeps it NaN.
+        """
+        if math.isfinite(loss_sum) and (grad_norm is None or math.isfinite(grad_norm)):
             self.in_a_row = 0
             return True
         self.in_a_row += 1
         self.skipped += 1
         if self.report:
-            log.warning("step %d: the loss is %s; its update is skipped (%d in a row, at most %d)",
-                        step, loss_sum, self.in_a_row, self.limit)
-            emit("nonfinite", step=step, loss=str(loss_sum), in_a_row=self.in_a_row, **fields)
+            what = "loss" if not math.isfinite(loss_sum) else "gradient norm"
+            log.warning("step %d: the %s is not finite; its update is skipped (%d in a row, at most %d)",
+                        step, what, self.in_a_row, self.limit)
+            norm = {} if grad_norm is None else {"grad_norm": str(grad_norm)}
+            emit("nonfinite", step=step, loss=str(loss_sum), in_a_row=self.in_a_row, **norm, **fields)
         return False
 
     @property

@@ -273,9 +273,10 @@ class _Run:
             step += 1
             stop_votes, loss_sum = flags.tolist()
             stopping = stop_votes > 0
-            if guard.admits(loss_sum, step, gen=generation):
-                if cfg.clip_grad_norm is not None:  # the same all-reduced gradient on every rank: the same scaling
-                    nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm)
+            grad_norm = None
+            if cfg.clip_grad_norm is not None:  # the same all-reduced gradient on every rank: the same scaling
+                grad_norm = float(nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm))
+            if guard.admits(loss_sum, step, grad_norm, gen=generation):
                 # a checkpoint's copy may still be reading what the step changes
                 self.checkpoints.snapshot.before_update()
                 optimizer.step()
@@ -290,6 +291,8 @@ class _Run:
                      loss=None if mean_loss is None else round(mean_loss, 6))
                 if mean_loss is not None:
                     self.scalars.add("train/loss", mean_loss, step)
+                if grad_norm is not None and not guard.in_a_row:
+                    self.scalars.add("train/grad_norm", grad_norm, step)  # before clipping
                 self.scalars.add("train/world_size", self.world, step)
             if guard.gave_up:  # nothing is saved: resume from the newest checkpoint, of finite weights
                 if self.rank == 0:
