@@ -388,7 +388,6 @@ def etcd_server() -> Iterator[Etcd]:
 def kill_and_resume(job: LocalJob, victim: Node, world_after: int, timeout: float = 180) -> dict:
     """SIGKILL ``victim``'s tree; time until the survivors take their next step."""
     killed_at = victim.kill()
-    last_step = max((e["step"] for e in job.steps() if e.t <= killed_at), default=0)
     first = job.events.wait_for(
         lambda e: e.kind == "step" and e.t > killed_at and e["world"] == world_after, timeout,
         describe=f"step at world size {world_after} after the kill",
@@ -396,6 +395,10 @@ def kill_and_resume(job: LocalJob, victim: Node, world_after: int, timeout: floa
     # "start" when no checkpoint had been committed yet: everything is redone from step 0
     restarts = [e for e in job.events.snapshot() if e.kind in ("resumed", "start") and killed_at < e.t <= first.t]
     resumed_step = restarts[-1].data.get("step", 0) if restarts else first["step"] - 1
+    # The old group's last step, even if its event came just after the kill (a step the victim had
+    # already done its part of): what `torchfleet status` counts as lost too (jobs/summary.py).
+    old_group_until = restarts[0].t if restarts else first.t
+    last_step = max((e["step"] for e in job.steps() if e.t < old_group_until), default=0)
     return {
         "node": victim.name,
         "last_step_before_kill": last_step,

@@ -264,6 +264,8 @@ class _Run:
             if step + 1 in poisoned:
                 loss = loss * float("nan")
             (loss * scale).backward()
+            if cfg.step_delay_s:  # pacing for demos and tests: stands for a bigger model's compute
+                time.sleep(cfg.step_delay_s)
             # One small all-reduce carries "some rank got SIGTERM" and the loss sum, read before the
             # update so that a NaN or infinite loss skips it on every rank alike (nonfinite.py).
             signalled = bool(self.stop)
@@ -283,8 +285,6 @@ class _Run:
             if scheduler is not None:
                 scheduler.step()  # also after a skipped update: the schedule follows the global step
             optimizer.zero_grad(set_to_none=True)
-            if cfg.step_delay_s:
-                time.sleep(cfg.step_delay_s)
             if self.rank == 0 and (step % cfg.progress_every == 0 or step == first_step):
                 mean_loss = loss_sum / cfg.global_batch_size if not guard.in_a_row else None
                 emit("step", step=step, world=self.world, gen=generation,
