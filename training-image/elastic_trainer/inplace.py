@@ -420,7 +420,7 @@ class _InplaceRun:
                         self.scalars.add("train/loss", mean_loss, step)
                     self.scalars.add("train/replica_groups", quorum[0], step)
             if self.guard.gave_up:  # nothing is saved; the node restarts the worker (nonfinite.py)
-                log.error("the loss was not finite for %d steps in a row (--max-nonfinite-steps=%d): "
+                log.error("the loss or gradient was not finite for %d steps in a row (--max-nonfinite-steps=%d): "
                           "stopping without a checkpoint", self.guard.in_a_row, cfg.max_nonfinite_steps)
                 emit("exit", group=self.group, step=step, code=EXIT_NONFINITE, reason="nonfinite")
                 return EXIT_NONFINITE

@@ -296,7 +296,7 @@ class _Run:
                 self.scalars.add("train/world_size", self.world, step)
             if guard.gave_up:  # nothing is saved: resume from the newest checkpoint, of finite weights
                 if self.rank == 0:
-                    log.error("the loss was not finite for %d steps in a row (--max-nonfinite-steps=%d): "
+                    log.error("the loss or gradient was not finite for %d steps in a row (--max-nonfinite-steps=%d): "
                               "stopping without a checkpoint; the restarted workers resume from the newest one",
                               guard.in_a_row, cfg.max_nonfinite_steps)
                 emit("exit", rank=self.rank, step=step, code=EXIT_NONFINITE, reason="nonfinite")
