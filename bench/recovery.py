@@ -103,8 +103,9 @@ def main(argv: list[str] | None = None) -> int:
             fresh = cycles(etcd, Path(tmp) / "fresh", TUNED_RDZV_CONF, args.no_preload_repeats,
                            sigterm=False, quiet=quiet, preload=False)
 
-    def median(runs: list[dict], key: str) -> float:
-        return round(statistics.median(r[key] for r in runs), 2)
+    def median(runs: list[dict], key: str) -> float | None:
+        values = [r[key] for r in runs]
+        return round(statistics.median(values), 2) if values else None  # None: that part was not run (0 repeats)
 
     def samples(runs: list[dict], key: str) -> list[float]:
         return [r[key] for r in runs]
@@ -136,9 +137,10 @@ def main(argv: list[str] | None = None) -> int:
         result["replacement_join_s_without_preload"] = median(fresh["joins"], "replacement_join_s")
         result["samples"]["kill_to_resume_s_without_preload"] = samples(fresh["kills"], "kill_to_resume_s")
         result["samples"]["replacement_join_s_without_preload"] = samples(fresh["joins"], "replacement_join_s")
-    result["speedup_vs_torch_defaults"] = round(
-        result["kill_to_resume_s_torch_defaults"] / result["kill_to_resume_s"], 1
-    )
+    if result["kill_to_resume_s_torch_defaults"] is not None:
+        result["speedup_vs_torch_defaults"] = round(
+            result["kill_to_resume_s_torch_defaults"] / result["kill_to_resume_s"], 1
+        )
     print(json.dumps(result, indent=None if args.json else 2))
     return 0
 
