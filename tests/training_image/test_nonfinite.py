@@ -38,6 +38,16 @@ def test_a_limit_of_zero_gives_up_at_the_first_non_finite_loss():
     assert not guard.admits(math.nan, 2) and guard.gave_up
 
 
+def _run_to_the_end(make_job, total: int, nan: str, *flags: str, batch: int = 16):
+    """A one-node job with NaN losses at ``nan`` steps; it must finish. The job and each step's loss."""
+    job = make_job(f"--total-steps={total}", f"--global-batch-size={batch}", *flags, nnodes="1:1",
+                   extra_env={FAULT_NAN_STEPS: nan})
+    node = job.start_node()
+    assert job.wait_for("done", TIMEOUT)["step"] == total
+    assert node.wait(TIMEOUT) == 0
+    return job, {e["step"]: e["loss"] for e in job.steps()}
+
+
 def _state(checkpoint_dir, step: int) -> dict:
     store = CheckpointStore(checkpoint_dir)
     checkpoint = next(c for c in store.committed() if c.step == step)
@@ -47,14 +57,9 @@ def _state(checkpoint_dir, step: int) -> dict:
 @pytest.mark.slow
 def test_skipped_steps_leave_weights_and_optimizer_as_they_were(make_job):
     # No periodic checkpoint inside a run of NaN steps: the final one (step 6) shows the state after them.
-    job = make_job("--total-steps=6", "--global-batch-size=16", "--checkpoint-every=4", nnodes="1:1",
-                   extra_env={FAULT_NAN_STEPS: "5-6"})
-    node = job.start_node()
-    assert job.wait_for("done", TIMEOUT)["step"] == 6
-    assert node.wait(TIMEOUT) == 0
+    job, losses = _run_to_the_end(make_job, 6, "5-6", "--checkpoint-every=4")
     skipped = [e for e in job.events.snapshot() if e.kind == "nonfinite"]
     assert [(e["step"], e["loss"], e["in_a_row"]) for e in skipped] == [(5, "nan", 1), (6, "nan", 2)]
-    losses = {e["step"]: e["loss"] for e in job.steps()}
     assert losses[5] is None and losses[6] is None and math.isfinite(losses[4])
 
     before, after = _state(job.checkpoint_dir, 4), _state(job.checkpoint_dir, 6)
@@ -67,12 +72,7 @@ def test_skipped_steps_leave_weights_and_optimizer_as_they_were(make_job):
 
 @pytest.mark.slow
 def test_a_run_with_a_few_nan_steps_trains_on_and_finishes(make_job):
-    job = make_job("--total-steps=40", "--global-batch-size=16", "--checkpoint-every=10", nnodes="1:1",
-                   extra_env={FAULT_NAN_STEPS: "5-6,12"})
-    node = job.start_node()
-    assert job.wait_for("done", TIMEOUT)["step"] == 40
-    assert node.wait(TIMEOUT) == 0
-    losses = {e["step"]: e["loss"] for e in job.steps()}
+    job, losses = _run_to_the_end(make_job, 40, "5-6,12", "--checkpoint-every=10")
     assert [s for s in range(1, 41) if losses[s] is None] == [5, 6, 12]
     final = _state(job.checkpoint_dir, 40)
     assert all(torch.isfinite(t).all() for t in final["model"].values())
@@ -119,14 +119,9 @@ def test_in_place_groups_skip_the_same_steps_and_keep_agreeing(tmp_path):
 @pytest.mark.slow
 def test_the_synthetic_example_trains_at_a_global_batch_of_four(make_job):
     # It diverged to NaN within ~30 steps at this batch before its gradient was clipped (--clip-grad-norm).
-    job = make_job("--total-steps=300", "--global-batch-size=4", "--checkpoint-every=100", "--progress-every=10",
-                   nnodes="1:1")
-    node = job.start_node()
-    assert job.wait_for("done", TIMEOUT)["step"] == 300
-    assert node.wait(TIMEOUT) == 0
+    job, losses = _run_to_the_end(make_job, 300, "", "--checkpoint-every=100", "--progress-every=10", batch=4)
     assert not [e for e in job.events.snapshot() if e.kind == "nonfinite"]
-    losses = [e["loss"] for e in job.steps()]
-    assert all(math.isfinite(loss) for loss in losses) and losses[-1] < losses[0]
+    assert all(math.isfinite(loss) for loss in losses.values()) and losses[300] < losses[1]
 
 
 def test_a_finite_loss_with_a_non_finite_gradient_norm_is_skipped_too():
