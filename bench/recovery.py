@@ -88,10 +88,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="kill/rejoin cycles with torchrun's default settings (about 55 s each)")
     parser.add_argument("--no-preload-repeats", type=int, default=2,
                         help="kill/rejoin cycles with the tuned settings but workers started as fresh interpreters")
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="keep the nodes' logs and checkpoints here (default: a temporary directory, removed)")
     args = parser.parse_args(argv)
     quiet = args.json
 
-    with Etcd() as etcd, tempfile.TemporaryDirectory(prefix="tf-bench-") as tmp:
+    with Etcd() as etcd, tempfile.TemporaryDirectory(prefix="tf-bench-") as scratch:
+        tmp = args.workdir or scratch
         _say(quiet, f"tuned: {format_rdzv_conf(TUNED_RDZV_CONF)}")
         tuned = cycles(etcd, Path(tmp) / "tuned", TUNED_RDZV_CONF, args.repeats, sigterm=True, quiet=quiet)
         _say(quiet, f"torchrun defaults: {format_rdzv_conf(TORCH_DEFAULT_RDZV_CONF)}")
