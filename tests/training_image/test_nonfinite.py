@@ -23,6 +23,12 @@ def test_nan_steps_parses_single_steps_and_ranges(text, steps):
     assert nan_steps({FAULT_NAN_STEPS: text}) == steps
 
 
+@pytest.mark.parametrize("text", ["five", "5-", "-3", "2-x"])
+def test_a_malformed_fault_step_list_is_refused_naming_the_variable(text):
+    with pytest.raises(ValueError, match=f"{FAULT_NAN_STEPS}: .* is not a step or a range"):
+        nan_steps({FAULT_NAN_STEPS: text})
+
+
 def test_the_guard_skips_non_finite_losses_and_gives_up_after_more_than_its_limit_in_a_row():
     guard = NonFiniteGuard(limit=2, report=False)
     decisions = [guard.admits(loss, step) for step, loss in

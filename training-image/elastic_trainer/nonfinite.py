@@ -31,7 +31,9 @@ FAULT_NAN_STEPS = "TORCHFLEET_FAULT_NAN_STEPS"
 def nan_steps(environ=os.environ) -> frozenset[int]:
     steps: set[int] = set()
     for part in filter(None, (p.strip() for p in environ.get(FAULT_NAN_STEPS, "").split(","))):
-        first, _, last = part.partition("-")
+        first, dash, last = part.partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()):
+            raise ValueError(f"{FAULT_NAN_STEPS}: {part!r} is not a step or a range of steps like 5-9")
         steps.update(range(int(first), int(last or first) + 1))
     return frozenset(steps)
 
