@@ -12,9 +12,9 @@ step (torch.amp.GradScaler skips ``optimizer.step``).
 More than ``--max-nonfinite-steps`` such steps *in a row* mean the run has diverged, or a device
 computes wrong values: the worker then writes no checkpoint and exits EXIT_NONFINITE. No periodic
 checkpoint is written inside such a run of steps either, so the workers, restarted like after any
-failure, resume from before it: a transient fault (a bit flip, a bad batch read) does not come back, while a
-truly diverged run diverges again at the same step, uses up its restarts, and the job fails
-(training-image/README.md, "Non-finite loss").
+failure, resume from before it: a transient fault (a bit flip, a bad batch read) does not come
+back, while a truly diverged run diverges again at the same step, uses up its restarts, and the
+job fails (training-image/README.md, "Non-finite loss").
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class NonFiniteGuard:
     """Counts the non-finite steps in a row; says whether a step's update may be applied."""
 
     def __init__(self, limit: int, report: bool) -> None:
-        self.limit = limit  # this many in a row end the worker; 0: the first one does
+        self.limit = limit  # more than this many in a row end the worker; 0: the first one does
         self.report = report  # emit the events (rank 0, or every in-place group)
         self.in_a_row = 0
         self.skipped = 0
