@@ -1,0 +1,115 @@
+"""Build the real control plane's binaries from their pinned Go modules (tests/controlplane/modules/).
+
+    python -m tests.controlplane.build            # every tool, one timed line each
+    python -m tests.controlplane.build kwok etcd  # only these
+
+Each module under modules/ is a tools module: its go.mod pins one upstream release with `tool`
+lines, its go.sum is committed, and `go build -mod=readonly` refuses anything not pinned there.
+The binaries land in .cache/controlplane/bin (git-ignored) with a stamp of the go.sum they came
+from, so a second run only compares stamps; a changed pin rebuilds, and Go's build cache makes
+that quick. One line per tool: "[build] kube-apiserver: go build k8s.io/kubernetes v1.35.4 (412 s)".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MODULES = HERE / "modules"
+REPO = HERE.parents[1]
+BIN = Path(os.environ.get("TORCHFLEET_CONTROLPLANE_BIN", REPO / ".cache" / "controlplane" / "bin"))
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str  # the binary's name in BIN
+    module: str  # the folder under modules/ whose go.mod pins it
+    package: str  # the Go package of its main
+
+
+TOOLS = (
+    Tool("etcd", "etcd", "go.etcd.io/etcd/server/v3"),
+    Tool("kube-apiserver", "kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver"),
+    Tool("kube-controller-manager", "kubernetes", "k8s.io/kubernetes/cmd/kube-controller-manager"),
+    Tool("kube-scheduler", "kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler"),
+    Tool("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok"),
+)
+BY_NAME = {tool.name: tool for tool in TOOLS}
+
+
+class BuildError(RuntimeError):
+    pass
+
+
+def path(name: str) -> Path:
+    """Where the binary NAME lies once built (whether or not it is built yet)."""
+    return BIN / BY_NAME[name].name
+
+
+def pinned_version(tool: Tool) -> str:
+    """The version go.mod pins for the tool's package: 'k8s.io/kubernetes v1.35.4'."""
+    for line in (MODULES / tool.module / "go.mod").read_text().splitlines():
+        words = line.split()
+        if len(words) >= 2 and tool.package.startswith(words[0]) and words[1].startswith("v"):
+            return f"{words[0]} {words[1]}"
+    raise BuildError(f"modules/{tool.module}/go.mod pins no module holding {tool.package}")
+
+
+def _stamp(tool: Tool) -> str:
+    go_version = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, check=True).stdout
+    digest = hashlib.sha256((MODULES / tool.module / "go.sum").read_bytes())
+    digest.update((MODULES / tool.module / "go.mod").read_bytes())
+    digest.update(f"{tool.package}\n{go_version}".encode())
+    return digest.hexdigest()
+
+
+def build(tool: Tool) -> str:
+    """Build one tool unless its stamp says the binary is current; return the line to print."""
+    if shutil.which("go") is None:
+        raise BuildError("the Go toolchain is not on PATH (Go 1.26 or later builds the control plane)")
+    out = BIN / tool.name
+    stamp_file = BIN / f".{tool.name}.stamp"
+    stamp = _stamp(tool)
+    started = time.monotonic()
+    if out.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
+        return f"[build] {tool.name}: present ({pinned_version(tool)})"
+    BIN.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "GOFLAGS": "-mod=readonly -buildvcs=false", "CGO_ENABLED": "0", "GOTOOLCHAIN": "local"}
+    done = subprocess.run(
+        ["go", "build", "-trimpath", "-o", str(out), tool.package],
+        cwd=MODULES / tool.module,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise BuildError(f"go build {tool.package} in modules/{tool.module} failed:\n{done.stderr[-4000:]}")
+    stamp_file.write_text(stamp)
+    seconds = time.monotonic() - started
+    shown = f"{seconds:.1f}" if seconds < 10 else f"{seconds:.0f}"
+    return f"[build] {tool.name}: go build {pinned_version(tool)} ({shown} s)"
+
+
+def main(argv: list[str]) -> int:
+    unknown = [name for name in argv if name not in BY_NAME]
+    if unknown:
+        print(f"unknown tool(s) {', '.join(unknown)}; choose from {', '.join(BY_NAME)}", file=sys.stderr)
+        return 2
+    try:
+        for tool in [BY_NAME[name] for name in argv] or TOOLS:
+            print(build(tool), flush=True)
+    except BuildError as error:
+        print(f"[build] {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
