@@ -1,4 +1,5 @@
-"""Every cloud name Torchfleet derives, checked against that cloud's length and character rules.
+"""Every cloud name Torchfleet derives, and every description a cloud API checks, against that
+cloud's length and character rules.
 
 Three parts, all pure Python (no pulumi import):
 
@@ -70,6 +71,8 @@ _EKS_NAME = {"pattern": r"[0-9A-Za-z][A-Za-z0-9_-]*",
              "allowed": "ASCII letters, digits, '-' and '_', starting with a letter or digit"}
 _RFC1035_NAME = {"pattern": _RFC1035,
                  "allowed": "lowercase letters, digits and '-', starting with a letter, not ending with '-'"}
+_EC2_TEXT = {"pattern": r"[A-Za-z0-9 ._\-:/()#,@\[\]+=&;{}!$*]*",
+             "allowed": "ASCII letters, digits, spaces and ._-:/()#,@[]+=&;{}!$*"}
 _AWS_TAG = {"chars": _aws_tag_chars, "allowed": "letters, digits, spaces and _ . : / = + - @"}
 
 NAME_RULES: dict[str, NameRule] = {
@@ -173,6 +176,34 @@ NAME_RULES: dict[str, NameRule] = {
         r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?", allowed="letters, digits, - _ ., starting and ending alnum",
         min_len=0,
     ),
+    # What EC2 accepts in a security group's description, its name, and each rule's description
+    # (the provider checks none of it, so a bad character fails the create halfway through `pulumi up`:
+    # "NFS from the cluster's nodes only" did, issue 20). Sources: the CreateSecurityGroup API
+    # reference (GroupDescription, GroupName) and IpRange/UserIdGroupPair (rule Description).
+    "ec2-security-group-description": NameRule(
+        255, "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateSecurityGroup.html",
+        **_EC2_TEXT,
+    ),
+    "ec2-security-group-name": NameRule(
+        255, "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateSecurityGroup.html",
+        r"(?!sg-)" + _EC2_TEXT["pattern"], allowed=_EC2_TEXT["allowed"] + ", not starting with sg-",
+    ),
+    "ec2-rule-description": NameRule(
+        255, "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_IpRange.html", **_EC2_TEXT, min_len=0,
+    ),
+    "kms-key-description": NameRule(
+        8192, "https://docs.aws.amazon.com/kms/latest/APIReference/API_CreateKey.html", min_len=0,
+    ),
+    "iam-role-description": NameRule(
+        1000, "https://docs.aws.amazon.com/IAM/latest/APIReference/API_CreateRole.html",
+        r"[\t\n\r\x20-\x7e\xa1-\xff]*", allowed="printable Latin-1 text", min_len=0,
+    ),
+    "gcp-firewall-description": NameRule(
+        2048, "https://cloud.google.com/compute/docs/reference/rest/v1/firewalls", min_len=0,
+    ),
+    "azure-role-assignment-description": NameRule(
+        2048, "https://learn.microsoft.com/rest/api/authorization/role-assignments/create", min_len=0,
+    ),
     "helm-release": NameRule(
         53, "https://helm.sh/docs/chart_template_guide/getting_started/#a-first-template",
         rf"{_DNS_LABEL}(\.{_DNS_LABEL})*", allowed="lowercase letters, digits, '-' and '.'",
@@ -238,7 +269,7 @@ NAME_INPUTS: dict[str, tuple[str, str]] = {
     "aws:cloudwatch/logGroup:LogGroup": ("name", "cloudwatch-log-group"),
     "aws:iam/role:Role": ("name", "aws-autonamed"),
     "aws:iam/rolePolicy:RolePolicy": ("name", "aws-autonamed"),
-    "aws:ec2/securityGroup:SecurityGroup": ("name", "aws-autonamed"),
+    "aws:ec2/securityGroup:SecurityGroup": ("name", "ec2-security-group-name"),
     "gcp:container/cluster:Cluster": ("name", "gke-cluster"),
     "gcp:container/nodePool:NodePool": ("name", "gke-node-pool"),
     "gcp:compute/network:Network": ("name", "gcp-resource"),
@@ -281,6 +312,7 @@ def names_in(resource: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
             yield "aks-dns-prefix", f"{where} dnsPrefix", inputs["dnsPrefix"]
         for i, profile in enumerate(inputs.get("agentPoolProfiles") or []):
             yield "aks-agent-pool", f"{where} agentPoolProfiles[{i}].name", profile.get("name")
+    yield from _descriptions(type_, where, inputs)
     if type_ == "gcp:serviceaccount/account:Account" and "displayName" in inputs:
         yield "gcp-service-account-display-name", f"{where} displayName", inputs["displayName"]
     for prefix, (key_kind, value_kind) in _TAG_KINDS.items():
@@ -296,6 +328,33 @@ def names_in(resource: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
                     yield value_kind, f"{where} {field} {k}", v
     if type_.startswith("kubernetes:") and isinstance(inputs.get("metadata"), dict):
         yield from _kubernetes_names(where, inputs)
+
+
+# Resource type -> (input key, kind) of free text a cloud API checks: descriptions.
+DESCRIPTIONS: dict[str, tuple[str, str]] = {
+    "aws:ec2/securityGroup:SecurityGroup": ("description", "ec2-security-group-description"),
+    "aws:ec2/securityGroupRule:SecurityGroupRule": ("description", "ec2-rule-description"),
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": ("description", "ec2-rule-description"),
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": ("description", "ec2-rule-description"),
+    "aws:kms/key:Key": ("description", "kms-key-description"),
+    "aws:iam/role:Role": ("description", "iam-role-description"),
+    "gcp:compute/firewall:Firewall": ("description", "gcp-firewall-description"),
+    "azure-native:authorization:RoleAssignment": ("description", "azure-role-assignment-description"),
+}
+
+
+def _descriptions(type_: str, where: str, inputs: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
+    if type_ in DESCRIPTIONS:
+        key, kind = DESCRIPTIONS[type_]
+        if key in inputs:
+            yield kind, f"{where} {key}", inputs[key]
+    if type_ == "aws:ec2/securityGroup:SecurityGroup":
+        if "namePrefix" in inputs:  # the provider appends 26 characters
+            yield "ec2-security-group-name", f"{where} namePrefix", inputs["namePrefix"] + "x" * 26
+        for direction in ("ingress", "egress"):
+            for i, rule in enumerate(inputs.get(direction) or []):
+                if isinstance(rule, dict) and "description" in rule:
+                    yield "ec2-rule-description", f"{where} {direction}[{i}].description", rule["description"]
 
 
 def _kubernetes_names(where: str, obj: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:

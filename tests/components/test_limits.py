@@ -62,12 +62,34 @@ def test_every_rule_cites_its_source_and_says_what_it_allows(kind):
         ("k8s-label-value", "store-owner-" + "n" * 39 + "-shared-data", "store-owner-" + "n" * 40 + "-shared-data"),
         ("helm-release", "n" * 53, "n" * 54),
         ("pulumi-stack", "aws-usw2.team_1", "aws usw2"),
+        # Regression (issue 20, AWS review B1): EC2 refused the EFS security group's description.
+        ("ec2-security-group-description", "NFS from the cluster nodes only", "NFS from the cluster's nodes only"),
+        ("ec2-security-group-description", "a-zA-Z0-9 ._-:/()#,@[]+=&;{}!$*", "é"),
+        ("ec2-security-group-description", "d" * 255, "d" * 256),
+        ("ec2-security-group-name", "torchfleet-nfs", "sg-torchfleet"),
+        ("ec2-rule-description", "NFS from EKS nodes", 'NFS "only"'),
+        ("iam-role-description", "Torchfleet nodes", "\u2603"),
     ],
 )
 def test_rule_boundaries(kind, good, bad):
     rule = limits.NAME_RULES[kind]
     assert rule.problem(good) is None
     assert rule.problem(bad) is not None
+
+
+def test_security_group_descriptions_and_rule_descriptions_are_walked():
+    """Every description EC2 checks is in the walk, including each rule's (issue 20)."""
+    sg = {
+        "type": "aws:ec2/securityGroup:SecurityGroup",
+        "name": "nfs",
+        "inputs": {"description": "it's", "ingress": [{"description": "ok"}, {"description": "x'"}]},
+    }
+    problems = limits.name_problems([sg])
+    assert [p.split(": ")[0] for p in problems] == [
+        "aws:ec2/securityGroup:SecurityGroup nfs description",
+        "aws:ec2/securityGroup:SecurityGroup nfs ingress[1].description",
+    ]
+    assert "CreateSecurityGroup" in problems[0]
 
 
 def test_problem_says_the_length_and_the_limit():

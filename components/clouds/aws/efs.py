@@ -110,7 +110,7 @@ class EfsStore(pulumi.ComponentResource):
         sg = aws.ec2.SecurityGroup(
             f"{name}-nfs-sg",
             vpc_id=vpc.id,
-            description="NFS from the cluster's nodes only",
+            description="NFS from the cluster nodes only",  # EC2 refuses an apostrophe here (limits.py)
             ingress=[
                 {
                     "protocol": "tcp",
