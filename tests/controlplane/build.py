@@ -39,6 +39,7 @@ TOOLS = (
     Tool("kube-apiserver", "kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver"),
     Tool("kube-controller-manager", "kubernetes", "k8s.io/kubernetes/cmd/kube-controller-manager"),
     Tool("kube-scheduler", "kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler"),
+    Tool("kubectl", "kubernetes", "k8s.io/kubernetes/cmd/kubectl"),
     Tool("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok"),
 )
 BY_NAME = {tool.name: tool for tool in TOOLS}
