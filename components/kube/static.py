@@ -15,11 +15,19 @@ from components.kube import K8S_BASE
 
 KUSTOMIZATION = K8S_BASE / "kustomization.yaml"
 
-# Files only the TorchElastic operator needs; `training.operator: kubeflow` installs
-# Kubeflow's training-operator instead (kubeflow.py) and uses the same etcd.
+# Files only the TorchElastic operator needs. `training.operator: kubeflow` installs Kubeflow's
+# training-operator instead (kubeflow.py); `job` needs no operator at all: Kubernetes' own Job
+# controller runs batch/v1 Indexed Jobs. Both use the same etcd, store, policies and the jobs'
+# token-less ServiceAccount, and neither gets the ElasticJob CRD, its controller or their RBAC.
 TORCHELASTIC_ONLY = ("crds/", "controller/")
+# What the layer installs for each `training.operator` beside the files common to all.
+OPERATOR_FILES = {"torchelastic": TORCHELASTIC_ONLY, "kubeflow": (), "job": ()}
 # Applied before everything else, which waits for them (namespaced objects need the namespace).
 FIRST = ("namespace.yaml",)
+# A file that must wait for others (beside FIRST): controller-runtime v0.3.0 builds its REST mapper
+# once at start, so a controller started before its CRD is Established fails `For(&ElasticJob{})`
+# and crash-loops until it is (issue 19).
+AFTER = {"controller/deployment.yaml": ("crds/elasticjob.yaml",)}
 # The shared claim, which binds to the layer's PersistentVolume.
 STORAGE = "storage/"
 
@@ -32,10 +40,10 @@ def kustomization_files() -> list[str]:
 
 def files_for(operator: str) -> list[str]:
     """The k8s/base/ files the program applies for this operator, in kustomization order."""
-    files = kustomization_files()
-    if operator == "torchelastic":
-        return files
-    return [f for f in files if not f.startswith(TORCHELASTIC_ONLY)]
+    if operator not in OPERATOR_FILES:
+        raise ValueError(f"training.operator: must be one of {', '.join(OPERATOR_FILES)}, got {operator!r}")
+    own = OPERATOR_FILES[operator]  # str.startswith(()) is False: no operator files of its own
+    return [f for f in kustomization_files() if not f.startswith(TORCHELASTIC_ONLY) or f.startswith(own)]
 
 
 def load(relative: str) -> dict[str, Any]:

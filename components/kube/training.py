@@ -42,7 +42,7 @@ def layer_settings(spec: PlatformSpec, cluster: ClusterHandle) -> transforms.Lay
 
 
 def static_transformations(
-    settings: transforms.LayerSettings, depends_on: Sequence[pulumi.Resource]
+    settings: transforms.LayerSettings, depends_on: Sequence[pulumi.Input[pulumi.Resource]]
 ) -> list[Callable[[dict[str, Any], pulumi.ResourceOptions], None]]:
     """ConfigFile transformations: parametrize each object, and make it wait for `depends_on`.
 
@@ -58,8 +58,20 @@ def static_transformations(
     return [parametrize]
 
 
-def child_options(parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource]) -> pulumi.ResourceOptions:
+def child_options(
+    parent: pulumi.Resource, depends_on: Sequence[pulumi.Input[pulumi.Resource]]
+) -> pulumi.ResourceOptions:
     return pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on))
+
+
+def object_of(config_file: k8s.yaml.ConfigFile) -> pulumi.Output[pulumi.Resource]:
+    """The one object a k8s/base/ file registers, as something to depend on.
+
+    Not the ConfigFile itself: a component in depends_on stands for the children it has when the
+    dependent registers, and a ConfigFile makes its children only once the provider has decoded
+    its YAML, so a dependent could register before them and wait for nothing.
+    """
+    return config_file.resources.apply(lambda objects: next(iter(objects.values())))
 
 
 def check_store(settings: transforms.LayerSettings, store: SharedStore) -> None:
@@ -91,16 +103,18 @@ class TrainingLayer(pulumi.ComponentResource):
         ready = list(cluster.ready)
         check_store(settings, cluster.store)  # a wrong store fails here, before any resource exists
 
-        first = [self._create_static(f, settings, ready) for f in static.FIRST]
+        first = [object_of(self._create_static(f, settings, ready)) for f in static.FIRST]
         volume = self._create_shared_volume(settings, cluster.store, ready)
         # Training pods reach the store only through the claim: it waits for the store's owner Job
         # (when there is one), so no job can mount the store before the training user owns it.
         store_ready = [volume, *self._create_store_owner(settings, cluster.store, ready)]
         rest = [f for f in static.files_for(training.operator) if f not in static.FIRST]
+        created: dict[str, k8s.yaml.ConfigFile] = {}
         for relative in rest:
             # The claim binds to the volume by name, so it waits for it; the rest need the namespace.
-            needs = store_ready if relative.startswith(static.STORAGE) else []
-            self._create_static(relative, settings, [*ready, *first, *needs])
+            needs = [*store_ready] if relative.startswith(static.STORAGE) else []
+            needs += [object_of(created[f]) for f in static.AFTER.get(relative, ())]  # listed before it
+            created[relative] = self._create_static(relative, settings, [*ready, *first, *needs])
         if cluster.store.nfs_cidrs:
             self._create_nfs_policy(settings, cluster.store, [*ready, *first])
         if training.operator == "kubeflow":
@@ -115,7 +129,7 @@ class TrainingLayer(pulumi.ComponentResource):
         self.register_outputs(self.outputs)
 
     def _create_static(
-        self, relative: str, settings: transforms.LayerSettings, depends_on: Sequence[pulumi.Resource]
+        self, relative: str, settings: transforms.LayerSettings, depends_on: Sequence[pulumi.Input[pulumi.Resource]]
     ) -> k8s.yaml.ConfigFile:
         return k8s.yaml.ConfigFile(
             config_file_name(relative),

@@ -23,6 +23,7 @@ CLUSTER_SCOPED = frozenset(
     }
 )
 LABEL_ZONE = "topology.kubernetes.io/zone"
+PULUMI_WAIT_FOR = "pulumi.com/waitFor"
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,20 @@ def set_etcd_storage_class(obj: dict[str, Any], storage_class: str | None) -> No
             template["spec"].pop("storageClassName", None)
 
 
+def await_established(obj: dict[str, Any]) -> None:
+    """Pulumi counts a CRD created only once the API server serves it (condition Established).
+
+    pulumi-kubernetes has no await logic of its own for CRDs (provider/pkg/await/awaiters.go
+    lists none); its `pulumi.com/waitFor` annotation ("Improving Kubernetes management with
+    Pulumi's await logic", pulumi.com blog; pyproject.toml pins pulumi-kubernetes 4.34.2) adds one,
+    so what depends on the CRD (the controller, static.AFTER) starts once it is served.
+    """
+    if obj["kind"] != "CustomResourceDefinition":
+        return
+    annotations = obj.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations[PULUMI_WAIT_FOR] = "condition=Established"
+
+
 def bind_claim(obj: dict[str, Any], claim_name: str, pv_name: str, capacity: str) -> None:
     """Name the shared claim and bind it to the layer's PersistentVolume."""
     if obj["kind"] != "PersistentVolumeClaim" or obj["metadata"]["name"] != manifests.STATIC_CLAIM_NAME:
@@ -143,4 +158,5 @@ def apply(obj: dict[str, Any], settings: LayerSettings) -> dict[str, Any]:
     set_etcd_members(obj, settings.etcd_replicas)
     set_etcd_storage_class(obj, settings.storage_class)
     bind_claim(obj, settings.claim_name, settings.pv_name, settings.store_capacity)
+    await_established(obj)
     return obj
