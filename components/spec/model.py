@@ -104,9 +104,27 @@ class StorageSpec:
     protect: bool = True
     tier: str | None = None
     size_gb: int | None = None
+    # Keep the store when the stack is destroyed (the resource option retainOnDelete, never
+    # `protect`, which would make `pulumi destroy` delete nothing; README "Destroying").
 
 
 @dataclass(frozen=True)
+    # Take back what an earlier `pulumi destroy` of this stack kept (the import resource option).
+    adopt: bool = False
+
+
+@dataclass(frozen=True)
+class AccessSpec:
+    """Who may administer the cluster besides the identity that runs `pulumi up`.
+
+    admins: per cloud, AWS IAM role or user ARNs; GCP IAM members (user:, group:, serviceAccount:);
+    Azure "<User|Group|ServicePrincipal>:<object id>" (the type is ARM's principalType, which it
+    checks against the directory: a wrong one fails the assignment).
+    deployer_type: the principalType of the identity running `pulumi up` on Azure.
+    """
+
+    admins: tuple[str, ...] = ()
+    deployer_type: str = "User"
 class TrainingSpec:
     operator: str = "torchelastic"
     namespace: str = DEFAULT_NAMESPACE
@@ -156,6 +174,11 @@ class PlatformSpec:
 
     @property
     def traits(self) -> CloudTraits:
+    access: AccessSpec = field(default_factory=AccessSpec)
+    # The credentials the cloud provider uses (aws:profile, the role of aws:assumeRoles), so the
+    # kubeconfig authenticates as the same identity.
+    aws_profile: str | None = None
+    aws_role_arn: str | None = None
         return CLOUD_TRAITS[self.cloud]
 
     @property

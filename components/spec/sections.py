@@ -24,7 +24,7 @@ from components.spec.model import (
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DURATION = re.compile(r"^\d+(s|m|h)$")
 # Allowed keys of each structured value; anything else is a typo worth reporting.
-_STORAGE_KEYS = {"protect", "tier", "sizeGb"}
+_STORAGE_KEYS = {"protect", "tier", "sizeGb", "adopt"}
 _TRAINING_KEYS = {"operator", "namespace", "etcdReplicas"}
 _NETWORK_KEYS = {"cidr", "publicAccessCidrs", "natGateways"}
 _AUTOSCALER_KEYS = {"scaleDownUnneededTime", "scaleDownDelayAfterAdd"}
@@ -71,15 +71,16 @@ def _parse_storage(p: _Problems, value: Any, traits: CloudTraits) -> StorageSpec
     key = _k("storage")
     obj = _obj(p, key, value, _STORAGE_KEYS)
     protect = _bool(p, f"{key}.protect", obj.get("protect"), True)
+    adopt = _bool(p, f"{key}.adopt", obj.get("adopt"), False)
     if not traits.storage_tiers:
         for k in ("tier", "sizeGb"):
             if k in obj:
                 p.add(f"{key}.{k}", "this cloud's store grows by itself; remove this key")
-        return StorageSpec(protect=protect)
+        return StorageSpec(protect=protect, adopt=adopt)
     tier = obj.get("tier") or traits.default_storage_tier
     if not isinstance(tier, str) or tier not in traits.storage_tiers:
         p.add(f"{key}.tier", f"must be one of {', '.join(traits.storage_tiers)}, got {_r(tier)}")
-        return StorageSpec(protect=protect)
+        return StorageSpec(protect=protect, adopt=adopt)
     minimum = traits.storage_tiers[tier]
     size = _int(
         p, f"{key}.sizeGb", obj.get("sizeGb"), minimum, maximum=traits.storage_max_gb.get(tier),
@@ -87,7 +88,7 @@ def _parse_storage(p: _Problems, value: Any, traits: CloudTraits) -> StorageSpec
     )
     if size is not None and size < minimum:
         p.add(f"{key}.sizeGb", f"tier {tier} needs at least {minimum} GiB, got {size}")
-    return StorageSpec(protect=protect, tier=tier, size_gb=size)
+    return StorageSpec(protect=protect, tier=tier, size_gb=size, adopt=adopt)
 
 
 def _parse_training(p: _Problems, value: Any, cloud: str, traits: CloudTraits) -> TrainingSpec:

@@ -138,7 +138,7 @@ def drop_sampler(path):
 
 def rewrite_meta(path):
     meta = json.loads((path / "meta.json").read_text())
-    digest = checkpoint_verify._hash_file(path / "state.pt").as_meta()
+    digest = checkpoint_verify._hash_file(path / "state.pt", (path / "state.pt").stat().st_size).as_meta()
     meta.update(digest, files={"state.pt": digest})
     (path / "meta.json").write_text(json.dumps(meta))
 

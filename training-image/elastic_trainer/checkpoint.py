@@ -21,22 +21,27 @@ The next prune without a hurry (the next periodic save, in this or the next proc
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from elastic_trainer.checkpoint_meta import open_regular
 from elastic_trainer.checkpoint_verify import (
     CorruptCheckpointError,
     Verdicts,
     VerificationDeferred,
+    check_files,
     read_meta,
     refused,
     transient,
 )
 from elastic_trainer.checkpoint_write import (  # CheckpointWriteError: inplace.py imports it from here too
     STATE_FILE,
+    TRASH_PREFIX,
     CheckpointWriteError,
     FileDigest,
     checkpoint_meta,
@@ -44,11 +49,16 @@ from elastic_trainer.checkpoint_write import (  # CheckpointWriteError: inplace.
     make_temporary,
     remove,
     temporary_path,
+    trash,
     write_file,
     write_meta_and_rename,
 )
 from elastic_trainer.events import log
 from elastic_trainer.fence import COMMITTED_NAME, TEMPORARY_NAME, Generations, fsync_dir
+
+# How often load_latest lists the store again when every checkpoint it listed failed: each round
+# only happens after a writer committed meanwhile, so rounds end long before this at any cadence
+LIST_ROUNDS = 5
 
 
 @dataclass(frozen=True)
@@ -75,11 +85,21 @@ class CheckpointStore:
 
     # -- listing -----------------------------------------------------------------------------
     def _named(self) -> list[Checkpoint]:
-        """Every entry named like a committed checkpoint, newest first by (generation, step)."""
-        if not self.root.is_dir():
+        """Every entry named like a committed checkpoint, newest first by (generation, step).
+
+        A store that cannot be listed (a file, a link loop, no permission) has none, with a warning once.
+        """
+        try:
+            if not self.root.is_dir():
+                return []
+            found = [
+                Checkpoint(int(m.group(1)), int(m.group(2)), p)
+                for p in self.root.iterdir()
+                if (m := COMMITTED_NAME.match(p.name))
+            ]
+        except OSError as exc:
+            self._warn_once(f"cannot list the checkpoint store {self.root}: {exc}")
             return []
-        found = [Checkpoint(int(m.group(1)), int(m.group(2)), p)
-                 for p in self.root.iterdir() if (m := COMMITTED_NAME.match(p.name))]
         return sorted(found, key=lambda c: (c.generation, c.step), reverse=True)
 
     def committed(self) -> list[Checkpoint]:
@@ -103,7 +123,12 @@ class CheckpointStore:
 
     # -- writing (checkpoint_write.py) -------------------------------------------------------
     def save(
-        self, state: dict, *, step: int, generation: int, info: dict | None = None,
+        self,
+        state: dict,
+        *,
+        step: int,
+        generation: int,
+        info: dict | None = None,
         before_commit: Callable[[Path], None] | None = None,
     ) -> Checkpoint:
         """Write ``state`` and commit it as (generation, step); rank 0 only.
@@ -112,10 +137,12 @@ class CheckpointStore:
         write's temporary directory), CheckpointWriteError if the store failed (e.g. ENOSPC).
         """
         tmp = self.temporary(generation, step)
-        files = self._guarded(tmp, generation, lambda: {
-            STATE_FILE: write_file(tmp / STATE_FILE, lambda handle: torch.save(state, handle))})
-        return self.commit(tmp, step=step, generation=generation, files=files, info=info,
-                           before_commit=before_commit)
+        files = self._guarded(
+            tmp,
+            generation,
+            lambda: {STATE_FILE: write_file(tmp / STATE_FILE, lambda handle: torch.save(state, handle))},
+        )
+        return self.commit(tmp, step=step, generation=generation, files=files, info=info, before_commit=before_commit)
 
     def temporary(self, generation: int, step: int) -> Path:
         """A new, empty temporary directory for a checkpoint of (generation, step)."""
@@ -124,7 +151,13 @@ class CheckpointStore:
         return tmp
 
     def commit(
-        self, tmp: Path, *, step: int, generation: int, files: dict[str, FileDigest], info: dict | None = None,
+        self,
+        tmp: Path,
+        *,
+        step: int,
+        generation: int,
+        files: dict[str, FileDigest],
+        info: dict | None = None,
         before_commit: Callable[[Path], None] | None = None,
     ) -> Checkpoint:
         """Write ``meta.json`` for ``files`` (already written and fsynced in ``tmp``) and commit.
@@ -133,16 +166,40 @@ class CheckpointStore:
         """
         meta = checkpoint_meta(step, generation, files, info)
         final = self.root / self.name(generation, step)
-        self._guarded(tmp, generation, lambda: write_meta_and_rename(
-            tmp, final, meta, lambda: self.generations.check(generation), before_commit))
+
+        def commit_and_confirm() -> tuple:
+            write_meta_and_rename(tmp, final, meta, lambda: self.generations.check(generation), before_commit)
+            return self._confirm(final, meta)
+
+        fingerprint = self._guarded(tmp, generation, commit_and_confirm)
         try:
             fsync_dir(self.root)
         except OSError as exc:
-            raise CheckpointWriteError(f"{final.name} was committed but its directory entry may not be durable "
-                                       f"({exc})") from exc
-        self._verdicts.remember(final, meta)
+            raise CheckpointWriteError(
+                f"{final.name} was committed but its directory entry may not be durable ({exc})"
+            ) from exc
+        self._verdicts.remember(final, meta, fingerprint)
         self.prune(generation)
         return Checkpoint(generation, step, final)
+
+    def _confirm(self, final: Path, meta: dict) -> tuple:
+        """After the rename: every file written is in ``final``, whole; else it is removed and the save fails.
+
+        A clean-up deleting a temporary file by file could empty it between the fence check and
+        the rename, and the empty directory was committed, reported saved and counted as intact,
+        so that the prune deleted the last good checkpoint (issue 23). Stat calls only. Returns the
+        files' fingerprint, taken before they were checked: the verdict "intact" is kept only while
+        the files are the ones checked.
+        """
+        try:
+            fingerprint = self._verdicts.fingerprint(final)
+            check_files(final, meta)
+        except (OSError, CorruptCheckpointError) as exc:
+            remove(final)
+            raise CheckpointWriteError(
+                f"{final.name} lost files while it was committed ({exc}); removed, not committed"
+            ) from exc
+        return fingerprint
 
     def _guarded(self, tmp: Path, generation: int, action: Callable[[], object]):
         """Run one step of a save; on failure remove ``tmp`` and say whether the writer was fenced (``guarded``)."""
@@ -161,8 +218,13 @@ class CheckpointStore:
         """Deserialize ``state.pt`` without verifying it (the caller verified it, or was told it is)."""
         name = checkpoint.path.name
         try:
-            # weights_only: a checkpoint on a shared store is data, never code to run
-            state = torch.load(checkpoint.path / STATE_FILE, map_location=map_location, weights_only=True)
+            # opened here, not by torch: never through a link, never blocking on a FIFO (checkpoint_meta.py)
+            fd, _ = open_regular(checkpoint.path / STATE_FILE, STATE_FILE, name)
+            with os.fdopen(fd, "rb") as handle:
+                # weights_only: a checkpoint on a shared store is data, never code to run
+                state = torch.load(handle, map_location=map_location, weights_only=True)
+        except CorruptCheckpointError:
+            raise
         except Exception as exc:
             raise CorruptCheckpointError(f"{name}: torch.load(weights_only=True) failed ({exc})") from exc
         if not isinstance(state, dict):
@@ -170,12 +232,18 @@ class CheckpointStore:
         return state
 
     def load(
-        self, checkpoint: Checkpoint, map_location: str | torch.device = "cpu", *, verified: bool = False,
+        self,
+        checkpoint: Checkpoint,
+        map_location: str | torch.device = "cpu",
+        *,
+        verified: bool = False,
         required: Collection[str] = (),
     ) -> tuple[dict, dict]:
         """State and meta of one checkpoint; ``verified=True`` skips the hashing (done once, elsewhere)."""
         meta = read_meta(checkpoint.path) if verified else self.verify(checkpoint)
         try:
+            if verified:  # stat only: every file is there, whole and regular, before a reader opens it
+                check_files(checkpoint.path, meta)
             if meta.get("checkpoint_format") == "sharded":  # every rank wrote part of it (sharded.py)
                 from elastic_trainer import sharded  # here: sharded imports this module
 
@@ -193,24 +261,42 @@ class CheckpointStore:
         return state, meta
 
     def load_latest(
-        self, map_location: str | torch.device = "cpu", *, required: Collection[str] = (),
-        exclude: Collection[Checkpoint] = (), on_skip: Callable[[Checkpoint, str], None] | None = None,
+        self,
+        map_location: str | torch.device = "cpu",
+        *,
+        required: Collection[str] = (),
+        exclude: Collection[Checkpoint] = (),
+        on_skip: Callable[[Checkpoint, str], None] | None = None,
     ) -> tuple[dict, dict, Checkpoint] | None:
         """The newest checkpoint that verifies, loads and has the ``required`` keys; None if none does.
 
-        Each one passed over is logged as a warning and given to ``on_skip`` with the reason.
+        Each one passed over is logged as a warning and given to ``on_skip`` with the reason. Never
+        raises: whatever is wrong with a checkpoint skips it (issue 23: an exception out of here
+        crash-looped the worker without trying the older ones). When every one listed failed, the
+        store is listed again, up to LIST_ROUNDS times, while it shows new names: a writer may have
+        committed and pruned what this reader had listed (with ``keep=1`` a reader otherwise found
+        no checkpoint although one existed at every moment).
         """
-        for checkpoint in self._named():
-            if checkpoint in exclude:
-                continue
-            try:
-                state, meta = self.load(checkpoint, map_location, required=required)
-            except CorruptCheckpointError as exc:
-                log.warning("skipping checkpoint: %s; trying the previous one", exc)
-                if on_skip is not None:
-                    on_skip(checkpoint, str(exc))
-                continue
-            return state, meta, checkpoint
+        tried = set(exclude)
+        for _ in range(LIST_ROUNDS):
+            fresh = [checkpoint for checkpoint in self._named() if checkpoint not in tried]
+            if not fresh:
+                return None
+            for checkpoint in fresh:
+                tried.add(checkpoint)
+                try:
+                    state, meta = self.load(checkpoint, map_location, required=required)
+                except Exception as exc:  # a reader must fall back, whatever the bytes made fail
+                    reason = (
+                        str(exc)
+                        if isinstance(exc, CorruptCheckpointError)
+                        else f"{checkpoint.path.name}: {type(exc).__name__}: {exc}"
+                    )
+                    log.warning("skipping checkpoint: %s; trying the previous one", reason)
+                    if on_skip is not None:
+                        on_skip(checkpoint, reason)
+                    continue
+                return state, meta, checkpoint
         return None
 
     # -- pruning -----------------------------------------------------------------------------
@@ -230,10 +316,11 @@ class CheckpointStore:
         A failure here is logged, never raised: the commit it follows has succeeded.
         """
         try:
-            kept = 0
+            kept: list[Checkpoint] = []
+            older: list[Checkpoint] = []
             for checkpoint in self.committed():
-                if kept >= self.keep:
-                    remove(checkpoint.path)
+                if len(kept) >= self.keep:
+                    older.append(checkpoint)
                     continue
                 try:
                     self._verdicts.verify(checkpoint.path, self.in_a_hurry)
@@ -243,11 +330,34 @@ class CheckpointStore:
                 except VerificationDeferred as exc:
                     log.info("in a hurry, neither counted nor removed: %s", exc)
                     continue
-                kept += 1
+                kept.append(checkpoint)
+            self._remove_older(kept, older)
             for path in self.root.iterdir():
                 match = TEMPORARY_NAME.match(path.name)
                 if match and int(match.group(1)) <= generation:
                     remove(path)
+                elif path.name.startswith(TRASH_PREFIX) and not path.is_symlink():  # a remover died before it
+                    shutil.rmtree(path, ignore_errors=True)
         except OSError as exc:
             log.warning("pruning %s failed: %s", self.root, exc)
         self._verdicts.forget_missing()
+
+    def _remove_older(self, kept: list[Checkpoint], older: list[Checkpoint]) -> None:
+        """Remove ``older``, unless a checkpoint in ``kept`` changed since it was counted: then none.
+
+        The older ones are moved to the trash first and deleted only once every kept one is still
+        as it was verified (stat only); else they are put back (issue 23: a kept checkpoint emptied
+        by someone else while the prune ran must not leave the store without an intact one).
+        """
+        moved = [(checkpoint.path, to) for checkpoint in older if (to := trash(checkpoint.path)) is not None]
+        changed = [c.path.name for c in kept if not isinstance(self._verdicts.known(c.path), dict)]
+        if changed:
+            log.warning("%s changed while pruning: keeping the older checkpoints", ", ".join(changed))
+            for path, to in moved:
+                try:
+                    os.rename(to, path)
+                except OSError as exc:
+                    log.warning("could not put %s back (%s): it is left as %s", path.name, exc, to.name)
+            return
+        for _, to in moved:
+            shutil.rmtree(to, ignore_errors=True)

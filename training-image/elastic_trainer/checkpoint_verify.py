@@ -7,7 +7,7 @@ size and sha256 that were written (checkpoint_write.py).
 
 Hashing a checkpoint back is the expensive part (seconds for a multi-GB state), so a process
 does it once per checkpoint: ``Verdicts`` remembers what it verified or wrote itself, keyed by
-the files' identity (inode, size, mtime), and forgets a verdict once they change. A read
+the files' identity (inode, size, mtime, ctime), and forgets a verdict once they change. A read
 error that may pass (EIO, ESTALE) is never remembered. A caller in a hurry (a stop is under
 way) can make a hash give up (``VerificationDeferred``): its verdict then stays unknown.
 """
@@ -15,37 +15,43 @@ way) can make a hash give up (``VerificationDeferred``): its verdict then stays 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from elastic_trainer.checkpoint_write import META_FILE, STATE_FILE, FileDigest
-
-
-class CorruptCheckpointError(RuntimeError):
-    """The checkpoint is not intact or cannot be used: skip it and use the previous one."""
+from elastic_trainer.checkpoint_meta import (  # CorruptCheckpointError: imported from here by the rest
+    META_MAX_BYTES,
+    CorruptCheckpointError,
+    listed_files,
+    open_regular,
+    parse,
+    read_bounded,
+)
+from elastic_trainer.checkpoint_write import META_FILE, FileDigest
 
 
 class VerificationDeferred(Exception):
     """A prune gave up hashing a checkpoint: the owner is in a hurry. Its verdict stays unknown."""
 
 
-def _hash_file(path: Path, hurry: Callable[[], bool] | None = None) -> FileDigest:
+def _hash_file(path: Path, size: int, hurry: Callable[[], bool] | None = None) -> FileDigest:
     """Read a file back and hash it: verification only, never part of a save.
 
+    Reads at most ``size`` + 1 bytes (the size it must have, and one more to see that it grew), from
+    a regular file only (check_files looked, but the entry may have been replaced since).
     ``hurry`` is asked before every MiB: once it says yes, VerificationDeferred is raised.
     """
     digest = hashlib.sha256()
-    size = 0
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
+    read = 0
+    fd, _ = open_regular(path, path.name, path.parent.name)
+    with os.fdopen(fd, "rb") as handle:
+        while read <= size and (chunk := handle.read(min(1 << 20, size + 1 - read))):
             if hurry is not None and hurry():
-                raise VerificationDeferred(f"{path.parent.name}: hashing {path.name} given up after {size} bytes")
+                raise VerificationDeferred(f"{path.parent.name}: hashing {path.name} given up after {read} bytes")
             digest.update(chunk)
-            size += len(chunk)
-    return FileDigest(size, digest.hexdigest())
+            read += len(chunk)
+    return FileDigest(read, digest.hexdigest())
 
 
 def _fingerprint(directory: Path) -> tuple:
@@ -55,7 +61,9 @@ def _fingerprint(directory: Path) -> tuple:
     with os.scandir(directory) as scan:
         for entry in scan:
             info = entry.stat(follow_symlinks=False)
-            entries.append((entry.name, info.st_mode, info.st_ino, info.st_size, info.st_mtime_ns))
+            # st_ctime_ns: no one can set it, so a byte written in place with the mtime put back
+            # still changes the key (issue 23); it also changes on chmod, which costs one more hash
+            entries.append((entry.name, info.st_mode, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
     return own.st_dev, own.st_ino, tuple(sorted(entries))
 
 
@@ -71,54 +79,55 @@ def refused(path: Path) -> str | None:
     except OSError as exc:
         return f"cannot stat it ({exc})"
     if stat.S_ISLNK(mode):
-        return f"a symbolic link (to {os.readlink(path)}): checkpoints outside the store are refused"
+        try:
+            target = os.readlink(path)
+        except OSError as exc:  # replaced meanwhile
+            target = f"? ({exc.strerror})"
+        return f"a symbolic link (to {target!r:.200}): checkpoints outside the store are refused"
     if not stat.S_ISDIR(mode):
         return "not a directory"
     return None
 
 
 def read_meta(path: Path) -> dict:
-    """The checkpoint directory's ``meta.json``, unverified; CorruptCheckpointError if it has none usable."""
+    """The checkpoint directory's ``meta.json``, type-checked but unverified (checkpoint_meta.py);
+    CorruptCheckpointError if it has none usable."""
     reason = refused(path)
     if reason is not None:
         raise CorruptCheckpointError(f"{path.name}: {reason}")
-    try:
-        meta = json.loads((path / META_FILE).read_text())
-    except (OSError, ValueError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise CorruptCheckpointError(f"{path.name}: unreadable {META_FILE} ({why})") from exc
-    if not isinstance(meta, dict):
-        raise CorruptCheckpointError(f"{path.name}: {META_FILE} is not an object")
-    return meta
+    return parse(read_bounded(path / META_FILE, META_MAX_BYTES, META_FILE, path.name), path.name)
 
 
-def _listed_files(meta: dict) -> dict[str, dict]:
-    files = meta.get("files")
-    if isinstance(files, dict) and files:
-        return files
-    return {STATE_FILE: {"size": meta.get("size"), "sha256": meta.get("sha256")}}  # format 1
+def check_files(path: Path, meta: dict) -> dict[str, FileDigest]:
+    """Every file ``meta`` lists is in ``path``, a regular file of its size (stat only, no reading)."""
+    name = path.name
+    files = listed_files(meta, name)
+    for file_name, expected in files.items():
+        try:
+            info = os.lstat(path / file_name)
+        except OSError as exc:
+            raise CorruptCheckpointError(f"{name}: missing {file_name}") from exc
+        if not stat.S_ISREG(info.st_mode):
+            raise CorruptCheckpointError(
+                f"{name}: {file_name} is not a regular file (links, FIFOs and devices are refused)"
+            )
+        if info.st_size != expected.size:
+            raise CorruptCheckpointError(
+                f"{name}: {file_name} is {info.st_size} bytes, {expected.size} were written (truncated)"
+            )
+    return files
 
 
 def check(path: Path, hurry: Callable[[], bool] | None = None) -> dict:
     """Read every file of the checkpoint in ``path`` back: its meta if all match, else CorruptCheckpointError."""
     meta = read_meta(path)
     name = path.name
-    for file_name, expected in _listed_files(meta).items():
-        file_path = path / file_name
+    for file_name, expected in check_files(path, meta).items():
         try:
-            info = os.lstat(file_path)
-        except OSError as exc:
-            raise CorruptCheckpointError(f"{name}: missing {file_name}") from exc
-        if not stat.S_ISREG(info.st_mode):
-            raise CorruptCheckpointError(f"{name}: {file_name} is not a regular file (links are refused)")
-        if info.st_size != expected.get("size"):
-            raise CorruptCheckpointError(
-                f"{name}: {file_name} is {info.st_size} bytes, {expected.get('size')} were written (truncated)")
-        try:
-            digest = _hash_file(file_path, hurry)
+            digest = _hash_file(path / file_name, expected.size, hurry)
         except OSError as exc:
             raise CorruptCheckpointError(f"{name}: cannot read {file_name} ({exc})") from exc
-        if digest.sha256 != expected.get("sha256"):
+        if digest != expected:
             raise CorruptCheckpointError(f"{name}: {file_name} does not match its sha256")
     return meta
 
@@ -129,11 +138,16 @@ class Verdicts:
     def __init__(self) -> None:
         self._by_path: dict[Path, tuple[tuple, dict | CorruptCheckpointError]] = {}
 
-    def remember(self, path: Path, verdict: dict | CorruptCheckpointError) -> None:
+    def remember(self, path: Path, verdict: dict | CorruptCheckpointError, fingerprint: tuple | None = None) -> None:
+        """Keep ``verdict`` while the files are as ``fingerprint`` (taken before the verdict was reached) says."""
         try:
-            self._by_path[path] = (_fingerprint(path), verdict)
+            self._by_path[path] = (fingerprint or _fingerprint(path), verdict)
         except OSError:
             self._by_path.pop(path, None)
+
+    @staticmethod
+    def fingerprint(path: Path) -> tuple:
+        return _fingerprint(path)
 
     def known(self, path: Path) -> dict | CorruptCheckpointError | None:
         """The verdict on ``path`` if its files are unchanged since; else None."""

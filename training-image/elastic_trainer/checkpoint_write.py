@@ -46,6 +46,13 @@ class CheckpointWriteError(RuntimeError):
     """
 
 
+class AlreadyCommittedError(CheckpointWriteError, FileExistsError):
+    """A checkpoint of this generation and step is committed already (another writer of the same generation).
+
+    A write error (the loop reports it and trains on), and a FileExistsError for callers that ask that.
+    """
+
+
 @dataclass(frozen=True)
 class FileDigest:
     size: int
@@ -131,7 +138,10 @@ def checkpoint_meta(step: int, generation: int, files: dict[str, FileDigest], in
 
 
 def write_meta_and_rename(
-    tmp: Path, final: Path, meta: dict, check_fence: Callable[[], None],
+    tmp: Path,
+    final: Path,
+    meta: dict,
+    check_fence: Callable[[], None],
     before_commit: Callable[[Path], None] | None = None,
 ) -> None:
     """Write ``meta.json`` last, fsync ``tmp``, then commit by renaming it to ``final`` if not fenced.
@@ -145,15 +155,38 @@ def write_meta_and_rename(
         before_commit(tmp)
     check_fence()
     if os.path.lexists(final):
-        raise FileExistsError(f"{final} already committed; not overwriting it")
+        raise AlreadyCommittedError(f"{final} already committed; not overwriting it")
     os.rename(tmp, final)  # the commit
 
 
-def remove(path: Path) -> None:
-    """Remove a directory of the store; never follow a symbolic link out of it."""
+# A directory on its way out: renamed out of every reader's and writer's sight before it is deleted
+TRASH_PREFIX = ".trash-"
+
+
+def trash(path: Path) -> Path | None:
+    """Rename a directory of the store to a trash name, atomically: the first step of removing it.
+
+    Deleting in place, file by file, let a writer rename a half-deleted temporary into an empty
+    committed checkpoint, and a reader find a checkpoint with its files gone (issue 23). A rename
+    either happens before the writer's own rename (whose rename then fails: nothing committed)
+    or finds the name gone (the writer committed first: nothing is touched). None if ``path`` is
+    gone, cannot be moved, or is a symbolic link (never followed, never removed).
+    """
     if path.is_symlink():
-        return
-    shutil.rmtree(path, ignore_errors=True)
+        return None
+    moved = path.with_name(f"{TRASH_PREFIX}{uuid.uuid4().hex[:12]}-{path.name}")
+    try:
+        os.rename(path, moved)
+    except OSError:  # gone already (ENOENT), or the store cannot be written: nothing to do
+        return None
+    return moved
+
+
+def remove(path: Path) -> None:
+    """Remove a directory of the store (trash, then delete); never follow a symbolic link out of it."""
+    moved = trash(path)
+    if moved is not None:
+        shutil.rmtree(moved, ignore_errors=True)
 
 
 def guarded(tmp: Path, generation: int, generations: Generations, action: Callable[[], object]):
@@ -169,7 +202,7 @@ def guarded(tmp: Path, generation: int, generations: Generations, action: Callab
         return action()
     except Exception as exc:
         remove(tmp)
-        if isinstance(exc, StaleGenerationError | FileExistsError):
+        if isinstance(exc, StaleGenerationError | AlreadyCommittedError):
             raise
         try:
             generations.check(generation)

@@ -17,8 +17,9 @@ whose ``generations/`` was lost, or whose checkpoints were copied in from anothe
 otherwise have a new group claim generation 1 and write checkpoints that every older-named
 checkpoint outranks, so that each of its commits is pruned at once (issue 11).
 
-A full store (ENOSPC) must not stop a group before it trains (issue 11): if the claim file
-cannot be created, the group trains under the number it would have claimed, *unclaimed*, and
+A full store (ENOSPC) must not stop a group before it trains (issue 11), nor one that cannot be
+written at all (read-only, another uid's, ``generations`` a file or a link loop: issue 23): if the
+claim file cannot be created, the group trains under the number it would have claimed, *unclaimed*, and
 claims exactly that number before its first commit (``check``). A commit therefore only ever
 happens under a claimed generation: if another group claimed that number or a newer one in
 the meantime, this group is fenced. If the file is created but its JSON cannot be written,
@@ -71,22 +72,40 @@ class Generations:
         if self.dir.is_dir():
             numbers += [int(m.group(1)) for p in self.dir.iterdir() if (m := _NAME.match(p.name))]
         if self.root.is_dir():
-            numbers += [int(m.group(1)) for p in self.root.iterdir()
-                        if (m := COMMITTED_NAME.match(p.name) or TEMPORARY_NAME.match(p.name))]
+            numbers += [
+                int(m.group(1))
+                for p in self.root.iterdir()
+                if (m := COMMITTED_NAME.match(p.name) or TEMPORARY_NAME.match(p.name))
+            ]
         return max(numbers)
 
     def claim(self, info: dict) -> int:
-        """Claim a generation above every one on disk; on a full store, defer the claim (see above)."""
+        """Claim a generation above every one on disk; on a store it cannot write, defer the claim (see above)."""
         self.unclaimed = None
+        number = 1  # if the store cannot even be listed, there is nothing to resume from either
         while True:
-            number = self.latest() + 1
             try:
+                number = self.latest() + 1
                 created = self._create(number, info)
             except OSError as exc:
-                if not _is_full(exc):
-                    raise
-                log.warning("the checkpoint store is full (%s): training as generation %d, which is claimed "
-                            "before this group's first commit", exc, number)
+                # Full, read-only, not writable for this uid, or ``generations`` is no directory: the
+                # worker can still resume from what it can read (issue 23: a raw OSError here stopped
+                # it), and every commit fails naming this cause until the store is fixed (``check``).
+                if _is_full(exc):
+                    log.warning(
+                        "the checkpoint store is full (%s): training as generation %d, which is claimed "
+                        "before this group's first commit",
+                        exc,
+                        number,
+                    )
+                else:
+                    log.warning(
+                        "cannot claim a generation in %s (%s): resuming read-only as generation %d; no "
+                        "checkpoint can be committed until the store can be written",
+                        self.dir,
+                        exc,
+                        number,
+                    )
                 self.unclaimed, self._info = number, info
                 return number
             if created:
@@ -111,8 +130,12 @@ class Generations:
             if not _is_full(exc):
                 raise
             # the exclusive create succeeded: the name is the claim, the JSON only informs people
-            log.warning("claimed generation %d, but the store is full: %s is left without its details (%s)",
-                        number, path.name, exc)
+            log.warning(
+                "claimed generation %d, but the store is full: %s is left without its details (%s)",
+                number,
+                path.name,
+                exc,
+            )
         return True
 
     def check(self, generation: int) -> None:
