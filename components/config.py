@@ -17,7 +17,8 @@ from components.clouds.traits import CLOUD_TRAITS
 from components.spec import PlatformSpec, parse
 
 # Provider keys the spec reads besides the torchfleet namespace.
-_PROVIDER_KEYS = ("aws:region", "gcp:region", "gcp:project", "azure-native:location")
+_PROVIDER_KEYS = ("aws:region", "aws:profile", "aws:assumeRoles", "aws:assumeRole", "gcp:region", "gcp:project",
+                  "azure-native:location")
 # Every cloud provider's namespace: a key of another cloud than the stack's is reported, not ignored.
 _CLOUD_NAMESPACES = {ns for traits in CLOUD_TRAITS.values() for ns in traits.config_namespaces}
 

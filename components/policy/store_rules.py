@@ -1,4 +1,4 @@
-"""The shared store rules: encrypted at rest and protected from `pulumi destroy`."""
+"""The shared store rules: encrypted at rest and kept by `pulumi destroy`."""
 
 from __future__ import annotations
 
@@ -32,7 +32,14 @@ def store_encrypted(resources: list[Resource], limits: Limits) -> Iterator[Viola
 
 
 def store_protected(resources: list[Resource], limits: Limits) -> Iterator[Violation]:
-    """Checkpoints and data live on the store: `pulumi destroy` must not take it."""
+    """Checkpoints and data live on the store: `pulumi destroy` must keep it.
+
+    Kept means the resource option retainOnDelete, not `protect`: a protected resource makes the
+    whole `pulumi destroy` fail in its preview, so the cluster and its GPUs would keep running
+    (issue 20). CrossGuard does not pass retainOnDelete to policies (PolicyResourceOptions has no
+    such field), so there the rule cannot tell and stays silent.
+    """
     for r in resources:
-        if r["type"] in STORES and not (r.get("options") or {}).get("protect"):
-            yield _v("store-protected", r, "shared store is not protected (resource option protect)")
+        options = r.get("options") or {}
+        if r["type"] in STORES and "retainOnDelete" in options and not options["retainOnDelete"]:
+            yield _v("store-protected", r, "shared store is not kept on destroy (resource option retainOnDelete)")

@@ -30,6 +30,7 @@ from components.spec.model import (
     OPERATORS,
     ROLE_TRAINING,
     TRAINING_UID,
+    AccessSpec,
     AutoscalerSpec,
     ConfigError,
     GpuPoolSpec,
@@ -46,6 +47,6 @@ __all__ = [
     "AKS_SPOT_TAINT", "DEFAULT_CLAIM", "DEFAULT_KUBERNETES_VERSION", "DEFAULT_MANAGER_MACHINE", "DEFAULT_NAMESPACE",
     "GPU_RESOURCE", "GPU_TAINT", "LABEL_CAPACITY", "LABEL_GPU", "LABEL_GPU_PRESENT", "LABEL_JOB", "LABEL_POOL",
     "LABEL_ROLE", "LABEL_ZONE", "MANAGER_POOL_NAME", "NS", "OPERATORS", "ROLE_TRAINING", "TRAINING_UID",
-    "AutoscalerSpec", "ConfigError", "GpuPoolSpec", "GuardrailSpec", "NetworkSpec", "NodePoolSpec", "PlatformSpec",
-    "StorageSpec", "TrainingSpec", "parse",
+    "AccessSpec", "AutoscalerSpec", "ConfigError", "GpuPoolSpec", "GuardrailSpec", "NetworkSpec", "NodePoolSpec",
+    "PlatformSpec", "StorageSpec", "TrainingSpec", "parse",
 ]

@@ -7,6 +7,7 @@ from typing import Any
 
 from components import cloud_limits
 from components.clouds.traits import CLOUD_TRAITS
+from components.spec.access import aws_credentials, parse_access
 from components.spec.fields import _k, _Problems, _r
 from components.spec.model import DEFAULT_KUBERNETES_VERSION, NS, ConfigError, PlatformSpec
 from components.spec.pools import _parse_gpu_pools, _parse_manager
@@ -31,6 +32,8 @@ _TOP_KEYS = {
     "network",
     "autoscaler",
     "guardrails",
+    "admins",
+    "deployerPrincipalType",
 }
 
 
@@ -77,6 +80,10 @@ def parse(raw: dict[str, Any], stack: str = "dev") -> PlatformSpec:
         for name in raw[_k("autoscaler")]:
             p.add(f"{_k('autoscaler')}.{name}", f"{cloud}'s built-in autoscaler has no such setting; remove this key")
     guardrails = _parse_guardrails(p, raw.get(_k("guardrails")))
+    access = parse_access(p, raw, cloud)
+    aws_profile, aws_role_arn = aws_credentials(p, raw) if cloud == "aws" else (None, None)
+    if storage.adopt and cloud == "local":
+        p.add(f"{_k('storage')}.adopt", "the local stack keeps nothing on destroy; remove this key")
 
     if p.items:
         raise ConfigError(p.items)
@@ -94,4 +101,7 @@ def parse(raw: dict[str, Any], stack: str = "dev") -> PlatformSpec:
         autoscaler=autoscaler,
         guardrails=guardrails,
         project=project if isinstance(project, str) else None,
+        access=access,
+        aws_profile=aws_profile,
+        aws_role_arn=aws_role_arn,
     )

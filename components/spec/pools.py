@@ -143,4 +143,15 @@ def _pool_machines(p: _Problems, key: str, entry: dict, offer: catalog.Offering)
         detail = ", ".join(f"{m.type}={m.gpus}" for m in machines)
         # The autoscaler sizes a group from one template node, and jobs request a fixed GPU count.
         p.add(f"{key}.machineTypes", f"machines in one pool must have the same GPU count, got {detail}")
+    elif offer.cloud == "aws" and len({(m.vcpus, m.memory_gib) for m in machines}) > 1:
+        # One EKS node group takes every type, and the AWS cluster autoscaler plans with the first
+        # type only: a pod sized for a larger one never scales the group up from zero
+        # (cluster-autoscaler/cloudprovider/aws/README.md: "the instance types should have the same
+        # amount of RAM and number of CPU cores"; AWS review M2). Azure and GCP make a pool per type.
+        detail = ", ".join(f"{m.type}={m.vcpus} vCPU/{m.memory_gib} GiB" for m in machines)
+        p.add(
+            f"{key}.machineTypes",
+            f"on aws the machines of one pool need the same vCPUs and memory, got {detail}; list one size, "
+            "or add a second pool entry for the other",
+        )
     return tuple(machines)

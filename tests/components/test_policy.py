@@ -16,9 +16,10 @@ GPU_TAINT_EKS = {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHE
 GPU_LABELS = {"torchfleet.io/pool": "gpu"}
 
 
-def res(type_: str, name: str, inputs: dict, protect: bool = False, deps: dict | None = None) -> dict:
+def res(type_: str, name: str, inputs: dict, kept: bool = False, deps: dict | None = None) -> dict:
+    """A resource as the recording monitor gives it; `kept`: the retainOnDelete option."""
     return {"type": type_, "name": name, "inputs": inputs,
-            "options": {"protect": protect, "propertyDependencies": deps or {}}}
+            "options": {"protect": False, "retainOnDelete": kept, "propertyDependencies": deps or {}}}
 
 
 def eks(name="gpu-t4-a", taints=(GPU_TAINT_EKS,), subnets=("subnet-a",), capacity="SPOT", max_size=4,
@@ -181,9 +182,9 @@ def test_gpu_pool_without_a_maximum_is_reported():
 # ---------------------------------------------------------------- stores
 
 
-def efs(encrypted=True, protect=True) -> dict:
+def efs(encrypted=True, kept=True) -> dict:
     inputs = {"throughputMode": "elastic"} if encrypted is None else {"encrypted": encrypted}
-    return res("aws:efs/fileSystem:FileSystem", "efs", inputs, protect=protect)
+    return res("aws:efs/fileSystem:FileSystem", "efs", inputs, kept=kept)
 
 
 @pytest.mark.parametrize("bad", [efs(encrypted=False), efs(encrypted=None)], ids=["false", "unset"])
@@ -192,16 +193,24 @@ def test_unencrypted_efs_is_reported(bad):
 
 
 def test_encrypted_efs_and_platform_encrypted_stores_pass():
-    stores = [efs(), res("gcp:filestore/instance:Instance", "fs", {"tier": "BASIC_HDD"}, protect=True),
-              res("azure-native:storage:StorageAccount", "sa", {"kind": "FileStorage"}, protect=True)]
+    stores = [efs(), res("gcp:filestore/instance:Instance", "fs", {"tier": "BASIC_HDD"}, kept=True),
+              res("azure-native:storage:StorageAccount", "sa", {"kind": "FileStorage"}, kept=True)]
     assert rules_of(stores) == []
 
 
 @pytest.mark.parametrize("type_", list(policy.STORES))
-def test_unprotected_store_is_reported(type_):
-    store = res(type_, "store", {"encrypted": True}, protect=False)
+def test_store_not_kept_on_destroy_is_reported(type_):
+    store = res(type_, "store", {"encrypted": True}, kept=False)
     assert only("store-protected", [store]) == ["store"]
-    assert only("store-protected", [{**store, "options": {"protect": True}}]) == []
+    assert only("store-protected", [{**store, "options": {"retainOnDelete": True}}]) == []
+    # `protect` is not keeping: it makes `pulumi destroy` fail and delete nothing (issue 20).
+    assert only("store-protected", [{**store, "options": {"protect": True, "retainOnDelete": False}}]) == ["store"]
+
+
+def test_store_rule_is_silent_where_retain_on_delete_is_not_known():
+    """CrossGuard's PolicyResourceOptions carries protect but not retainOnDelete (policy/guardrails.py)."""
+    store = res("aws:efs/fileSystem:FileSystem", "store", {"encrypted": True})
+    assert only("store-protected", [{**store, "options": {"protect": False}}]) == []
 
 
 # ---------------------------------------------------------------- no-public-node-ips
@@ -318,7 +327,7 @@ def test_rules_never_judge_values_unknown_during_preview():
     pool["inputs"].update(taints=UNKNOWN, subnetIds=UNKNOWN)
     unknown = [
         pool,
-        res("aws:efs/fileSystem:FileSystem", "efs", {"encrypted": UNKNOWN}, protect=True),
+        res("aws:efs/fileSystem:FileSystem", "efs", {"encrypted": UNKNOWN}, kept=True),
         release(UNKNOWN),
         pod(UNKNOWN),
     ]
@@ -340,7 +349,7 @@ def test_violation_line_is_rule_resource_why():
 def test_check_reports_in_rule_order_and_every_rule_is_named_once():
     names = [r.name for r in policy.RULES]
     assert len(set(names)) == len(names) == 9
-    found = [v.rule for v in check([eks(taints=(), capacity="ON_DEMAND", subnets=("a", "b")), efs(protect=False)])]
+    found = [v.rule for v in check([eks(taints=(), capacity="ON_DEMAND", subnets=("a", "b")), efs(kept=False)])]
     assert found == ["gpu-pool-tainted", "gpu-pool-one-zone", "gpu-pool-spot", "store-protected"]
 
 

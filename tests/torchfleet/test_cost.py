@@ -31,10 +31,10 @@ def spec_of(stack: str, **changes) -> platform.PlatformSpec:
 @pytest.mark.parametrize(
     "stack, total, lines",
     [
-        # t4: 8 per zone x 2 zones on the priciest of [g4dn.xlarge, g4dn.2xlarge]; a10g: 2 x g5.xlarge
+        # t4: 8 per zone x 2 zones on g4dn.xlarge (one size per EKS pool, issue 20); a10g: 2 x g5.xlarge
         # (the catalog default); manager: 3 x m6i.large.
-        ("aws-usw2", 8 * 0.752 * 2 + 2 * 1.006 + 3 * 0.096,
-         [("gpu-t4-us-west-2a", 8, "g4dn.2xlarge"), ("gpu-t4-us-west-2b", 8, "g4dn.2xlarge"),
+        ("aws-usw2", 8 * 0.526 * 2 + 2 * 1.006 + 3 * 0.096,
+         [("gpu-t4-us-west-2a", 8, "g4dn.xlarge"), ("gpu-t4-us-west-2b", 8, "g4dn.xlarge"),
           ("gpu-a10g-us-west-2a", 2, "g5.xlarge"), ("manager", 3, "m6i.large")]),
         # t4 on n1-standard-8: the machine 0.379998 plus one T4 at 0.35; l4: g2-standard-4.
         ("gcp-usc1", 8 * (0.379998 + 0.35) * 2 + 4 * 0.70683 + 3 * 0.134012,
@@ -70,9 +70,9 @@ def test_check_prints_the_stack_estimate_on_stderr(capsys):
     code = main(["check", "--stack-file", str(STACKS_DIR / "Pulumi.aws-usw2.yaml")])
     out, err = capsys.readouterr()
     assert (code, out) == (0, "")  # stdout stays one line per violation
-    assert ("aws-usw2, every pool at maxNodes: at most 14.33 USD/hour at on-demand list prices "
+    assert ("aws-usw2, every pool at maxNodes: at most 10.72 USD/hour at on-demand list prices "
             "(us-east-1, priced 2026-07-20)") in err
-    assert estimate_lines(err)[0] == ["gpu-t4-us-west-2a", "8", "x", "g4dn.2xlarge", "at", "0.752", "6.02"]
+    assert estimate_lines(err)[0] == ["gpu-t4-us-west-2a", "8", "x", "g4dn.xlarge", "at", "0.526", "4.21"]
     assert estimate_lines(err)[-1] == ["manager", "3", "x", "m6i.large", "at", "0.096", "0.29"]
 
 
@@ -98,8 +98,8 @@ def estimate_lines(err: str) -> list[list[str]]:
     [
         # With a stack: the priciest machine of its t4 pools, at the job's most nodes.
         (["submit", "a", "--stack", "aws-usw2", "--gpu", "t4", "--nodes", "2:8"],
-         "job a at its most nodes, one machine each: at most 6.02 USD/hour",
-         [["a", "8", "x", "g4dn.2xlarge", "at", "0.752", "6.02"]]),
+         "job a at its most nodes, one machine each: at most 4.21 USD/hour",
+         [["a", "8", "x", "g4dn.xlarge", "at", "0.526", "4.21"]]),
         # Without one: the machine it is sized for on --cloud.
         (["submit", "b", "--gpu", "a100-80gb", "--cloud", "azure", "--nodes", "3"],
          "job b at its most nodes, one machine each: at most 11.02 USD/hour at on-demand list prices (eastus",

@@ -18,10 +18,18 @@ def test_prints_resources_and_outputs_as_json(capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["stack"] == "aws-usw2"
     groups = [r for r in doc["resources"] if r["type"] == "aws:eks/nodeGroup:NodeGroup"]
-    assert {g["inputs"]["nodeGroupName"] for g in groups} >= {"manager", "gpu-t4-us-west-2a"}
+    assert {g["inputs"]["nodeGroupNamePrefix"] for g in groups} >= {"manager-", "gpu-t4-us-west-2a-"}
     first = doc["resources"][0]
-    assert set(first) == {"type", "name", "parent", "inputs"}
+    assert set(first) == {"type", "name", "parent", "inputs", "options"}
     assert first["parent"] is None
+    # The plans the resource options make (issue 20): destroy keeps the store and the log group,
+    # nothing blocks it, and no replacement collides on a fixed name.
+    assert doc["destroy"]["blocked"] == [] and doc["replaceCollisions"] == []
+    assert sorted(k.split("::")[0] for k in doc["destroy"]["kept"]) == [
+        "aws:cloudwatch/logGroup:LogGroup", "aws:efs/fileSystem:FileSystem"
+    ]
+    fs = next(r for r in doc["resources"] if r["type"] == "aws:efs/fileSystem:FileSystem")
+    assert fs["options"] == {"retainOnDelete": True}
     node_group = groups[0]
     assert node_group["parent"] == "torchfleet:clouds:EksNodeGroups::torchfleet-aws-nodes"
     # Engine names (camelCase), as the mocks receive them.

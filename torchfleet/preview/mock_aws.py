@@ -10,6 +10,16 @@ def _arn(service: str, resource: str) -> str:
     return f"arn:aws:{service}:{REGION}:{ACCOUNT}:{resource}"
 
 
+# The provider appends 26 characters to a name prefix (a timestamp and a counter).
+NAME_SUFFIX = "20261125000000000000000001"
+
+
+def _node_group_name(a) -> str:
+    if "nodeGroupName" in a.inputs:
+        return a.inputs["nodeGroupName"]
+    return a.inputs.get("nodeGroupNamePrefix", a.name + "-") + NAME_SUFFIX
+
+
 RESOURCES: dict = {
     "aws:eks/cluster:Cluster": lambda a: {
         "arn": _arn("eks", f"cluster/{a.inputs.get('name', a.name)}"),
@@ -19,10 +29,12 @@ RESOURCES: dict = {
         "identities": [{"oidcs": [{"issuer": f"https://oidc.eks.{REGION}.amazonaws.com/id/MOCK"}]}],
     },
     "aws:eks/nodeGroup:NodeGroup": lambda a: {
-        "arn": _arn("eks", f"nodegroup/{a.inputs.get('nodeGroupName', a.name)}"),
+        "nodeGroupName": _node_group_name(a),
+        "arn": _arn("eks", f"nodegroup/{_node_group_name(a)}"),
         # EKS names the group's Auto Scaling group eks-<nodegroup>-<uuid>.
-        "resources": [{"autoscalingGroups": [{"name": f"eks-{a.inputs.get('nodeGroupName', a.name)}-0a1b2c3d"}]}],
+        "resources": [{"autoscalingGroups": [{"name": f"eks-{_node_group_name(a)}-0a1b2c3d"}]}],
     },
+    "aws:eks/accessEntry:AccessEntry": lambda a: {"accessEntryArn": _arn("eks", f"access-entry/{a.name}")},
     "aws:iam/role:Role": lambda a: {"arn": f"arn:aws:iam::{ACCOUNT}:role/{a.name}"},
     "aws:kms/key:Key": lambda a: {"arn": _arn("kms", f"key/{a.name}")},
     "aws:efs/fileSystem:FileSystem": lambda a: {"arn": _arn("elasticfilesystem", f"file-system/fs-{a.name}")},
@@ -30,7 +42,22 @@ RESOURCES: dict = {
     "aws:ec2/launchTemplate:LaunchTemplate": lambda a: {"latestVersion": 1},
 }
 
+# What DescribeAddonVersions would name for a minor (the mock's stand-in: a real lookup needs AWS).
+MOCK_ADDON_VERSION = "v0.0.0-eksbuild.mock"
+
 CALLS: dict = {
+    "aws:eks/getAddonVersion:getAddonVersion": lambda a: {
+        "addonName": a.args["addonName"],
+        "kubernetesVersion": a.args["kubernetesVersion"],
+        "version": MOCK_ADDON_VERSION,
+        "id": a.args["addonName"],
+    },
+    # storage.adopt: the file system an earlier destroy kept, found by its creation token.
+    "aws:efs/getFileSystem:getFileSystem": lambda a: {
+        "creationToken": a.args.get("creationToken"),
+        "fileSystemId": "fs-0adopted",
+        "id": "fs-0adopted",
+    },
     "aws:index/getCallerIdentity:getCallerIdentity": lambda a: {
         "accountId": ACCOUNT,
         "arn": f"arn:aws:iam::{ACCOUNT}:user/deployer",

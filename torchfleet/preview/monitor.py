@@ -21,6 +21,7 @@ class Recorded:
     printable: dict[str, Any]  # secrets replaced by "[secret]": what synth prints
     # Resource options as the engine receives them (protect, ignoreChanges, ...).
     options: dict[str, Any] = field(default_factory=dict)
+    urn: str = ""  # what other resources' dependencies name it by
 
     @property
     def key(self) -> str:
@@ -62,6 +63,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     custom=request.custom,
                     inputs=_unwrap(raw, mask=False),
                     printable=_unwrap(raw, mask=True),
+                    urn=self.make_urn(request.parent, request.type, request.name),
                     options={
                         "protect": request.protect,
                         "retainOnDelete": request.retainOnDelete,
@@ -75,6 +77,9 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                             k: getattr(timeouts, k) for k in ("create", "update", "delete") if getattr(timeouts, k)
                         },
                         "provider": request.provider,
+                        # The existing cloud resource a `pulumi up` adopts instead of creating one
+                        # (the import resource option; storage.adopt sets it, plans.py).
+                        "import": request.importId or None,
                     },
                 )
             )

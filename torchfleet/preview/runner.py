@@ -12,6 +12,7 @@ import pulumi
 import yaml
 from pulumi.runtime import config as runtime_config
 
+from torchfleet.preview import plans
 from torchfleet.preview.mocks import TorchfleetMocks
 from torchfleet.preview.monitor import SECRET, Recorded, RecordingMonitor
 from torchfleet.preview.stack_file import load_stack_file
@@ -47,13 +48,43 @@ class SynthResult:
                 objects.append(_integral(obj))
         return objects
 
+    def depends_on(self, r: Recorded) -> set[str]:
+        """Keys of every resource `r` waits for, directly or through what it waits for, and through
+        its provider (a Kubernetes resource waits for whatever its provider waits for)."""
+        by_urn = {x.urn: x for x in self.resources}
+        seen: set[str] = set()
+        todo = [r]
+        while todo:
+            current = todo.pop()
+            urns = list(current.options.get("dependencies") or [])
+            provider = (current.options.get("provider") or "").split("::")
+            if len(provider) > 1:
+                urns.append("::".join(provider[:-1]))  # "<urn>::<id>"
+            for urn in urns:
+                dep = by_urn.get(urn)
+                if dep is not None and dep.key not in seen:
+                    seen.add(dep.key)
+                    todo.append(dep)
+        return seen
+
     def to_json(self) -> dict[str, Any]:
+        keys = {r.urn: r.key for r in self.resources}
         return {
             "stack": self.stack,
             "resources": [
-                {"type": r.type, "name": r.name, "parent": r.parent, "inputs": r.printable} for r in self.resources
+                {
+                    "type": r.type,
+                    "name": r.name,
+                    "parent": r.parent,
+                    "inputs": r.printable,
+                    "options": plans.printable_options(r, keys),
+                }
+                for r in self.resources
             ],
             "outputs": self.outputs,
+            # What `pulumi destroy` would do, and what a replacement would collide with (plans.py).
+            "destroy": plans.destroy_plan(self.resources).to_json(),
+            "replaceCollisions": plans.replace_collisions(self.resources),
         }
 
 

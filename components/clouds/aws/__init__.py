@@ -34,8 +34,12 @@ class AwsCluster(pulumi.ComponentResource):
         control = EksControlPlane(
             f"{name}-control", spec, cluster_name, [s.id for s in subnets.values()], partition, child
         )
-        # Nodes join once the CNI enforces network policies, so no pod ever runs unpoliced.
-        nodes = EksNodeGroups(f"{name}-nodes", spec, control.cluster, subnets, partition, [control.vpc_cni], child)
+        # Nodes join once the CNI enforces network policies, and once they can reach the internet
+        # through the NAT (on destroy, the NAT goes only after them).
+        nodes = EksNodeGroups(
+            f"{name}-nodes", spec, control.cluster, subnets, partition, [control.vpc_cni, *network.egress], child
+        )
+        node_groups = [nodes.manager, *nodes.gpu_groups.values()]
         efs = EfsStore(
             f"{name}-efs",
             spec,
@@ -44,10 +48,15 @@ class AwsCluster(pulumi.ComponentResource):
             subnets,
             control.security_group_id,
             partition,
+            node_groups,
             pulumi.ResourceOptions(parent=self, depends_on=[nodes]),
         )
+        # The Kubernetes provider waits for the admins' access entries too: one of them may be
+        # the identity running this `pulumi up`.
         provider = k8s.Provider(
-            f"{name}-k8s", kubeconfig=control.kubeconfig, opts=pulumi.ResourceOptions(parent=self, depends_on=[nodes])
+            f"{name}-k8s",
+            kubeconfig=control.kubeconfig,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[nodes, *control.admins]),
         )
         autoscaling = EksAutoscaling(
             f"{name}-autoscaling",
@@ -57,10 +66,17 @@ class AwsCluster(pulumi.ComponentResource):
             [*nodes.asg_names, nodes.manager_asg_name],
             identity.account_id,
             partition,
-            pulumi.ResourceOptions(parent=self, providers=[provider], depends_on=[nodes, control.pod_identity_agent]),
+            [*node_groups, control.pod_identity_agent],
+            pulumi.ResourceOptions(parent=self, providers=[provider]),
         )
         ebs = EbsVolumes(
-            f"{name}-ebs", control.cluster, partition, provider, pulumi.ResourceOptions(parent=self, depends_on=[nodes])
+            f"{name}-ebs",
+            control.cluster,
+            spec.kubernetes_version,
+            partition,
+            provider,
+            node_groups,
+            pulumi.ResourceOptions(parent=self),
         )
         self.handle = ClusterHandle(
             name=control.cluster.name,

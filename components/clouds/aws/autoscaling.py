@@ -9,6 +9,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.clouds.aws import iam
+from components.clouds.aws.options import named_options
 from components.spec import (
     GPU_TAINT,
     LABEL_GPU_PRESENT,
@@ -79,8 +80,12 @@ def autoscaler_values(spec: PlatformSpec, cluster_name: str) -> dict:
         "expanderPriorities": yaml.safe_dump(expander_priorities(spec.gpu_pools), sort_keys=True),
         "extraArgs": {
             "expander": "priority",
-            # One pool per zone: balancing keeps similar pools (same GPU) even across zones.
-            "balance-similar-node-groups": True,
+            # No balancing across the zonal pools of one GPU: a job keeps all its pods in one zone,
+            # so a scale-up split over zones (what balancing does: cluster-autoscaler FAQ, "balance
+            # similar node groups") adds nodes the job cannot use. It never worked here anyway: each
+            # pool has its own launch template, and EKS labels nodes with its id and version, which
+            # the AWS comparator does not ignore (processors/nodegroupset/aws_nodegroups.go; AWS review m2).
+            "balance-similar-node-groups": False,
             "skip-nodes-with-local-storage": False,
             "scale-down-unneeded-time": spec.autoscaler.scale_down_unneeded_time,
             "scale-down-delay-after-add": spec.autoscaler.scale_down_delay_after_add,
@@ -112,8 +117,11 @@ class EksAutoscaling(pulumi.ComponentResource):
         asg_names: list[pulumi.Output[str]],
         account: pulumi.Input[str],
         partition: str,
+        wait_for: list[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
     ):
+        """`wait_for`: the node groups and the Pod Identity agent. Passed to the releases
+        themselves: a component's depends_on does not reach its children (AWS review m1)."""
         super().__init__("torchfleet:clouds:EksAutoscaling", name, None, opts)
         self._prefix = name
         child = pulumi.ResourceOptions(parent=self)
@@ -139,10 +147,10 @@ class EksAutoscaling(pulumi.ComponentResource):
             "cluster-autoscaler",
             AUTOSCALER_CHART,
             autoscaler_values(spec, cluster_name),
-            pulumi.ResourceOptions(parent=self, depends_on=[identity, self.policy]),
+            named_options(self, [identity, self.policy, *wait_for]),
         )
         self.device_plugin = self._create_release(
-            "nvidia-device-plugin", DEVICE_PLUGIN_CHART, device_plugin_values(), child
+            "nvidia-device-plugin", DEVICE_PLUGIN_CHART, device_plugin_values(), named_options(self, wait_for)
         )
         self.register_outputs({})
 

@@ -1,25 +1,49 @@
 """The EKS control plane: KMS-encrypted secrets, control-plane logs, private endpoint on, public
-endpoint limited to configured CIDRs, and admin access for the identity that deploys it."""
+endpoint limited to configured CIDRs, and admin access for the identity that deploys it and for
+every identity in torchfleet:admins (explicit access entries)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pulumi
 import pulumi_aws as aws
 
 from components.clouds.aws import iam
-from components.clouds.aws.options import cluster_options
+from components.clouds.aws.addons import create_addon
+from components.clouds.aws.options import cluster_options, kept_options
 from components.spec import PlatformSpec
 
 # All five control-plane log types: audit and authenticator logs are what an incident needs.
 # https://docs.aws.amazon.com/eks/latest/userguide/control-plane-logs.html
 CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 LOG_RETENTION_DAYS = 90
-VPC_CNI_ADDON_VERSION = "v1.19.2-eksbuild.1"  # network policy enforcement needs >= 1.14
+# Cluster-wide admin for an access entry:
+# https://docs.aws.amazon.com/eks/latest/userguide/access-policy-permissions.html
+CLUSTER_ADMIN_POLICY = "arn:{partition}:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 
 
-def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str) -> str:
+def token_args(cluster_name: str, region: str, profile: str | None = None, role_arn: str | None = None) -> list[str]:
+    """`aws eks get-token` as the identity the Pulumi AWS provider uses.
+
+    The exec plugin runs with the ambient credentials, not the provider's config: without
+    --profile / --role-arn, a stack deployed with aws:profile or aws:assumeRoles would talk to the
+    cluster as someone else (Unauthorized). pulumi-eks appends the same two flags
+    (nodejs/eks/cluster/cluster.ts generateKubeconfig); --profile rather than AWS_PROFILE, which
+    ambient credentials override.
+    """
+    args = ["eks", "get-token", "--cluster-name", cluster_name, "--region", region]
+    if role_arn:
+        args += ["--role-arn", role_arn]
+    if profile:
+        args += ["--profile", profile]
+    return args
+
+
+def kubeconfig(
+    cluster_name: str, endpoint: str, ca_data: str, region: str, profile: str | None = None, role_arn: str | None = None
+) -> str:
     """A kubeconfig that authenticates with `aws eks get-token` (no static credentials in it)."""
     return json.dumps(
         {
@@ -37,7 +61,7 @@ def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str) -> s
                         "exec": {
                             "apiVersion": "client.authentication.k8s.io/v1beta1",
                             "command": "aws",
-                            "args": ["eks", "get-token", "--cluster-name", cluster_name, "--region", region],
+                            "args": token_args(cluster_name, region, profile, role_arn),
                             "interactiveMode": "Never",
                         }
                     },
@@ -67,11 +91,16 @@ class EksControlPlane(pulumi.ComponentResource):
             opts=child,
         )
         # Created before the cluster so EKS writes into a group with a retention, not a forever one.
+        # Kept on destroy: EKS's service-linked role writes into it while the cluster is torn down
+        # and recreates it if it is gone (terraform-aws-modules/terraform-aws-eks#920, #2486), so a
+        # deleted group would make the next `pulumi up` of the stack fail "already exists"; kept,
+        # storage.adopt imports it back (its audit logs expire after the retention either way).
+        log_group = f"/aws/eks/{cluster_name}/cluster"
         logs = aws.cloudwatch.LogGroup(
             f"{name}-logs",
-            name=f"/aws/eks/{cluster_name}/cluster",
+            name=log_group,
             retention_in_days=LOG_RETENTION_DAYS,
-            opts=child,
+            opts=kept_options(self, True, log_group if spec.storage.adopt else None),
         )
         role = aws.iam.Role(f"{name}-role", assume_role_policy=iam.assume_role_policy("eks.amazonaws.com"), opts=child)
         attachments = [
@@ -95,43 +124,79 @@ class EksControlPlane(pulumi.ComponentResource):
                 "public_access_cidrs": list(spec.network.public_access_cidrs) or None,
             },
             access_config={
-                # Access entries only (no aws-auth ConfigMap); the deploying identity becomes admin.
+                # Access entries only (no aws-auth ConfigMap); the deploying identity becomes admin
+                # (immutable: changing it would replace the cluster), everyone else through
+                # explicit entries below.
                 "authentication_mode": "API",
                 "bootstrap_cluster_creator_admin_permissions": True,
             },
             encryption_config={"provider": {"key_arn": key.arn}, "resources": ["secrets"]},
             enabled_cluster_log_types=CONTROL_PLANE_LOGS,
             tags={"torchfleet.io/stack": spec.stack},
-            opts=pulumi.ResourceOptions.merge(
-                cluster_options(self, protect=False), pulumi.ResourceOptions(depends_on=[logs, *attachments])
-            ),
+            # Not protected, and the KMS key below neither: `pulumi destroy` must remove the cluster
+            # (a protected resource fails the whole destroy). The key is scheduled for deletion
+            # with a 30-day window (deletion_window_in_days), the safety net against a mistake.
+            opts=cluster_options(self, depends_on=[logs, *attachments]),
         )
         # The VPC CNI enforces NetworkPolicy only when its add-on says so; without this the
         # training namespace's default-deny would be accepted and ignored.
         # https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html
-        self.vpc_cni = aws.eks.Addon(
+        # Network policy enforcement needs vpc-cni >= 1.14; every minor's default is newer.
+        self.vpc_cni = create_addon(
             f"{name}-vpc-cni",
-            cluster_name=self.cluster.name,
-            addon_name="vpc-cni",
-            addon_version=VPC_CNI_ADDON_VERSION,
+            parent=self,
+            cluster=self.cluster,
+            addon="vpc-cni",
+            kubernetes_version=spec.kubernetes_version,
             configuration_values=json.dumps({"enableNetworkPolicy": "true"}),
             # EKS installs a self-managed VPC CNI with the cluster; the add-on takes it over.
             resolve_conflicts_on_create="OVERWRITE",
-            opts=child,
         )
         # Pods talk to AWS through EKS Pod Identity (the agent is an EKS add-on).
-        self.pod_identity_agent = aws.eks.Addon(
+        self.pod_identity_agent = create_addon(
             f"{name}-pod-identity-agent",
-            cluster_name=self.cluster.name,
-            addon_name="eks-pod-identity-agent",
-            addon_version="v1.3.8-eksbuild.2",
-            opts=child,
+            parent=self,
+            cluster=self.cluster,
+            addon="eks-pod-identity-agent",
+            kubernetes_version=spec.kubernetes_version,
         )
+        self.admins = self._create_admins(name, spec.access.admins, partition)
         region = spec.region or ""
+        profile, role_arn = spec.aws_profile, spec.aws_role_arn
         self.kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(self.cluster.name, self.cluster.endpoint, self.cluster.certificate_authority.data).apply(
-                lambda a: kubeconfig(a[0], a[1], a[2], region)
+                lambda a: kubeconfig(a[0], a[1], a[2], region, profile, role_arn)
             )
         )
         self.security_group_id = self.cluster.vpc_config.cluster_security_group_id
         self.register_outputs({"clusterName": self.cluster.name})
+
+    def _create_admins(self, name: str, admins: tuple[str, ...], partition: str) -> list[pulumi.Resource]:
+        """An access entry and the cluster-admin policy for each identity of torchfleet:admins.
+
+        Explicit resources, as terraform-aws-eks makes them: a teammate's or CI's role can run the
+        next `pulumi up` (its Kubernetes provider would otherwise get Unauthorized).
+        https://docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html
+        """
+        made: list[pulumi.Resource] = []
+        for arn in admins:
+            # Named by the identity, not by position: removing one admin must not rename the others.
+            i = hashlib.sha256(arn.encode()).hexdigest()[:10]
+            entry = aws.eks.AccessEntry(
+                f"{name}-admin-{i}",
+                cluster_name=self.cluster.name,
+                principal_arn=arn,
+                type="STANDARD",
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            made.append(
+                aws.eks.AccessPolicyAssociation(
+                    f"{name}-admin-{i}-policy",
+                    cluster_name=self.cluster.name,
+                    principal_arn=entry.principal_arn,
+                    policy_arn=CLUSTER_ADMIN_POLICY.format(partition=partition),
+                    access_scope={"type": "cluster"},
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+            )
+        return made

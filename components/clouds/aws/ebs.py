@@ -13,7 +13,6 @@ import pulumi_kubernetes as k8s
 from components.clouds.aws import iam
 from components.clouds.aws.addons import create_addon_with_identity
 
-EBS_CSI_ADDON_VERSION = "v1.37.0-eksbuild.1"
 EBS_CSI_CONTROLLER_SA = "ebs-csi-controller-sa"
 STORAGE_CLASS = "torchfleet-gp3"
 
@@ -35,8 +34,10 @@ class EbsVolumes(pulumi.ComponentResource):
         self,
         name: str,
         cluster: aws.eks.Cluster,
+        kubernetes_version: str,
         partition: str,
         provider: k8s.Provider,
+        nodes: list[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("torchfleet:clouds:EbsVolumes", name, None, opts)
@@ -45,10 +46,11 @@ class EbsVolumes(pulumi.ComponentResource):
             parent=self,
             cluster=cluster,
             addon="aws-ebs-csi-driver",
-            version=EBS_CSI_ADDON_VERSION,
+            kubernetes_version=kubernetes_version,
             service_account=EBS_CSI_CONTROLLER_SA,
             managed_policy=iam.EBS_CSI_MANAGED_POLICY,
             partition=partition,
+            depends_on=nodes,
         )
         self.storage_class = k8s.storage.v1.StorageClass(
             f"{name}-gp3",

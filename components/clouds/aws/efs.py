@@ -11,12 +11,11 @@ import pulumi_aws as aws
 
 from components.clouds.aws import iam
 from components.clouds.aws.addons import create_addon_with_identity
-from components.clouds.aws.options import store_options
+from components.clouds.aws.options import kept_options
 from components.clouds.base import SharedStore
 from components.spec import TRAINING_UID, PlatformSpec
 
 NFS_PORT = 2049
-EFS_CSI_ADDON_VERSION = "v2.1.10-eksbuild.1"
 EFS_CSI_CONTROLLER_SA = "efs-csi-controller-sa"
 # The driver mounts through efs-utils with TLS, which EFS recommends:
 # https://docs.aws.amazon.com/efs/latest/ug/encryption-in-transit.html
@@ -25,6 +24,22 @@ EFS_CSI_CONTROLLER_SA = "efs-csi-controller-sa"
 EFS_MOUNT_OPTIONS = ("tls",)
 ACCESS_POINT_ROOT = "/torchfleet"
 CLIENT_ACTIONS = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite")
+
+
+def creation_token(stack: str) -> str:
+    """The file system's idempotency token, one per stack (EFS: at most 64 characters).
+
+    CreateFileSystem refuses a second file system with the same token (FileSystemAlreadyExists), so
+    a `pulumi up` after a destroy that kept the store fails naming it instead of creating an empty
+    twin; storage.adopt finds the kept one by this token.
+    https://docs.aws.amazon.com/efs/latest/ug/API_CreateFileSystem.html
+    """
+    return f"torchfleet-{stack}"[:64]
+
+
+def adopted_file_system_id(stack: str) -> str:
+    """The id of the file system an earlier destroy of this stack kept (storage.adopt)."""
+    return aws.efs.get_file_system(creation_token=creation_token(stack)).file_system_id
 
 
 def file_system_policy(file_system_arn: str, access_point_arn: str) -> str:
@@ -89,12 +104,15 @@ class EfsStore(pulumi.ComponentResource):
         subnets: dict[str, aws.ec2.Subnet],
         node_security_group_id: pulumi.Input[str],
         partition: str,
+        nodes: list[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("torchfleet:clouds:EfsStore", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        keep = spec.storage.protect
         self.file_system = aws.efs.FileSystem(
             f"{name}-fs",
+            creation_token=creation_token(spec.stack),
             encrypted=True,
             # Elastic: throughput follows the load (many readers at job start), no burst credits.
             # https://docs.aws.amazon.com/efs/latest/ug/performance.html#throughput-modes
@@ -102,7 +120,9 @@ class EfsStore(pulumi.ComponentResource):
             performance_mode="generalPurpose",
             lifecycle_policies=[{"transition_to_ia": "AFTER_30_DAYS"}],
             tags={"Name": f"{name}-shared", "torchfleet.io/stack": spec.stack},
-            opts=store_options(self, spec.storage.protect),
+            # Kept by `pulumi destroy` while storage.protect is true (mount targets, security group
+            # and access point go: nothing of the old VPC holds it); adopted back by storage.adopt.
+            opts=kept_options(self, keep, adopted_file_system_id(spec.stack) if keep and spec.storage.adopt else None),
         )
         aws.efs.BackupPolicy(
             f"{name}-backup", file_system_id=self.file_system.id, backup_policy={"status": "ENABLED"}, opts=child
@@ -138,10 +158,11 @@ class EfsStore(pulumi.ComponentResource):
             parent=self,
             cluster=cluster,
             addon="aws-efs-csi-driver",
-            version=EFS_CSI_ADDON_VERSION,
+            kubernetes_version=spec.kubernetes_version,
             service_account=EFS_CSI_CONTROLLER_SA,
             managed_policy=iam.EFS_CSI_MANAGED_POLICY,
             partition=partition,
+            depends_on=nodes,
         )
         # Every NFS operation through this access point runs as the training image's user, and
         # its root directory is created owned by that user: a fresh EFS root is root-owned 0755,

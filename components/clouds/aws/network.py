@@ -61,6 +61,9 @@ class AwsNetwork(pulumi.ComponentResource):
             opts=child,
         )
         self.private_subnets: dict[str, aws.ec2.Subnet] = {}
+        # What nodes need to reach the internet (ECR, STS, quay.io): node groups wait for it on
+        # create, and on destroy it goes only after them (AWS review m1).
+        self.egress: list[pulumi.Resource] = []
         nat_ids: dict[str, pulumi.Output[str]] = {}
         for i, plan in enumerate(plan_subnets(spec.network.cidr, spec.zones)):
             public = aws.ec2.Subnet(
@@ -93,8 +96,10 @@ class AwsNetwork(pulumi.ComponentResource):
                 routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat}],
                 opts=child,
             )
-            aws.ec2.RouteTableAssociation(
-                f"{name}-private-{plan.zone}-rta", subnet_id=private.id, route_table_id=rt.id, opts=child
+            self.egress.append(
+                aws.ec2.RouteTableAssociation(
+                    f"{name}-private-{plan.zone}-rta", subnet_id=private.id, route_table_id=rt.id, opts=child
+                )
             )
             self.private_subnets[plan.zone] = private
         self.register_outputs({"vpcId": self.vpc.id})
@@ -102,4 +107,6 @@ class AwsNetwork(pulumi.ComponentResource):
     def _create_nat(self, name: str, public: aws.ec2.Subnet, igw: aws.ec2.InternetGateway) -> pulumi.Output[str]:
         child = pulumi.ResourceOptions(parent=self, depends_on=[igw])
         eip = aws.ec2.Eip(f"{name}-eip", domain="vpc", opts=child)
-        return aws.ec2.NatGateway(name, allocation_id=eip.id, subnet_id=public.id, opts=child).id
+        nat = aws.ec2.NatGateway(name, allocation_id=eip.id, subnet_id=public.id, opts=child)
+        self.egress.append(nat)
+        return nat.id

@@ -8,6 +8,8 @@ resources (https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscal
 
 from __future__ import annotations
 
+import re
+
 import pulumi
 import pulumi_aws as aws
 
@@ -20,6 +22,26 @@ from components.spec import GPU_RESOURCE, GPU_TAINT, LABEL_POOL, MANAGER_POOL_NA
 GPU_AMI = "AL2023_x86_64_NVIDIA"
 MANAGER_AMI = "AL2023_x86_64_STANDARD"
 ASG_TAG_PREFIX = "k8s.io/cluster-autoscaler/node-template"
+# The label the AWS cluster autoscaler reads to know a node has a GPU before the device plugin
+# advertises it; without it the autoscaler counts a fresh GPU node as ready-but-useless and
+# launches more (cluster-autoscaler/cloudprovider/aws/README.md "Special note on GPU instances";
+# aws_cloud_provider.go GPULabel). Its value is free text: the GPU type.
+ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
+# EKS appends 26 characters to a node group name prefix (the provider's unique suffix).
+NAME_PREFIX_SUFFIX = 26
+
+
+def gpu_labels(pool: GpuPoolSpec) -> dict[str, str]:
+    """The contract labels plus the autoscaler's accelerator label (kubelet may set it: its domain
+    is not kubernetes.io or k8s.io, so NodeRestriction allows it)."""
+    return {**pool.labels, ACCELERATOR_LABEL: f"nvidia-{pool.gpu}"}
+
+
+def tag_resource_suffix(key: str) -> str:
+    """A tag resource's name from its key, never its position: a label added or removed must not
+    shift every later tag to another resource (AWS review m3: two parallel updates could delete the
+    key the other had just written)."""
+    return re.sub(r"[^a-z0-9]+", "-", key.removeprefix(ASG_TAG_PREFIX + "/").lower()).strip("-")
 
 
 def taint_for_eks(taint: dict[str, str]) -> dict[str, str]:
@@ -28,7 +50,7 @@ def taint_for_eks(taint: dict[str, str]) -> dict[str, str]:
 
 def scale_from_zero_tags(pool: GpuPoolSpec) -> dict[str, str]:
     """The Auto Scaling group tags that let the cluster autoscaler build a template node."""
-    tags = {f"{ASG_TAG_PREFIX}/label/{k}": v for k, v in pool.labels.items()}
+    tags = {f"{ASG_TAG_PREFIX}/label/{k}": v for k, v in gpu_labels(pool).items()}
     tags[f"{ASG_TAG_PREFIX}/taint/{GPU_TAINT['key']}"] = f"{GPU_TAINT['value']}:{GPU_TAINT['effect']}"
     tags[f"{ASG_TAG_PREFIX}/resources/{GPU_RESOURCE}"] = str(pool.gpus_per_node)
     return tags
@@ -111,13 +133,13 @@ class EksNodeGroups(pulumi.ComponentResource):
                 min_nodes=pool.min_nodes,
                 max_nodes=pool.max_nodes,
                 disk_size_gb=pool.disk_size_gb,
-                labels=pool.labels,
+                labels=gpu_labels(pool),
                 taints=[taint_for_eks(GPU_TAINT)],
             )
             asg_name = group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
-            for i, (key, value) in enumerate(sorted(scale_from_zero_tags(pool).items())):
+            for key, value in sorted(scale_from_zero_tags(pool).items()):
                 aws.autoscaling.Tag(
-                    f"{name}-{pool.name}-asg-tag-{i}",
+                    f"{name}-{pool.name}-{tag_resource_suffix(key)}",
                     autoscaling_group_name=asg_name,
                     tag={"key": key, "value": value, "propagate_at_launch": False},
                     opts=child,
@@ -151,7 +173,13 @@ class EksNodeGroups(pulumi.ComponentResource):
         return aws.eks.NodeGroup(
             f"{name}-{pool_name}",
             cluster_name=self._cluster.name,
-            node_group_name=pool_name,
+            # A prefix, not a fixed name: a change EKS cannot make in place (instance types,
+            # capacity type, AMI type, subnets; UpdateNodegroupConfig changes only labels, taints,
+            # scaling and update config) replaces the group, and Pulumi creates the new one before
+            # deleting the old: a fixed name would fail "already exists". terraform-aws-eks does the
+            # same (node_group_name_prefix). The autoscaler's regexes .*-<pool>-.* still match the
+            # Auto Scaling group eks-<pool>-<suffix>-<uuid>.
+            node_group_name_prefix=f"{pool_name}-",
             node_role_arn=self._role.arn,
             subnet_ids=subnet_ids,
             instance_types=instance_types,

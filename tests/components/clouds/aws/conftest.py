@@ -9,7 +9,7 @@ THREE_ZONES = {
     "torchfleet:zones": ["us-east-1a", "us-east-1b", "us-east-1c"],
     "torchfleet:gpuPools": [
         {"gpu": "t4", "maxNodes": 4},
-        {"gpu": "a10g", "maxNodes": 2, "minNodes": 1, "machineTypes": ["g5.12xlarge", "g5.24xlarge"], "spot": False},
+        {"gpu": "a10g", "maxNodes": 2, "minNodes": 1, "machineTypes": ["g5.12xlarge"], "spot": False},
     ],
     "torchfleet:storage": {"protect": False},
     "torchfleet:network": {"natGateways": "perZone", "publicAccessCidrs": ["203.0.113.0/24"]},

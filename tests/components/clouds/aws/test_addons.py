@@ -1,21 +1,21 @@
-"""Add-ons that call AWS APIs: pinned, each with its own Pod Identity role and one managed policy."""
+"""EKS add-ons: at the version EKS names for the cluster's minor; those that call AWS APIs each with
+their own Pod Identity role and one managed policy."""
 
 import pytest
 
-from components.clouds.aws.ebs import EBS_CSI_ADDON_VERSION
-from components.clouds.aws.efs import EFS_CSI_ADDON_VERSION
+from torchfleet.preview.mock_aws import MOCK_ADDON_VERSION
 
 
 @pytest.mark.parametrize(
-    ("addon_name", "version", "service_account", "policy"),
+    ("addon_name", "service_account", "policy"),
     [
-        ("aws-efs-csi-driver", EFS_CSI_ADDON_VERSION, "efs-csi-controller-sa", "AmazonEFSCSIDriverPolicy"),
-        ("aws-ebs-csi-driver", EBS_CSI_ADDON_VERSION, "ebs-csi-controller-sa", "AmazonEBSCSIDriverPolicy"),
+        ("aws-efs-csi-driver", "efs-csi-controller-sa", "AmazonEFSCSIDriverPolicy"),
+        ("aws-ebs-csi-driver", "ebs-csi-controller-sa", "AmazonEBSCSIDriverPolicy"),
     ],
 )
-def test_csi_driver_is_a_pinned_addon_with_its_own_identity(aws_example, addon_name, version, service_account, policy):
+def test_csi_driver_is_an_addon_with_its_own_identity(aws_example, addon_name, service_account, policy):
     addon = next(a for a in aws_example.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == addon_name)
-    assert addon.inputs["addonVersion"] == version
+    assert addon.inputs["addonVersion"] == MOCK_ADDON_VERSION
     [association] = addon.inputs["podIdentityAssociations"]
     assert association["serviceAccount"] == service_account
     role = next(r for r in aws_example.of_type("aws:iam/role:Role") if association["roleArn"].endswith(f"/{r.name}"))
@@ -26,3 +26,15 @@ def test_csi_driver_is_a_pinned_addon_with_its_own_identity(aws_example, addon_n
         if a.inputs["role"] == role.name
     ]
     assert attached == [f"arn:aws:iam::aws:policy/service-role/{policy}"]
+
+
+def test_every_addon_version_comes_from_eks_for_the_cluster_minor(aws_example):
+    """Regression (issue 20, AWS review B2): four add-ons were hard-pinned to 2024-25 builds with no
+    tie to the cluster's minor; EKS refuses a version it does not list for that minor."""
+    addons = aws_example.of_type("aws:eks/addon:Addon")
+    assert {a.inputs["addonName"] for a in addons} == {
+        "vpc-cni", "eks-pod-identity-agent", "aws-efs-csi-driver", "aws-ebs-csi-driver"
+    }
+    for addon in addons:
+        assert addon.inputs["addonVersion"] == MOCK_ADDON_VERSION, addon.name  # the lookup's answer
+        assert addon.inputs["resolveConflictsOnUpdate"] == "OVERWRITE"

@@ -13,6 +13,7 @@ from components.clouds.aws.autoscaling import (
 from components.clouds.traits import CLOUD_TRAITS
 from components.spec import parse
 from tests.components.spec.configs import config
+from torchfleet.preview.mock_aws import NAME_SUFFIX
 
 
 def _release(result, chart):
@@ -52,7 +53,8 @@ def test_autoscaler_chart_is_pinned_and_configured(aws_three_zones):
     assert values["nodeSelector"] == {"torchfleet.io/pool": "manager"}
     args = values["extraArgs"]
     assert args["expander"] == "priority"
-    assert args["balance-similar-node-groups"] is True
+    # Off: a job keeps its pods in one zone, so a scale-up split over zones wastes nodes (AWS review m2).
+    assert args["balance-similar-node-groups"] is False
     assert args["scale-down-unneeded-time"] == "3m"
     assert args["scale-down-delay-after-add"] == "4m"
     priorities = yaml.safe_load(values["expanderPriorities"])
@@ -78,7 +80,11 @@ def test_autoscaler_iam_scales_only_this_clusters_groups(aws_example):
     assert all(":Describe" in a or ":Get" in a for a in describe["Action"])
     scale = statements["ScaleOnlyThisClustersGroups"]
     assert scale["Action"] == ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"]
-    arn = "arn:aws:autoscaling:us-west-2:123456789012:autoScalingGroup:*:autoScalingGroupName/eks-{}-0a1b2c3d"
+    arn = (
+        "arn:aws:autoscaling:us-west-2:123456789012:autoScalingGroup:*:autoScalingGroupName/eks-{}-"
+        + NAME_SUFFIX
+        + "-0a1b2c3d"
+    )
     pools = ["gpu-t4-us-west-2a", "gpu-t4-us-west-2b", "gpu-a10g-us-west-2a", "manager"]
     assert scale["Resource"] == [arn.format(p) for p in pools]
     assert scale["Condition"] == {

@@ -1,7 +1,10 @@
 import json
 
+import pytest
+
 from components.clouds.aws.cluster import CONTROL_PLANE_LOGS, kubeconfig
 from components.clouds.aws.options import CLUSTER_TIMEOUTS, cluster_options
+from torchfleet.preview.mock_aws import MOCK_ADDON_VERSION
 
 
 def test_control_plane_is_encrypted_logged_and_private(aws_example):
@@ -33,8 +36,9 @@ def test_public_endpoint_limited_to_configured_cidrs(aws_three_zones):
 
 
 def test_cluster_gets_generous_timeouts_from_its_options_helper(aws_example):
-    opts = cluster_options(parent=None, protect=False)
+    opts = cluster_options(parent=None, depends_on=[])
     assert opts.custom_timeouts is CLUSTER_TIMEOUTS
+    assert opts.delete_before_replace is True and not opts.protect
     assert CLUSTER_TIMEOUTS.create == "40m" and CLUSTER_TIMEOUTS.update == "90m"
     recorded = aws_example.one("aws:eks/cluster:Cluster").options["customTimeouts"]
     assert recorded == {"create": "40m", "update": "90m", "delete": "40m"}
@@ -47,6 +51,45 @@ def test_kubeconfig_is_a_secret_using_aws_exec_auth(aws_example):
     assert user["command"] == "aws"
     assert user["args"] == ["eks", "get-token", "--cluster-name", "c1", "--region", "us-west-2"]
     assert "token" not in json.dumps(config["users"][0]["user"]).replace("get-token", "")
+
+
+@pytest.mark.parametrize(
+    ("profile", "role", "extra"),
+    [
+        ("team", None, ["--profile", "team"]),
+        (None, "arn:aws:iam::123456789012:role/ci", ["--role-arn", "arn:aws:iam::123456789012:role/ci"]),
+    ],
+)
+def test_kubeconfig_authenticates_as_the_provider_identity(profile, role, extra):
+    """Regression (issue 20, AWS review M4): `aws eks get-token` ignored aws:profile and aws:assumeRoles."""
+    config = json.loads(kubeconfig("c1", "https://e", "Q0E=", "us-west-2", profile, role))
+    assert config["users"][0]["user"]["exec"]["args"][-2:] == extra
+
+
+def test_provider_profile_and_role_reach_the_kubeconfig_from_config():
+    from tests.harness import synth_config
+
+    result = synth_config(
+        "aws-cred",
+        {
+            "aws:region": "us-west-2",
+            "aws:profile": "team",
+            "aws:assumeRoles": [{"roleArn": "arn:aws:iam::123456789012:role/deployer"}],
+            "torchfleet:cloud": "aws",
+            "torchfleet:zones": ["us-west-2a"],
+            "torchfleet:gpuPools": [{"gpu": "t4", "maxNodes": 1}],
+            "torchfleet:admins": ["arn:aws:iam::123456789012:role/platform"],
+        },
+    )
+    assert result.spec.aws_profile == "team"
+    assert result.spec.aws_role_arn == "arn:aws:iam::123456789012:role/deployer"
+    [entry] = result.of_type("aws:eks/accessEntry:AccessEntry")
+    assert entry.inputs["principalArn"] == "arn:aws:iam::123456789012:role/platform"
+    [policy] = result.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+    assert policy.inputs["policyArn"].endswith(":cluster-access-policy/AmazonEKSClusterAdminPolicy")
+    assert policy.inputs["accessScope"] == {"type": "cluster"}
+    provider = result.one("pulumi:providers:kubernetes")
+    assert policy.key in result.depends_on(provider)
 
 
 def test_stack_outputs(aws_example):
@@ -62,6 +105,6 @@ def test_vpc_cni_enforces_network_policies_before_nodes_join(aws_example):
     """Regression (review): without enableNetworkPolicy the namespace's default-deny was ignored on EKS."""
     cni = next(a for a in aws_example.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "vpc-cni")
     assert json.loads(cni.inputs["configurationValues"]) == {"enableNetworkPolicy": "true"}
-    assert cni.inputs["addonVersion"].startswith("v1.")
+    assert cni.inputs["addonVersion"] == MOCK_ADDON_VERSION  # EKS's default for the minor (addons.py)
     for group in aws_example.of_type("aws:eks/nodeGroup:NodeGroup"):
         assert any(dep.endswith(f"::{cni.name}") for dep in group.options["dependencies"]), group.name

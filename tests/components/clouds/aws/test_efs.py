@@ -1,22 +1,24 @@
 import pytest
 
 from components.clouds.aws.efs import NFS_PORT
-from components.clouds.aws.options import store_options
+from components.clouds.aws.options import kept_options
 
 
 def test_file_system_is_encrypted_and_elastic(aws_example):
     fs = aws_example.one("aws:efs/fileSystem:FileSystem")
     assert fs.inputs["encrypted"] is True
     assert fs.inputs["throughputMode"] == "elastic"
+    assert fs.inputs["creationToken"] == "torchfleet-aws-usw2"
 
 
-@pytest.mark.parametrize(("fixture", "protected"), [("aws_example", True), ("aws_three_zones", False)])
-def test_file_system_protected_from_destroy_as_configured(request, fixture, protected):
+@pytest.mark.parametrize(("fixture", "kept"), [("aws_example", True), ("aws_three_zones", False)])
+def test_file_system_kept_on_destroy_as_configured_never_protected(request, fixture, kept):
+    """Regression (issue 20): `protect` made `pulumi destroy` fail in its preview and delete nothing."""
     fs = request.getfixturevalue(fixture).one("aws:efs/fileSystem:FileSystem")
-    assert fs.options["protect"] is protected
-    assert fs.options["retainOnDelete"] is protected
-    opts = store_options(None, protected)
-    assert opts.protect is protected and opts.retain_on_delete is protected
+    assert fs.options["protect"] is False
+    assert fs.options["retainOnDelete"] is kept
+    opts = kept_options(None, kept, None)
+    assert not opts.protect and opts.retain_on_delete is kept
 
 
 @pytest.mark.parametrize(("fixture", "zones"), [("aws_example", 2), ("aws_three_zones", 3)])

@@ -4,22 +4,28 @@ from components.catalog import Machine
 from components.clouds.aws.nodegroups import GPU_AMI, launch_template_args, scale_from_zero_tags
 from components.clouds.aws.options import nodegroup_options
 from components.spec import GpuPoolSpec
+from torchfleet.preview.mock_aws import NAME_SUFFIX
 
 GPU_GROUPS = {
     # fixture: {pool name: (zone, capacity, instance types, min, max)}
     "aws_example": {
-        "gpu-t4-us-west-2a": ("us-west-2a", "SPOT", ["g4dn.xlarge", "g4dn.2xlarge"], 0, 8),
-        "gpu-t4-us-west-2b": ("us-west-2b", "SPOT", ["g4dn.xlarge", "g4dn.2xlarge"], 0, 8),
+        "gpu-t4-us-west-2a": ("us-west-2a", "SPOT", ["g4dn.xlarge"], 0, 8),
+        "gpu-t4-us-west-2b": ("us-west-2b", "SPOT", ["g4dn.xlarge"], 0, 8),
         "gpu-a10g-us-west-2a": ("us-west-2a", "ON_DEMAND", ["g5.xlarge"], 0, 2),
     },
     "aws_three_zones": {
         **{f"gpu-t4-us-east-1{z}": (f"us-east-1{z}", "SPOT", ["g4dn.xlarge"], 0, 4) for z in "abc"},
         **{
-            f"gpu-a10g-us-east-1{z}": (f"us-east-1{z}", "ON_DEMAND", ["g5.12xlarge", "g5.24xlarge"], 1, 2)
+            f"gpu-a10g-us-east-1{z}": (f"us-east-1{z}", "ON_DEMAND", ["g5.12xlarge"], 1, 2)
             for z in "abc"
         },
     },
 }
+
+
+def _pool(group) -> str:
+    """The pool a node group implements: its name prefix without the trailing '-'."""
+    return group.inputs["nodeGroupNamePrefix"].removesuffix("-")
 
 
 def _subnet_zone(result, subnet_id):
@@ -30,7 +36,7 @@ def _subnet_zone(result, subnet_id):
 @pytest.mark.parametrize("fixture", GPU_GROUPS)
 def test_one_gpu_group_per_gpu_and_zone(request, fixture):
     result = request.getfixturevalue(fixture)
-    groups = {g.inputs["nodeGroupName"]: g for g in result.of_type("aws:eks/nodeGroup:NodeGroup")}
+    groups = {_pool(g): g for g in result.of_type("aws:eks/nodeGroup:NodeGroup")}
     assert set(groups) == {"manager", *GPU_GROUPS[fixture]}
     for pool, (zone, capacity, types, lo, hi) in GPU_GROUPS[fixture].items():
         g = groups[pool].inputs
@@ -45,13 +51,14 @@ def test_one_gpu_group_per_gpu_and_zone(request, fixture):
             "torchfleet.io/gpu": gpu,
             "torchfleet.io/capacity": "spot" if capacity == "SPOT" else "on-demand",
             "nvidia.com/gpu.present": "true",
+            "k8s.amazonaws.com/accelerator": f"nvidia-{gpu}",
         }
         assert g["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}]
 
 
 def test_manager_group_is_on_demand_in_every_zone(aws_example):
     manager = next(
-        g for g in aws_example.of_type("aws:eks/nodeGroup:NodeGroup") if g.inputs["nodeGroupName"] == "manager"
+        g for g in aws_example.of_type("aws:eks/nodeGroup:NodeGroup") if _pool(g) == "manager"
     )
     assert manager.inputs["capacityType"] == "ON_DEMAND"
     assert manager.inputs["instanceTypes"] == ["m6i.large"]
@@ -90,6 +97,9 @@ def test_scale_from_zero_tags_describe_the_template_node():
         f"{prefix}/label/torchfleet.io/gpu": "a10g",
         f"{prefix}/label/torchfleet.io/capacity": "spot",
         f"{prefix}/label/nvidia.com/gpu.present": "true",
+        # Regression (issue 20, AWS review M1): without it the autoscaler launched extra GPU nodes
+        # while the device plugin started.
+        f"{prefix}/label/k8s.amazonaws.com/accelerator": "nvidia-a10g",
         f"{prefix}/taint/nvidia.com/gpu": "present:NoSchedule",
         f"{prefix}/resources/nvidia.com/gpu": "4",
     }
@@ -104,9 +114,20 @@ def test_each_gpu_groups_asg_carries_its_tags(request, fixture):
         assert t.inputs["tag"]["propagateAtLaunch"] is False
         by_group.setdefault(t.inputs["autoscalingGroupName"], {})[t.inputs["tag"]["key"]] = t.inputs["tag"]["value"]
     # EKS names a managed node group's Auto Scaling group eks-<nodegroup>-<uuid> (see mock_aws).
-    assert set(by_group) == {f"eks-{pool}-0a1b2c3d" for pool in GPU_GROUPS[fixture]}
+    assert set(by_group) == {f"eks-{pool}-{NAME_SUFFIX}-0a1b2c3d" for pool in GPU_GROUPS[fixture]}
     for pool in GPU_GROUPS[fixture]:
-        group_tags = by_group[f"eks-{pool}-0a1b2c3d"]
+        group_tags = by_group[f"eks-{pool}-{NAME_SUFFIX}-0a1b2c3d"]
         gpus = "4" if "a10g" in pool and fixture == "aws_three_zones" else "1"
         assert group_tags["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == gpus
         assert group_tags["k8s.io/cluster-autoscaler/node-template/label/torchfleet.io/gpu"] == pool.split("-")[1]
+
+
+def test_tag_resources_are_named_by_their_key_not_their_position(aws_example):
+    """Regression (issue 20, AWS review m3): tags named by index moved to other resources when a label
+    was added, and two parallel updates could delete the key the other had just written."""
+    tags = [t for t in aws_example.of_type("aws:autoscaling/tag:Tag") if "gpu-t4-us-west-2a" in t.name]
+    assert {t.name.removeprefix("torchfleet-aws-nodes-gpu-t4-us-west-2a-") for t in tags} == {
+        "label-torchfleet-io-pool", "label-torchfleet-io-gpu", "label-torchfleet-io-capacity",
+        "label-nvidia-com-gpu-present", "label-k8s-amazonaws-com-accelerator", "taint-nvidia-com-gpu",
+        "resources-nvidia-com-gpu",
+    }
