@@ -32,8 +32,17 @@ class Tool:
     name: str  # the binary's name in BIN
     module: str  # the folder under modules/ whose go.mod pins it
     package: str  # the Go package of its main
+    # The Go string a release build links its version into (-ldflags -X); without it the binary
+    # reports none. The value is `version`, else the pinned version ('v3.274.0').
+    version_var: str = ""
+    # The release this build stands for, where go.mod's pin is a pseudo-version that names its commit.
+    version: str = ""
+    # Run `go generate PACKAGE` first, with VERSION set as above: for a main of the tools module
+    # itself that embeds files a release build generates (modules/pulumi-kubernetes).
+    generate: bool = False
 
 
+_PULUMI_VERSION = "github.com/pulumi/pulumi/sdk/v3/go/common/version.Version"
 TOOLS = (
     Tool("etcd", "etcd", "go.etcd.io/etcd/server/v3"),
     Tool("kube-apiserver", "kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver"),
@@ -41,6 +50,19 @@ TOOLS = (
     Tool("kube-scheduler", "kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler"),
     Tool("kubectl", "kubernetes", "k8s.io/kubernetes/cmd/kubectl"),
     Tool("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok"),
+    # The training controllers the project installs: tests/controlplane/operators.py.
+    Tool("elasticjob-controller", "elasticjob", "github.com/pytorch/elastic/kubernetes"),
+    Tool("training-operator", "kubeflow", "github.com/kubeflow/training-operator/cmd/training-operator.v1"),
+    # The Pulumi CLI (the engine) and the Kubernetes provider: tests/controlplane/pulumi_engine.py.
+    Tool("pulumi", "pulumi", "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi", _PULUMI_VERSION),
+    Tool(
+        "pulumi-resource-kubernetes",
+        "pulumi-kubernetes",
+        "torchfleet.local/pulumi-kubernetes/cmd/pulumi-resource-kubernetes",
+        "github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version",
+        version="4.25.0",
+        generate=True,
+    ),
 )
 BY_NAME = {tool.name: tool for tool in TOOLS}
 
@@ -55,10 +77,21 @@ def path(name: str) -> Path:
 
 
 def pinned_version(tool: Tool) -> str:
-    """The version go.mod pins for the tool's package: 'k8s.io/kubernetes v1.35.4'."""
-    for line in (MODULES / tool.module / "go.mod").read_text().splitlines():
+    """The version go.mod pins for the tool's package: 'k8s.io/kubernetes v1.35.4'.
+
+    A main of the tools module itself builds its one direct requirement (`require M V`, not
+    indirect): that is the pin shown.
+    """
+    lines = (MODULES / tool.module / "go.mod").read_text().splitlines()
+    module = next(line.split()[1] for line in lines if line.startswith("module "))
+    for line in lines:
         words = line.split()
-        if len(words) >= 2 and tool.package.startswith(words[0]) and words[1].startswith("v"):
+        if words[:1] == ["require"]:
+            words = words[1:]  # a one-line require
+        if len(words) < 2 or not words[1].startswith("v"):
+            continue
+        own = tool.package.startswith(module + "/") and "// indirect" not in line
+        if tool.package.startswith(words[0]) or own:
             return f"{words[0]} {words[1]}"
     raise BuildError(f"modules/{tool.module}/go.mod pins no module holding {tool.package}")
 
@@ -68,7 +101,16 @@ def _stamp(tool: Tool) -> str:
     digest = hashlib.sha256((MODULES / tool.module / "go.sum").read_bytes())
     digest.update((MODULES / tool.module / "go.mod").read_bytes())
     digest.update(f"{tool.package}\n{go_version}".encode())
+    digest.update(" ".join(_ldflags(tool)).encode())
     return digest.hexdigest()
+
+
+def _release(tool: Tool) -> str:
+    return tool.version or pinned_version(tool).split()[1]
+
+
+def _ldflags(tool: Tool) -> list[str]:
+    return ["-ldflags", f"-X {tool.version_var}={_release(tool)}"] if tool.version_var else []
 
 
 def build(tool: Tool) -> str:
@@ -83,8 +125,18 @@ def build(tool: Tool) -> str:
         return f"[build] {tool.name}: present ({pinned_version(tool)})"
     BIN.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "GOFLAGS": "-mod=readonly -buildvcs=false", "CGO_ENABLED": "0", "GOTOOLCHAIN": "local"}
+    if tool.generate:
+        done = subprocess.run(
+            ["go", "generate", tool.package],
+            cwd=MODULES / tool.module,
+            env={**env, "VERSION": _release(tool)},
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise BuildError(f"go generate {tool.package} in modules/{tool.module} failed:\n{done.stderr[-4000:]}")
     done = subprocess.run(
-        ["go", "build", "-trimpath", "-o", str(out), tool.package],
+        ["go", "build", "-trimpath", *_ldflags(tool), "-o", str(out), tool.package],
         cwd=MODULES / tool.module,
         env=env,
         capture_output=True,
