@@ -186,20 +186,26 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_the_lighthouse_command_starts_the_real_lighthouse():
-    """The Deployment's command, run by the torchft_lighthouse this project pins; only the address is local."""
-    binary = lighthouse_binary()
-    assert binary, "torchft_lighthouse is missing: the dev extra installs torchft"
+def test_the_lighthouse_command_starts_the_real_lighthouse_without_torch():
+    """The Deployment's command, run by this project's Python and torchft; only the address is local.
+
+    Regression (issue 19): the Lighthouse ran `torchft_lighthouse`, whose import of torchft imports
+    torch (584 MiB peak RSS with the CUDA wheel, bench/lighthouse_memory.py): its 256Mi limit would
+    have OOM-killed it. Its resident memory must stay far below the limit it is given.
+    """
+    import sys
+
+    assert lighthouse_binary(), "torchft is missing: the dev extra installs it"
     _, _, documents = _documents(CASES[0])
     deployment = _by_kind(documents)["Deployment", "resnet-lighthouse"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     command = list(container["command"])
-    assert Path(command[0]).name == Path(binary).name
+    assert command[:3] == ["python", "-c", inplace_job.LIGHTHOUSE_MAIN]
     port = _free_port()
     (bind,) = [i for i, arg in enumerate(command) if arg.startswith("--bind=")]
     assert command[bind].endswith(f":{container['ports'][0]['containerPort']}")
     command[bind] = f"--bind=127.0.0.1:{port}"
-    proc = subprocess.Popen([binary, *command[1:]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([sys.executable, *command[1:]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -210,6 +216,10 @@ def test_the_lighthouse_command_starts_the_real_lighthouse():
             except OSError:
                 assert time.monotonic() < deadline, "the Lighthouse never listened"
                 time.sleep(0.1)
+        status = dict(line.split(":", 1) for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines())
+        peak_kib = int(status["VmHWM"].split()[0])
+        limit = container["resources"]["limits"]["memory"]
+        assert limit.endswith("Mi") and peak_kib < int(limit[:-2]) * 1024 / 4, (peak_kib, limit)
     finally:
         proc.kill()
         proc.wait()
@@ -330,8 +340,9 @@ def test_the_submitted_pods_train_and_heal_against_the_submitted_lighthouse(tmp_
     job, *owned = [manifests.build(req, t), *manifests.owned_documents(req, t)]
     (lighthouse,) = _by_kind(owned)["Deployment", "pair-lighthouse"]["spec"]["template"]["spec"]["containers"]
     port = _free_port()
-    lighthouse_cmd = [lighthouse_binary(), *(f"--bind=127.0.0.1:{port}" if a.startswith("--bind=") else a
-                                             for a in lighthouse["command"][1:])]
+    assert lighthouse["command"][0] == "python"
+    lighthouse_cmd = [sys.executable, *(f"--bind=127.0.0.1:{port}" if a.startswith("--bind=") else a
+                                        for a in lighthouse["command"][1:])]
     (worker,) = job["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e["value"] for e in worker["env"] if "value" in e}
     env = {k: v.replace(req.job_dir, str(tmp_path / "pair")) for k, v in env.items()}  # the shared store
