@@ -19,7 +19,9 @@ _GUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F
 # GCP IAM members: https://cloud.google.com/iam/docs/principal-identifiers
 ADMIN_FORMS: dict[str, tuple[str, str]] = {
     "aws": (r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,512}", "arn:aws:iam::123456789012:role/platform"),
-    "gcp": (r"(user|group|serviceAccount):[^@\s]+@[^@\s]+\.[a-z]{2,}", "group:ml-platform@example.com"),
+    # user: and serviceAccount: only: a Kubernetes RBAC binding to a Google Group needs Google
+    # Groups for RBAC set up on the cluster first (clouds/gcp/access.py).
+    "gcp": (r"(user|serviceAccount):[^@\s:]+@[^@\s]+\.[a-z]{2,}", "user:alice@example.com"),
     "azure": (rf"({'|'.join(AZURE_PRINCIPAL_TYPES)}):{_GUID}", "Group:00000000-0000-0000-0000-000000000000"),
 }
 _ROLE_ARN = r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}"

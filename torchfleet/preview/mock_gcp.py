@@ -27,6 +27,9 @@ def _project(args: pulumi.runtime.MockResourceArgs) -> str:
     return args.inputs.get("project") or PROJECT
 
 
+MOCK_PRIVATE_ENDPOINT = "10.0.0.2"
+
+
 def _cluster(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
     location = args.inputs.get("location", "")
     return {
@@ -35,6 +38,11 @@ def _cluster(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
         "masterVersion": f"{args.inputs.get('minMasterVersion', DEFAULT_KUBERNETES_VERSION)}.5-gke.1000000",
         "selfLink": f"https://container.googleapis.com/v1/projects/{_project(args)}/locations/{location}"
         f"/clusters/{args.name}",
+        # With Private Service Connect, GKE gives the control plane an address in the node subnet.
+        "privateClusterConfig": {
+            **(args.inputs.get("privateClusterConfig") or {}),
+            "privateEndpoint": MOCK_PRIVATE_ENDPOINT,
+        },
     }
 
 

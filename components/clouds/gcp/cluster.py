@@ -19,6 +19,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.clouds.base import ClusterHandle
+from components.clouds.gcp.access import create_admins
 from components.clouds.gcp.filestore import GcpFilestore
 from components.clouds.gcp.kms import GcpSecretsKey, database_encryption
 from components.clouds.gcp.kubeconfig import kubeconfig
@@ -37,6 +38,20 @@ RELEASE_CHANNEL = "REGULAR"
 # are not latency sensitive. GKE does not expose scale-down-unneeded-time; the profile is the
 # knob. https://cloud.google.com/kubernetes-engine/docs/concepts/cluster-autoscaler#autoscaling_profiles
 AUTOSCALING_PROFILE = "OPTIMIZE_UTILIZATION"
+# When GKE may upgrade the control plane and drain nodes (GPU jobs, etcd members): weekend nights
+# UTC, 6 hours each. GKE wants at least 48 hours of windows in any 32 days, 4 or more at a time
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions):
+# two 6-hour windows a week give about 55. Without one, upgrades come at any time (GCP review F14).
+MAINTENANCE_WINDOW = {
+    "start_time": "2026-01-03T02:00:00Z",
+    "end_time": "2026-01-03T08:00:00Z",
+    "recurrence": "FREQ=WEEKLY;BYDAY=SA,SU",
+}
+# The Kubeflow training-operator's admission webhook listens here (failurePolicy: Fail); GKE's own
+# firewall rules for private nodes admit the control plane on 443 and 10250 only, so without a
+# rule every PyTorchJob create times out (issue 19, item 9).
+# https://cloud.google.com/kubernetes-engine/docs/how-to/private-clusters#add_firewall_rules
+WEBHOOK_PORTS = ["9443"]
 
 
 def resource_labels(spec: PlatformSpec) -> dict[str, str]:
@@ -93,6 +108,7 @@ class GcpCluster(pulumi.ComponentResource):
             f"{name}-nodes", spec.project or "", spec.stack, pulumi.ResourceOptions(parent=self)
         )
         self.cluster = self._create_cluster(name, spec, labels)
+        self.webhook_firewall = self._create_webhook_firewall(name)
         self.pools = GcpNodePools(
             f"{name}-pools",
             cluster=self.cluster,
@@ -118,6 +134,7 @@ class GcpCluster(pulumi.ComponentResource):
             ).apply(lambda args: kubeconfig(*args))
         )
         provider = k8s.Provider(f"{name}-k8s", kubeconfig=config, opts=pulumi.ResourceOptions(parent=self))
+        self.admins = create_admins(f"{name}-admin", spec, provider, self)
         self.handle = ClusterHandle(
             name=self.cluster.name,
             kubeconfig=config,
@@ -126,9 +143,10 @@ class GcpCluster(pulumi.ComponentResource):
             gpu_pools=spec.gpu_pools,
             store=self.filestore.store,
             manager_selector=dict(MANAGER_LABELS),
-            # The CSI add-on is part of the cluster; control pods need the manager pool; the PV
-            # needs the instance's address.
-            ready=[self.cluster, self.pools.manager, self.filestore.instance],
+            # The CSI add-on is part of the cluster; control pods need the manager pool and, to pull
+            # their images, Cloud NAT (GCP review F13); the PV needs the instance's address; the
+            # training operator's webhook needs its firewall rule.
+            ready=[self.cluster, self.pools.manager, self.filestore.instance, self.network.nat, self.webhook_firewall],
             outputs={
                 "region": spec.region,
                 "project": spec.project,
@@ -179,9 +197,25 @@ class GcpCluster(pulumi.ComponentResource):
                 "gce_persistent_disk_csi_driver_config": {"enabled": True},
             },
             cluster_autoscaling=autoscaling_config(),
-            # Follows storage.protect: `pulumi destroy` fails on the cluster until protect is set
-            # to false and applied (the stack's intent, "do not tear this down by accident").
-            deletion_protection=spec.storage.protect,
+            maintenance_policy={"recurring_window": MAINTENANCE_WINDOW},
+            # Off: `pulumi destroy` must remove the cluster (the provider's default, true, fails the
+            # destroy; issue 20). The data is kept by the Filestore instance's own options.
+            deletion_protection=False,
             resource_labels=labels,
-            opts=cluster_options(self, depends_on=[self.secrets_key.grant]),
+            # The key grant once it took effect (IAM propagation: GCP review F3), and the node
+            # account's roles, which the short-lived default pool uses too (F13).
+            opts=cluster_options(self, depends_on=[self.secrets_key.grant_effective, *self.identity.roles]),
+        )
+
+    def _create_webhook_firewall(self, name: str) -> gcp.compute.Firewall:
+        """Control plane -> nodes on the webhook ports, from the control plane's private endpoint."""
+        return gcp.compute.Firewall(
+            f"{name}-webhooks",
+            network=self.network.vpc.id,
+            direction="INGRESS",
+            description="GKE control plane to admission webhooks on the nodes",
+            source_ranges=[self.cluster.private_cluster_config.apply(lambda c: f"{c.private_endpoint}/32")],
+            target_service_accounts=[self.identity.email],
+            allows=[{"protocol": "tcp", "ports": WEBHOOK_PORTS}],
+            opts=pulumi.ResourceOptions(parent=self),
         )

@@ -15,6 +15,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.clouds.base import SharedStore
+from components.clouds.gcp.names import gcp_name
 from components.spec import PlatformSpec, StorageSpec
 
 SHARE_NAME = "share"
@@ -34,16 +35,29 @@ def store_location(spec: PlatformSpec) -> str:
     return spec.zones[0]
 
 
-def store_options(storage: StorageSpec, parent: pulumi.Resource) -> pulumi.ResourceOptions:
-    """`storage.protect` (default true) makes `pulumi destroy` refuse to delete the data."""
+def store_options(
+    storage: StorageSpec, parent: pulumi.Resource, import_id: str | None = None
+) -> pulumi.ResourceOptions:
+    """`storage.protect` (default true): `pulumi destroy` keeps the instance (retainOnDelete, never
+    `protect`, which would make the whole destroy fail); `storage.adopt` imports it back."""
     return pulumi.ResourceOptions(
         parent=parent,
-        protect=storage.protect,
-        # Also kept if the instance ever leaves the program, as the AWS and Azure stores are.
         retain_on_delete=storage.protect,
+        import_=import_id,
         # Filestore creation takes several minutes; larger tiers take longer.
         custom_timeouts=pulumi.CustomTimeouts(create="60m", update="60m", delete="30m"),
     )
+
+
+def instance_name(stack: str) -> str:
+    """One fixed name per stack (RFC 1035, at most 63): a `pulumi up` after a destroy that kept the
+    store fails "already exists" instead of creating an empty twin, and storage.adopt finds it."""
+    return gcp_name(stack, "store")
+
+
+def import_id(project: str | None, location: str, name: str) -> str:
+    # The provider's import form: https://www.pulumi.com/registry/packages/gcp/api-docs/filestore/instance/#import
+    return f"projects/{project}/locations/{location}/instances/{name}"
 
 
 def reserved_range(store_block: str, tier: str | None) -> str:
@@ -91,8 +105,11 @@ class GcpFilestore(pulumi.ComponentResource):
         super().__init__("torchfleet:clouds:GcpFilestore", name, None, opts)
         storage = spec.storage
         location = store_location(spec)
+        fixed = instance_name(spec.stack)
+        adopt = import_id(spec.project, location, fixed) if storage.protect and storage.adopt else None
         self.instance = gcp.filestore.Instance(
             f"{name}-instance",
+            name=fixed,
             location=location,
             tier=storage.tier,
             file_shares={
@@ -112,7 +129,7 @@ class GcpFilestore(pulumi.ComponentResource):
             ],
             **service_protection(storage),
             labels=labels,
-            opts=store_options(storage, self),
+            opts=store_options(storage, self, adopt),
         )
         ip = self.instance.networks.apply(lambda nets: nets[0].ip_addresses[0])
         self.store = SharedStore(

@@ -10,11 +10,15 @@ https://cloud.google.com/kubernetes-engine/docs/how-to/encrypting-secrets
   gets `roles/cloudkms.cryptoKeyEncrypterDecrypter` on this key only, before the cluster exists:
   creating a cluster whose agent cannot use the key fails.
 - The key rotates every 90 days; GKE keeps decrypting with older versions.
-- Losing the key loses every Secret the cluster holds: it is protected (and retained on delete)
-  like the shared store, and its provider-side `deletion_policy` is PREVENT, while
-  `storage.protect` is true. Deleting the Pulumi key would schedule its versions for destruction.
+- `pulumi destroy` deletes the cluster first (it depends on the key), then schedules the key's
+  versions for destruction (deletion_policy DELETE): the Secrets it encrypted went with the
+  cluster. Nothing here is `protect`ed: a protected resource makes the whole destroy fail in its
+  preview (issue 20). While the cluster lives, the key cannot be replaced (its inputs are fixed).
 - Names are Pulumi's auto-names (a random suffix): KMS never deletes a key ring or a key, so a
-  fixed name could not be created again after a destroy.
+  fixed name could not be created again after a destroy (the provider's delete of a key ring only
+  forgets it).
+- The cluster waits for the grant to take effect, not only to exist (propagation.py): creating
+  it seconds after the grant could fail on the key.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
+from components.clouds.propagation import GCP_IAM_SECONDS, PropagationWait
 from components.spec import PlatformSpec
 
 ROTATION_PERIOD = "7776000s"  # 90 days
@@ -38,14 +43,8 @@ def database_encryption(key_id: pulumi.Input[str]) -> dict:
     return {"state": "ENCRYPTED", "key_name": key_id}
 
 
-def key_options(parent: pulumi.Resource, protect: bool) -> pulumi.ResourceOptions:
-    """`storage.protect` guards the key as it guards the store: `pulumi destroy` refuses to touch it."""
-    return pulumi.ResourceOptions(parent=parent, protect=protect, retain_on_delete=protect)
-
-
-def deletion_policy(protect: bool) -> str:
-    # Set either way, so turning protect off and running `pulumi up` lifts the provider's guard.
-    return "PREVENT" if protect else "DELETE"
+# Destroying the key's versions once the cluster is gone: nothing left to decrypt.
+DELETION_POLICY = "DELETE"
 
 
 class GcpSecretsKey(pulumi.ComponentResource):
@@ -61,16 +60,16 @@ class GcpSecretsKey(pulumi.ComponentResource):
             f"{name}-ring",
             location=spec.region,
             project=spec.project,
-            opts=key_options(self, spec.storage.protect),
+            opts=pulumi.ResourceOptions(parent=self),
         )
         self.key = gcp.kms.CryptoKey(
             f"{name}-key",
             key_ring=self.key_ring.id,
             purpose="ENCRYPT_DECRYPT",
             rotation_period=ROTATION_PERIOD,
-            deletion_policy=deletion_policy(spec.storage.protect),
+            deletion_policy=DELETION_POLICY,
             labels=labels,
-            opts=key_options(self, spec.storage.protect),
+            opts=pulumi.ResourceOptions(parent=self),
         )
         project = gcp.organizations.get_project_output(project_id=spec.project)
         self.grant = gcp.kms.CryptoKeyIAMMember(
@@ -79,5 +78,9 @@ class GcpSecretsKey(pulumi.ComponentResource):
             role=ENCRYPTER_DECRYPTER,
             member=project.number.apply(gke_service_agent),
             opts=pulumi.ResourceOptions(parent=self),
+        )
+        # What the cluster depends on: the grant, once IAM has had time to apply it.
+        self.grant_effective = PropagationWait(
+            f"{name}-grant-propagation", GCP_IAM_SECONDS, [self.grant], pulumi.ResourceOptions(parent=self)
         )
         self.register_outputs({"keyId": self.key.id})

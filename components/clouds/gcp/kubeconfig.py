@@ -2,6 +2,11 @@
 
 Since GKE 1.26 kubectl authenticates through the plugin (gcloud components install
 gke-gcloud-auth-plugin): https://cloud.google.com/kubernetes-engine/docs/how-to/cluster-access-for-kubectl
+The plugin uses gcloud's active account unless told to use Application Default Credentials
+(kubernetes/cloud-provider-gcp cmd/gke-gcloud-auth-plugin/cred/cred.go: accessToken() reads ADC
+only with --use_application_default_credentials). The GCP provider, and the README's setup, use
+ADC: without the flag the Kubernetes resources were applied as another identity, or failed where
+only ADC exists (CI, workload identity federation; issue 20, GCP review F2).
 The file holds no secret itself, but it names the endpoint and CA, so it is still exported as
 a Pulumi secret like every cloud's kubeconfig.
 """
@@ -12,6 +17,7 @@ import yaml
 
 AUTH_PLUGIN = "gke-gcloud-auth-plugin"
 EXEC_API_VERSION = "client.authentication.k8s.io/v1beta1"
+ADC_FLAG = "--use_application_default_credentials"
 
 
 def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:
@@ -36,6 +42,7 @@ def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:
                         "exec": {
                             "apiVersion": EXEC_API_VERSION,
                             "command": AUTH_PLUGIN,
+                            "args": [ADC_FLAG],
                             "provideClusterInfo": True,
                             "interactiveMode": "IfAvailable",
                             "installHint": f"Install {AUTH_PLUGIN}: gcloud components install {AUTH_PLUGIN}",

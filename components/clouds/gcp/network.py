@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from components.clouds.gcp.names import gcp_name
 from components.spec import PlatformSpec
 
 PODS_RANGE = "pods"
@@ -59,18 +60,26 @@ class GcpNetwork(pulumi.ComponentResource):
     def __init__(self, name: str, spec: PlatformSpec, opts: pulumi.ResourceOptions | None = None):
         super().__init__("torchfleet:clouds:GcpNetwork", name, None, opts)
         self.plan = address_plan(spec.network.cidr)
-        self.vpc = self._create_vpc(name)
+        self.vpc = self._create_vpc(name, spec)
         self.subnet = self._create_subnet(name, spec.region)
         self.nat = self._create_nat(name, spec.region)
         self.register_outputs({"network": self.vpc.name, "subnetwork": self.subnet.name})
 
-    def _create_vpc(self, name: str) -> gcp.compute.Network:
+    def _create_vpc(self, name: str, spec: PlatformSpec) -> gcp.compute.Network:
+        """Kept by `pulumi destroy` with the store: a Filestore instance is peered to this VPC
+        (DIRECT_PEERING), and GCP refuses to delete a network with a peering, so the destroy would
+        fail there; the kept store is reachable again only from this network. A fixed name and
+        storage.adopt import both back. The subnet, router and NAT go."""
+        keep = spec.storage.protect
+        vpc_name = gcp_name(spec.stack, "vpc")
+        adopt = f"projects/{spec.project}/global/networks/{vpc_name}" if keep and spec.storage.adopt else None
         return gcp.compute.Network(
             f"{name}-vpc",
+            name=vpc_name,
             # Custom mode: auto mode would add a subnet in every region with overlapping ranges.
             auto_create_subnetworks=False,
             routing_mode="REGIONAL",
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep, import_=adopt),
         )
 
     def _create_subnet(self, name: str, region: str | None) -> gcp.compute.Subnetwork:

@@ -157,7 +157,8 @@ class GcpNodeIdentity(pulumi.ComponentResource):
             f"{name}-account",
             account_id=service_account_id(stack),
             display_name=f"Torchfleet GKE nodes ({stack})",
-            opts=pulumi.ResourceOptions(parent=self),
+            # A fixed id: a replacement must delete the old account first (issue 20, day 2).
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
         self.email = self.account.email
         member = self.account.email.apply(lambda email: f"serviceAccount:{email}")

@@ -210,9 +210,15 @@ def test_master_authorized_networks_follow_public_access_cidrs(three_zones):
     assert [b["cidrBlock"] for b in blocks] == ["203.0.113.0/24", "198.51.100.7/32"]
 
 
-def test_deletion_protection_follows_storage_protect(stack):
-    result, spec = stack
-    assert result.one(CLUSTER).inputs["deletionProtection"] is spec.storage.protect
+def test_cluster_never_blocks_destroy_and_has_a_maintenance_window(stack):
+    """Regression (issue 20): deletionProtection followed storage.protect, so `pulumi destroy` failed on
+    the cluster and the GPU pools kept billing; and GKE upgraded at any time (GCP review F14)."""
+    result, _ = stack
+    cluster = result.one(CLUSTER)
+    assert cluster.inputs["deletionProtection"] is False
+    window = cluster.inputs["maintenancePolicy"]["recurringWindow"]
+    assert window["recurrence"] == "FREQ=WEEKLY;BYDAY=SA,SU"
+    assert (window["startTime"], window["endTime"]) == ("2026-01-03T02:00:00Z", "2026-01-03T08:00:00Z")
 
 
 def test_cluster_ignores_default_pool_drift(stack):
@@ -247,16 +253,20 @@ def test_only_the_gke_service_agent_may_use_the_key_and_before_the_cluster(stack
         "member": f"serviceAccount:service-{mock_gcp.MOCK_PROJECT_NUMBER}"
                   "@container-engine-robot.iam.gserviceaccount.com",
     }
-    deps = {urn.rsplit("::", 1)[-1] for urn in result.one(CLUSTER).options["dependencies"]}
-    assert grant.name in deps  # creating a cluster whose agent cannot use the key fails
+    # Creating a cluster whose agent cannot use the key fails: the cluster waits for the grant to
+    # take effect (a propagation wait that depends on it), not only to exist (GCP review F3).
+    cluster = result.one(CLUSTER)
+    wait = result.one("pulumi-python:dynamic:Resource")
+    assert wait.key in result.depends_on(cluster) and grant.key in result.depends_on(wait)
+    assert wait.inputs["seconds"] >= 120 and wait.inputs["triggers"] == [f"{grant.name}-id"]
 
 
-def test_key_is_protected_from_destroy_with_the_store(stack):
-    # Losing the key loses every Secret of the cluster.
-    result, spec = stack
+def test_key_goes_with_the_cluster_on_destroy(stack):
+    # The Secrets it encrypted go with the cluster, which depends on it (so it is deleted first).
+    result, _ = stack
     for r in (result.one(KEY_RING), result.one(CRYPTO_KEY)):
-        assert (r.options["protect"], r.options["retainOnDelete"]) == (spec.storage.protect, spec.storage.protect)
-    assert result.one(CRYPTO_KEY).inputs["deletionPolicy"] == ("PREVENT" if spec.storage.protect else "DELETE")
+        assert (r.options["protect"], r.options["retainOnDelete"]) == (False, False)
+    assert result.one(CRYPTO_KEY).inputs["deletionPolicy"] == "DELETE"
 
 
 def test_key_names_are_left_to_pulumi_autonaming(stack):
@@ -379,7 +389,7 @@ def test_filestore_tier_size_network_and_exports(stack):
     assert share["capacityGb"] == spec.storage.size_gb
     vpc = result.one("gcp:compute/network:Network")
     (net,) = fs.inputs["networks"]
-    assert (net["network"], net["modes"], net["connectMode"]) == (vpc.name, ["MODE_IPV4"], "DIRECT_PEERING")
+    assert (net["network"], net["modes"], net["connectMode"]) == (vpc.inputs["name"], ["MODE_IPV4"], "DIRECT_PEERING")
     # A reserved range inside the stack's CIDR, sized for the tier, overlapping no subnet range.
     reserved = ipaddress.ip_network(net["reservedIpRange"])
     assert reserved.prefixlen == (29 if spec.storage.tier.startswith("BASIC_") else 26)
@@ -393,11 +403,16 @@ def test_filestore_tier_size_network_and_exports(stack):
     assert fs.inputs["location"] == expected_location
 
 
-def test_filestore_protected_from_destroy_when_asked(stack):
+def test_filestore_and_its_vpc_kept_on_destroy_when_asked(stack):
+    """Kept, never protected (issue 20); the VPC too, since GCP will not delete a network that a kept
+    instance is peered to, and the data is reachable again only from it."""
     result, spec = stack
     fs = result.one(FILESTORE)
-    assert fs.options["protect"] is spec.storage.protect
-    assert fs.options["retainOnDelete"] is spec.storage.protect
+    vpc = result.one("gcp:compute/network:Network")
+    for r in (fs, vpc):
+        assert r.options["protect"] is False
+        assert r.options["retainOnDelete"] is spec.storage.protect
+    assert fs.inputs["name"].startswith("torchfleet-") and vpc.inputs["name"].startswith("torchfleet-")
     # Filestore's own flag exists on ZONAL/REGIONAL/ENTERPRISE only (it fails a BASIC create).
     expected = spec.storage.protect if spec.storage.tier in ("ZONAL", "REGIONAL") else None
     assert fs.inputs.get("deletionProtectionEnabled") == expected
@@ -425,7 +440,7 @@ def test_handle_gives_the_training_layer_a_filestore_csi_volume(handle):
         "csi": {
             "driver": "filestore.csi.storage.gke.io",
             # Zonal tier: the instance lives in the first zone, and the handle names that zone.
-            "volumeHandle": "modeInstance/europe-west4-a/h-filestore-instance/share",
+            "volumeHandle": "modeInstance/europe-west4-a/torchfleet-handle-store/share",
             # 10.20.0.0/16 keeps 10.20.32.0/20 for the store; ZONAL takes its first /26.
             "volumeAttributes": {"ip": "10.20.32.2", "volume": "share"},
         }
@@ -436,18 +451,30 @@ def test_handle_gives_the_training_layer_a_filestore_csi_volume(handle):
     assert got["outputs"] == {
         "region": "europe-west4",
         "project": "ml-research",
-        "filestoreInstance": "h-filestore-instance-id",
+        "filestoreInstance": "h-filestore-instance-id",  # the mock's id
     }
     assert h.zones == ("europe-west4-a", "europe-west4-b", "europe-west4-c")
     assert [p.name for p in h.gpu_pools][:1] == ["gpu-t4-europe-west4-a"]
 
 
-def test_handle_ready_holds_the_cluster_manager_pool_and_store(handle):
+def test_handle_ready_holds_the_cluster_manager_pool_store_nat_and_webhook_rule(handle):
     h, _ = handle
     kinds = sorted(type(r).__name__ for r in h.ready)
-    assert kinds == ["Cluster", "Instance", "NodePool"]
+    assert kinds == ["Cluster", "Firewall", "Instance", "NodePool", "RouterNat"]
     pool = next(r for r in h.ready if isinstance(r, gcp.container.NodePool))
     assert pool._name == "h-pools-manager"
+
+
+def test_webhook_port_open_from_the_control_plane_to_the_nodes(stack):
+    """Issue 19 item 9: the training-operator's webhook (9443) was unreachable on private GKE."""
+    result, _ = stack
+    rule = result.one("gcp:compute/firewall:Firewall")
+    assert rule.inputs["direction"] == "INGRESS"
+    assert rule.inputs["allows"] == [{"protocol": "tcp", "ports": ["9443"]}]
+    assert rule.inputs["sourceRanges"] == [f"{mock_gcp.MOCK_PRIVATE_ENDPOINT}/32"]
+    account = result.one("gcp:serviceaccount/account:Account")
+    [target] = rule.inputs["targetServiceAccounts"]
+    assert target.startswith(account.inputs["accountId"] + "@")  # the nodes' account only
 
 
 def test_kubernetes_provider_uses_exec_auth_against_the_cluster(stack):
@@ -461,6 +488,9 @@ def test_kubernetes_provider_uses_exec_auth_against_the_cluster(stack):
     user = config["users"][0]["user"]
     assert set(user) == {"exec"}  # no token, password or client key in the file
     assert user["exec"]["command"] == kubeconfig_mod.AUTH_PLUGIN
+    # Regression (issue 20, GCP review F2): the plugin used gcloud's active account, not the ADC the
+    # GCP provider uses.
+    assert user["exec"]["args"] == ["--use_application_default_credentials"]
 
 
 def test_training_layer_runs_on_the_gke_provider(stack):

@@ -119,13 +119,10 @@ def test_cluster_options_wait_for_the_key_grant():
     assert cluster.cluster_options(_Parent(), depends_on=[grant]).depends_on == [grant]
 
 
-def test_kms_key_options_and_deletion_policy_follow_storage_protect():
+def test_kms_key_is_deleted_with_the_stack():
     from components.clouds.gcp import kms
 
-    for protect in (True, False):
-        opts = kms.key_options(_Parent(), protect)
-        assert (opts.protect, opts.retain_on_delete) == (protect, protect)
-    assert (kms.deletion_policy(True), kms.deletion_policy(False)) == ("PREVENT", "DELETE")
+    assert kms.DELETION_POLICY == "DELETE"
     assert kms.gke_service_agent("42") == "serviceAccount:service-42@container-engine-robot.iam.gserviceaccount.com"
 
 
@@ -139,10 +136,23 @@ def test_pool_options_wait_for_roles_and_leave_size_to_the_autoscaler():
 
 
 @pytest.mark.parametrize("protect", [True, False])
-def test_store_options_follow_storage_protect(protect):
-    opts = filestore.store_options(StorageSpec(protect=protect, tier="BASIC_HDD", size_gb=1024), _Parent())
-    assert opts.protect is protect
+def test_store_options_keep_but_never_protect(protect):
+    opts = filestore.store_options(StorageSpec(protect=protect, tier="BASIC_HDD", size_gb=1024), _Parent(), "x")
+    assert not opts.protect
     assert opts.retain_on_delete is protect
+    assert opts.import_ == "x"
+
+
+def test_kept_names_are_fixed_per_stack_and_valid():
+    from components.clouds.gcp.names import gcp_name
+
+    assert filestore.instance_name("gcp-usc1") == "torchfleet-gcp-usc1-store"
+    long = "Team_" + "x" * 90
+    for stack in ("gcp-usc1", "Team_A.dev", long):
+        for what in ("store", "vpc"):
+            name = gcp_name(stack, what)
+            assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name) and len(name) <= 63, name
+    assert gcp_name(long, "vpc") != gcp_name(long + "y", "vpc")
 
 
 _REASON = "torchfleet storage.protect"
