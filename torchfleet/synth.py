@@ -59,7 +59,9 @@ def synth_or_report(stack_file: str | Path, flag: str = "--stack/--stack-file"):
     try:
         return synth_file(stack_file)
     except ConfigError as error:
-        print(error, file=sys.stderr)
+        # a stack file that came from $TORCHFLEET_STACK or the config file: say so, or the user looks
+        # for a --stack that was never typed (issue 23)
+        print(error if flag.startswith("--stack") else f"{flag} {stack_file}: {error}", file=sys.stderr)
         return None
 
 

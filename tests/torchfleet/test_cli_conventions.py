@@ -200,3 +200,15 @@ def test_synth_and_check_take_the_default_stack(command, isolated, capsys, monke
         resources = [sorted((r["type"], r["name"]) for r in json.loads(out)["resources"]) for out in (from_file[1],
                                                                                             from_flag[1])]
         assert resources[0] == resources[1] and resources[0]
+
+
+# Regression (issue 23): a $TORCHFLEET_STACK naming a file that is no stack config made synth and check
+# print "invalid stack config" about a file the user never typed, without naming the variable.
+@pytest.mark.parametrize("command", ["synth", "check", "list"])
+def test_a_default_stack_that_is_no_stack_file_names_the_variable(command, isolated, capsys, monkeypatch):
+    not_a_stack = isolated / "notes.yaml"
+    not_a_stack.write_text("todo: write the paper\n")
+    monkeypatch.setenv("TORCHFLEET_STACK", str(not_a_stack))
+    code, out, err = run([command], capsys)
+    assert (code, out) == (2, "")
+    assert f"TORCHFLEET_STACK {not_a_stack}: invalid stack config" in err and "unknown top-level key 'todo'" in err
