@@ -199,8 +199,11 @@ def test_delete_by_label_deletes_the_matching_jobs_only(api, kubeconfig, capsys)
 def test_delete_all_without_a_terminal_needs_yes(api, kubeconfig, capsys, monkeypatch):
     api.list_namespaced_custom_object.return_value = {"items": [training_job(name="a")]}
     monkeypatch.setattr("sys.stdin.isatty", lambda: False)
-    code, _, err = cli(["delete", "--all"], kubeconfig, capsys)
-    assert code == 2 and "--yes: --all deletes 1 job(s) in namespace elastic-job" in err
+    # Regression (issue 23): refused before connecting; it connected (and could hang on a dead cluster) first
+    with mock.patch("torchfleet.jobs.cluster.connect", side_effect=AssertionError("connected")):
+        code, _, err = cli(["delete", "--all"], kubeconfig, capsys)
+    assert code == 2 and "--yes: --all deletes every job in the namespace and there is no terminal" in err
+    api.list_namespaced_custom_object.assert_not_called()
     api.delete_namespaced_custom_object.assert_not_called()
     code, out, _ = cli(["delete", "--all", "--yes"], kubeconfig, capsys)
     assert code == 0 and "deleted ElasticJob a" in out

@@ -329,6 +329,11 @@ def run_delete(args: argparse.Namespace) -> int:
         problems.add("NAME: give the jobs to delete as names, --all or -l KEY=VALUE (one of them), e.g. "
                      "torchfleet delete resnet-a resnet-b" + (f"; got {' and '.join(ways)}" if ways else ""))
     selector = problems.check(parse_selector, args.selector) if args.selector is not None else None
+    if args.all and not args.yes and not sys.stdin.isatty():
+        # refused before connecting (issue 23: it connected first, and a cluster that did not answer
+        # hid the missing --yes); with a terminal the question needs the count, so it comes after
+        problems.add("--yes: --all deletes every job in the namespace and there is no terminal to confirm on; "
+                     "add --yes (nothing was deleted)")
     problems.raise_any()
     session, jobs = _session(args)
     namespace = session.target.namespace
