@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -17,7 +18,7 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from torchfleet.jobs import manifests
+from torchfleet.jobs import exec_auth, manifests
 from torchfleet.jobs.errors import ClusterError, JobNotFoundError, NameTakenError, UsageError
 from torchfleet.jobs.inplace_job import BATCH_JOB, LABEL_RECOVERY
 from torchfleet.jobs.manifests import RESOURCES
@@ -36,9 +37,10 @@ KUBECONFIG_MAX_BYTES = 16 * 1024 * 1024
 _BAD_KUBECONFIG = (config.ConfigException, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError)
 
 
-def read_kubeconfig(path: Path) -> dict[str, Any]:
-    """``--kubeconfig PATH`` read and checked for shape; a UsageError naming what is wrong."""
-    flag = f"--kubeconfig: {path}"
+def read_kubeconfig(path: Path, flag: str | None = None) -> dict[str, Any]:
+    """``--kubeconfig PATH`` (or ``flag``: where else it came from) read and checked for shape; a UsageError
+    naming what is wrong."""
+    flag = flag or f"--kubeconfig: {path}"
     if path.is_dir():
         raise UsageError(f"{flag} is a folder; give the kubeconfig file in it (e.g. ~/.kube/config)")
     if not path.exists():
@@ -70,6 +72,8 @@ def connect(
 ) -> client.ApiClient:
     """An ApiClient for --kubeconfig/--context, or the stack's kubeconfig output (``kubeconfig_data``)."""
     source = f"--kubeconfig {kubeconfig}" if kubeconfig else "the kubeconfig ($KUBECONFIG or ~/.kube/config)"
+    exec_auth.install()  # a credential plugin that never answers must not hang the command (issue 23)
+    exec_auth.stopped.clear()
     try:
         if kubeconfig_data is not None:
             source = "the stack's kubeconfig output"
@@ -80,11 +84,16 @@ def connect(
         else:
             if kubeconfig is not None:
                 read_kubeconfig(Path(kubeconfig).expanduser())
+            else:  # what the client reads: a folder or an unreadable file was "unexpected error", exit 1 (issue 23)
+                for path, flag in _default_kubeconfigs():
+                    read_kubeconfig(path, flag)
             api = config.new_client_from_config(
                 config_file=str(Path(kubeconfig).expanduser()) if kubeconfig else None,
                 context=context,
                 persist_config=False,
             )
+        if exec_auth.stopped:
+            raise (UsageError if kubeconfig_data is None else ClusterError)(f"{source}: {exec_auth.stopped[-1]}")
     except config.ConfigException as error:
         message = str(error)
         if context and "context" in message.lower():
@@ -105,6 +114,17 @@ def connect(
                          "a valid one holds") from None
     _check_server(api, source, UsageError if kubeconfig_data is None else ClusterError)
     return api
+
+
+def _default_kubeconfigs() -> list[tuple[Path, str]]:
+    """The files the client reads without --kubeconfig, each with how to name it: every one in $KUBECONFIG
+    (a list, as kubectl takes it; missing ones are skipped, as the client does), else ~/.kube/config."""
+    listed = os.environ.get("KUBECONFIG")
+    if listed:
+        paths = [(Path(p).expanduser(), f"$KUBECONFIG: {p}") for p in listed.split(os.pathsep) if p]
+    else:
+        paths = [(Path("~/.kube/config").expanduser(), "~/.kube/config")]
+    return [(path, flag) for path, flag in paths if os.path.lexists(path)]
 
 
 def _check_server(api: client.ApiClient, source: str, error: type[Exception]) -> None:
