@@ -9,7 +9,7 @@ from torchfleet.jobs.mounts import RESERVED, normalize_mount
 @pytest.mark.parametrize(("mount", "normalized"), [
     ("/mnt/shared", "/mnt/shared"), ("/mnt/shared/", "/mnt/shared"), ("//data", "/data"),
     ("///data//x/", "/data/x"), ("/data/./x", "/data/x"), ("/data/x/../y", "/data/y"),
-    ("/home/me/store", "/home/me/store"), ("/var/tmp", "/var/tmp"),
+    ("/home/me/store", "/home/me/store"), ("/var/tmp", "/var/tmp"), ("/opt/data", "/opt/data"),
 ])
 def test_mount_paths_are_normalized(mount, normalized):
     assert normalize_mount(mount) == normalized
@@ -18,6 +18,7 @@ def test_mount_paths_are_normalized(mount, normalized):
 @pytest.mark.parametrize("mount", [
     "/", "/etc", "/mnt/../etc", "//proc", "/proc/../proc/x", "/dev/shm", "/sys/fs", "/usr/local", "/var",
     "/var/run/secrets", "/workspace", "/workspace/data", "/..", "/run",
+    "/opt", "/opt/", "/opt/conda", "/opt/conda/lib/python3.11", "/mnt/../opt",  # the image's Python (issue 23)
 ])
 def test_system_paths_are_refused(mount):
     with pytest.raises(UsageError, match=r"^--mount: .* the container needs"):

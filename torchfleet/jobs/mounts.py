@@ -3,7 +3,10 @@
 A volume mounted over /etc, /usr or /proc hides what the container needs to run (or, on /proc
 and /sys, is refused by the runtime only when the pod starts); one over /dev/shm collides with
 the pod's own memory-backed /dev/shm (a duplicate mountPath the API server refuses); one over
-/workspace hides the training image's code (training-image/Dockerfile WORKDIR).
+/workspace hides the training image's code (training-image/Dockerfile WORKDIR), and one over /opt
+or /opt/conda its Python, torch included (issue 23: `--mount /opt` was accepted): the image's base,
+pytorch/pytorch, installs conda there (its Dockerfile: ``COPY --from=conda-installs /opt/conda
+/opt/conda`` and ``ENV PATH /opt/conda/bin:$PATH``). Beside it, ``/opt/data`` is fine.
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ from torchfleet.jobs.errors import UsageError
 
 DEFAULT_MOUNT = "/mnt/shared"
 # The OS's own trees, the kubelet's files (/etc/hosts, /dev/termination-log, the service account
-# under /var/run/secrets), the pod's /dev/shm volume and the training image's code.
-RESERVED = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run",
-            "/sbin", "/sys", "/usr", "/var/lib", "/var/run", "/workspace")
+# under /var/run/secrets), the pod's /dev/shm volume, the training image's code and its Python.
+RESERVED = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/opt/conda", "/proc", "/root",
+            "/run", "/sbin", "/sys", "/usr", "/var/lib", "/var/run", "/workspace")
 MAX_LENGTH = 255
 _SEGMENT = re.compile(r"[A-Za-z0-9._@+-]+", re.ASCII)
 
