@@ -195,3 +195,38 @@ def test_unreadable_dcp_files_are_a_corrupt_checkpoint_not_a_crash(written, tmp_
     with pytest.raises(CorruptCheckpointError, match="reading the sharded checkpoint failed"):
         sharded.read(CheckpointStore(tmp_path).committed()[0])
 
+
+
+class _RunsCode:
+    """What a hostile writer could put in .metadata: unpickling it calls ``exec``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return exec, (f"open({str(self.marker)!r}, 'w').write('ran')",)
+
+
+def test_the_dcp_metadata_is_data_never_code_to_run(written, tmp_path):
+    # Regression (issue 23): DCP reads .metadata with pickle.load (torch 2.13, filesystem.py
+    # read_metadata), so whoever could write the shared store could run code in every worker that
+    # resumed: its sha256 in meta.json guards against damage, not against a writer who updates both.
+    import pickle
+
+    source = CheckpointStore(written).committed()[-1]
+    copy = tmp_path / "store" / source.path.name
+    copy.mkdir(parents=True)
+    for file in source.path.iterdir():
+        (copy / file.name).write_bytes(file.read_bytes())
+    marker = tmp_path / "ran"
+    (copy / ".metadata").write_bytes(pickle.dumps(_RunsCode(marker)))
+    meta = json.loads((copy / "meta.json").read_text())
+    data = (copy / ".metadata").read_bytes()
+    meta["files"][".metadata"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    (copy / "meta.json").write_text(json.dumps(meta))
+    store = CheckpointStore(tmp_path / "store")
+    store.verify(store.committed()[0])  # consistent: only the content is hostile
+    with pytest.raises(CorruptCheckpointError, match="exec"):
+        sharded.read(store.committed()[0])
+    assert not marker.exists(), "unpickling the metadata ran code"
+    assert store.load_latest() is None  # skipped, never raised

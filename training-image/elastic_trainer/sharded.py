@@ -25,9 +25,12 @@ must never interleave collectives on one group. DCP's object collectives need nu
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import importlib.util
 import itertools
+import pathlib
+import pickle
 import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -37,9 +40,11 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
+from torch.distributed.checkpoint import filesystem as _dcp_filesystem
+from torch.distributed.checkpoint import metadata as _dcp_metadata
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.filesystem import FileSystem
-from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+from torch.distributed.checkpoint.metadata import Metadata, StorageMeta, TensorStorageMetadata
 from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
     get_optimizer_state_dict,
@@ -50,6 +55,15 @@ from elastic_trainer.checkpoint import Checkpoint, CheckpointStore
 from elastic_trainer.checkpoint_verify import CorruptCheckpointError
 from elastic_trainer.checkpoint_write import CheckpointWriteError, FileDigest, write_file
 
+# What a DCP .metadata may refer to beside torch's dtypes and the classes of DCP's metadata module
+# (found by recording find_class on a save of a model with AdamW, torch 2.13)
+_ALLOWED_GLOBALS = {
+    ("torch", "Size"): torch.Size,
+    ("torch.serialization", "_get_layout"): torch.serialization._get_layout,  # a layout by name, as weights_only
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"): _dcp_filesystem._StorageInfo,
+    ("pathlib", "PosixPath"): pathlib.PosixPath,  # the checkpoint id DCP records
+    ("collections", "OrderedDict"): collections.OrderedDict,
+}
 LAYOUT = "sharded"  # meta.json's "checkpoint_format" for this layout; state.pt's is "single"
 EXTRA_FILE = "extra.pt"
 DCP_METADATA = ".metadata"
@@ -206,6 +220,42 @@ def _raise(error: BaseException) -> Callable[[], None]:
 
 
 # -- reading --------------------------------------------------------------------------------------
+class _MetadataUnpickler(pickle.Unpickler):
+    """Unpickles DCP's ``.metadata`` and nothing else: only the classes such a file holds may be built.
+
+    DCP reads it with a plain ``pickle.load`` (torch 2.13, torch/distributed/checkpoint/filesystem.py,
+    ``FileSystemReader.read_metadata``), so whoever could write the shared store could run code in
+    every worker that resumed (issue 23): its sha256 in meta.json guards against damage, not against
+    a writer who rewrites both. The allowed globals are those a DCP save of model and optimizer
+    writes (the Python docs' "Restricting Globals": https://docs.python.org/3/library/pickle.html).
+    """
+
+    def find_class(self, module: str, name: str):
+        if module == _dcp_metadata.__name__ and isinstance(getattr(_dcp_metadata, name, None), type):
+            return getattr(_dcp_metadata, name)
+        if (module, name) in _ALLOWED_GLOBALS:
+            return _ALLOWED_GLOBALS[module, name]
+        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
+        raise pickle.UnpicklingError(f"{DCP_METADATA} refers to {module}.{name}, which no checkpoint metadata holds")
+
+
+class _MetadataReader(dcp.FileSystemReader):
+    """DCP's file system reader, its ``.metadata`` unpickled through ``_MetadataUnpickler``."""
+
+    def read_metadata(self, *args, **kwargs) -> Metadata:
+        # the body of torch 2.13's FileSystemReader.read_metadata, with the unpickler swapped
+        path = self._get_metadata_path(kwargs.get("rank"))
+        with self.fs.create_stream(path, "rb") as stream:
+            metadata = _MetadataUnpickler(stream).load()
+        if not isinstance(metadata, Metadata):
+            raise pickle.UnpicklingError(f"{DCP_METADATA} holds a {type(metadata).__name__}, not DCP's Metadata")
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
+
+
 def is_sharded(meta: dict) -> bool:
     return meta.get("checkpoint_format") == LAYOUT
 
@@ -222,7 +272,7 @@ def read(checkpoint: Checkpoint) -> dict:
     """
     name = checkpoint.path.name
     try:
-        metadata = dcp.FileSystemReader(checkpoint.path).read_metadata()
+        metadata = _MetadataReader(checkpoint.path).read_metadata()
         state: dict = {}
         for key, item in metadata.state_dict_metadata.items():
             value = torch.empty(item.size, dtype=item.properties.dtype) if isinstance(item, TensorStorageMetadata) \
@@ -230,7 +280,7 @@ def read(checkpoint: Checkpoint) -> dict:
             _set_element(state, (metadata.planner_data or {}).get(key, (key,)), value)
         with warnings.catch_warnings():  # no_dist is deliberate: DCP warns about it at every load
             warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-            dcp.load(state, storage_reader=dcp.FileSystemReader(checkpoint.path), no_dist=True)
+            dcp.load(state, storage_reader=_MetadataReader(checkpoint.path), no_dist=True)
         # weights_only: a checkpoint on a shared store is data, never code to run
         extra = torch.load(checkpoint.path / EXTRA_FILE, map_location="cpu", weights_only=True)
     except (Exception, CheckpointException) as exc:
