@@ -106,9 +106,6 @@ class StorageSpec:
     size_gb: int | None = None
     # Keep the store when the stack is destroyed (the resource option retainOnDelete, never
     # `protect`, which would make `pulumi destroy` delete nothing; README "Destroying").
-
-
-@dataclass(frozen=True)
     # Take back what an earlier `pulumi destroy` of this stack kept (the import resource option).
     adopt: bool = False
 
@@ -128,6 +125,9 @@ class AccessSpec:
 class TrainingSpec:
     operator: str = "torchelastic"
     namespace: str = DEFAULT_NAMESPACE
+
+
+@dataclass(frozen=True)
     etcd_replicas: int = 3
     claim_name: str = DEFAULT_CLAIM
     # Grace period jobs get on a spot notice (seconds): the cloud's notice window.
@@ -137,7 +137,8 @@ class TrainingSpec:
 @dataclass(frozen=True)
 class NetworkSpec:
     cidr: str = "10.0.0.0/16"
-    public_access_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
+    # Private by default: no public API endpoint unless the stack lists who may reach it (issue 20).
+    public_access_cidrs: tuple[str, ...] = ()
     nat: str = "single"  # "single" | "perZone"
 
 
@@ -171,9 +172,6 @@ class PlatformSpec:
     autoscaler: AutoscalerSpec = field(default_factory=AutoscalerSpec)
     guardrails: GuardrailSpec = field(default_factory=GuardrailSpec)
     project: str | None = None  # GCP project
-
-    @property
-    def traits(self) -> CloudTraits:
     access: AccessSpec = field(default_factory=AccessSpec)
     # The credentials the cloud provider uses (aws:profile, the role of aws:assumeRoles), so the
     # kubeconfig authenticates as the same identity.
@@ -182,6 +180,9 @@ class PlatformSpec:
         return CLOUD_TRAITS[self.cloud]
 
     @property
+
+    @property
+    def traits(self) -> CloudTraits:
     def max_gpus(self) -> int:
         """The most GPUs the stack can reach with every pool at its maximum."""
         return sum(p.max_nodes * p.gpus_per_node for p in self.gpu_pools)

@@ -1,8 +1,8 @@
 """`torchfleet check` and the public-endpoint rule on every cloud's synthesized stack (issue 12, item 6).
 
-An API endpoint open to 0.0.0.0/0 is printed as advisory (exit 0) by default, fails the check (exit 1)
-when the stack sets guardrails.restrictPublicEndpoint, and passes once network.publicAccessCidrs is
-narrowed (as README's deploy sections show).
+The shipped stacks are private and restrict the endpoint (issue 20). An API endpoint opened to
+0.0.0.0/0 is printed as advisory (exit 0) without guardrails.restrictPublicEndpoint, fails the check
+(exit 1) with it, and passes once network.publicAccessCidrs is narrowed (as README's deploy sections show).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from torchfleet.cli import main
 
 CLOUD_STACKS = ["aws-usw2", "gcp-usc1", "azure-eus"]
 NARROW = ["203.0.113.0/24"]  # a documentation range (RFC 5737) standing for the deployer's VPN
+OPEN = {"publicAccessCidrs": ["0.0.0.0/0"]}
 
 
 def run_check(capsys, tmp_path: Path, stack: str, network: dict | None = None,
@@ -35,8 +36,18 @@ def run_check(capsys, tmp_path: Path, stack: str, network: dict | None = None,
 
 
 @pytest.mark.parametrize("stack", CLOUD_STACKS)
-def test_open_endpoint_is_advisory_by_default(capsys, tmp_path, stack):
-    code, violations, advisories = run_check(capsys, tmp_path, stack)
+def test_shipped_stacks_are_private_and_pass(capsys, tmp_path, stack):
+    """Regression (issue 20): the shipped stacks opened the API server to 0.0.0.0/0."""
+    config = yaml.safe_load((STACKS_DIR / f"Pulumi.{stack}.yaml").read_text())["config"]
+    assert config["torchfleet:network"]["publicAccessCidrs"] == []
+    assert config["torchfleet:guardrails"]["restrictPublicEndpoint"] is True
+    assert run_check(capsys, tmp_path, stack)[:2] == (0, [])
+
+
+@pytest.mark.parametrize("stack", CLOUD_STACKS)
+def test_open_endpoint_is_advisory_without_the_restriction(capsys, tmp_path, stack):
+    code, violations, advisories = run_check(capsys, tmp_path, stack, network=OPEN,
+                                             guardrails={"restrictPublicEndpoint": False})
     assert (code, violations) == (0, [])
     assert len(advisories) == 1 and advisories[0].startswith("advisory: public-endpoint  "), advisories
     assert "0.0.0.0/0" in advisories[0] or "no authorized IP ranges" in advisories[0]
@@ -44,7 +55,8 @@ def test_open_endpoint_is_advisory_by_default(capsys, tmp_path, stack):
 
 @pytest.mark.parametrize("stack", CLOUD_STACKS)
 def test_open_endpoint_fails_when_the_stack_restricts_it(capsys, tmp_path, stack):
-    code, violations, advisories = run_check(capsys, tmp_path, stack, guardrails={"restrictPublicEndpoint": True})
+    code, violations, advisories = run_check(capsys, tmp_path, stack, network=OPEN,
+                                             guardrails={"restrictPublicEndpoint": True})
     assert code == 1 and advisories == []
     assert [line.split("  ")[0] for line in violations] == ["public-endpoint"]
 

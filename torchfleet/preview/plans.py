@@ -54,15 +54,80 @@ def destroy_plan(resources: list[Any]) -> DestroyPlan:
     return DestroyPlan(blocked, kept, deleted)
 
 
+# Resources a cloud identifies by some of their inputs rather than by a name with a random part,
+# where an input outside those can force a replacement: the replacement, created first, would be a
+# duplicate of the old one (EC2 and EKS refuse it; an ASG tag or a role assignment written twice is
+# then deleted with the old resource). They must be delete-before-replace.
+UNIQUE_BY: dict[str, tuple[str, ...]] = {
+    "aws:autoscaling/tag:Tag": ("autoscalingGroupName", "tag.key"),  # propagateAtLaunch forces one
+    "aws:efs/mountTarget:MountTarget": ("fileSystemId", "subnetId"),  # one per zone; ipAddress forces one
+    "aws:efs/fileSystem:FileSystem": ("creationToken",),
+    "aws:eks/accessEntry:AccessEntry": ("clusterName", "principalArn"),  # type forces one
+    "aws:eks/accessPolicyAssociation:AccessPolicyAssociation": ("clusterName", "principalArn", "policyArn"),
+    "azure-native:authorization:RoleAssignment": ("principalId", "roleDefinitionId", "scope"),  # principalType
+    "azure-native:containerservice:MaintenanceConfiguration": ("configName",),
+    "azure-native:privatedns:PrivateZone": ("privateZoneName",),
+    "azure-native:network:PrivateDnsZoneGroup": ("privateEndpointName",),  # one zone group per endpoint
+}
+# Identified by inputs too, but every input that forces a replacement is one of them: a replacement
+# is a different resource, never a duplicate.
+KEY_ONLY = {
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+    "aws:ec2/routeTableAssociation:RouteTableAssociation",
+    "aws:efs/backupPolicy:BackupPolicy",
+    "aws:efs/fileSystemPolicy:FileSystemPolicy",
+    "aws:eks/podIdentityAssociation:PodIdentityAssociation",
+    "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember",
+    "gcp:projects/iAMMember:IAMMember",
+}
+# Named by Pulumi's auto-naming (a random suffix) or by the cloud (an id): never a collision.
+RANDOM_NAMED = {
+    "aws:ec2/eip:Eip",
+    "aws:ec2/internetGateway:InternetGateway",
+    "aws:ec2/launchTemplate:LaunchTemplate",
+    "aws:ec2/natGateway:NatGateway",
+    "aws:ec2/routeTable:RouteTable",
+    "aws:ec2/subnet:Subnet",
+    "aws:ec2/vpc:Vpc",
+    "aws:efs/accessPoint:AccessPoint",
+    "aws:kms/key:Key",
+    "gcp:compute/firewall:Firewall",
+    "azure-native:privatedns:VirtualNetworkLink",
+    "pulumi-python:dynamic:Resource",  # propagation.py: no cloud object at all
+}
+
+
+def _path(inputs: dict[str, Any], dotted: str) -> Any:
+    value: Any = inputs
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
 def fixed_name(r: Any) -> str | None:
-    """The cloud name a resource asks for itself, or None when it has a random part or none."""
+    """What identifies a resource in its cloud when no part of it is random, or None."""
     if r.type.startswith("kubernetes:") and r.type != "kubernetes:helm.sh/v3:Release":
         return None
+    if r.type in UNIQUE_BY:
+        parts = [_path(r.inputs, k) for k in UNIQUE_BY[r.type]]
+        return "/".join(str(p) for p in parts) if all(p is not None for p in parts) else None
     found = limits.NAME_INPUTS.get(r.type)
     if found is None:
         return None
     value = r.inputs.get(found[0])
     return value if isinstance(value, str) else None
+
+
+def unclassified(resources: list[Any]) -> list[str]:
+    """Cloud resource types this module cannot judge: a new type must be put in one of the tables."""
+    known = set(limits.NAME_INPUTS) | set(UNIQUE_BY) | KEY_ONLY | RANDOM_NAMED
+    return sorted(
+        {
+            r.type
+            for r in resources
+            if r.custom and not r.type.startswith(("kubernetes:", "pulumi:providers:")) and r.type not in known
+        }
+    )
 
 
 def replace_collisions(resources: list[Any]) -> list[str]:
@@ -93,7 +158,7 @@ def printable_options(r: Any, keys_by_urn: dict[str, str]) -> dict[str, Any]:
         out["ignoreChanges"] = o["ignoreChanges"]
     if o.get("import"):
         out["import"] = o["import"]
-    deps = [keys_by_urn.get(u, u) for u in o.get("dependencies") or []]
+    deps = sorted(keys_by_urn.get(u, u) for u in o.get("dependencies") or [])
     if deps:
         out["dependsOn"] = deps
     return out

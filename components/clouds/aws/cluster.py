@@ -187,7 +187,8 @@ class EksControlPlane(pulumi.ComponentResource):
                 cluster_name=self.cluster.name,
                 principal_arn=arn,
                 type="STANDARD",
-                opts=pulumi.ResourceOptions(parent=self),
+                # One entry per principal and cluster: delete before replace.
+                opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
             )
             made.append(
                 aws.eks.AccessPolicyAssociation(
@@ -196,7 +197,7 @@ class EksControlPlane(pulumi.ComponentResource):
                     principal_arn=entry.principal_arn,
                     policy_arn=CLUSTER_ADMIN_POLICY.format(partition=partition),
                     access_scope={"type": "cluster"},
-                    opts=pulumi.ResourceOptions(parent=self),
+                    opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
                 )
             )
         return made

@@ -149,7 +149,8 @@ class EfsStore(pulumi.ComponentResource):
                 file_system_id=self.file_system.id,
                 subnet_id=subnet.id,
                 security_groups=[sg.id],
-                opts=child,
+                # One per zone: EFS refuses a second one while the old one exists.
+                opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
             )
             for zone, subnet in subnets.items()
         ]

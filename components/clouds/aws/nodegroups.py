@@ -142,7 +142,9 @@ class EksNodeGroups(pulumi.ComponentResource):
                     f"{name}-{pool.name}-{tag_resource_suffix(key)}",
                     autoscaling_group_name=asg_name,
                     tag={"key": key, "value": value, "propagate_at_launch": False},
-                    opts=child,
+                    # One tag per key on the group: a replacement written first would be deleted
+                    # with the old resource (torchfleet/preview/plans.py UNIQUE_BY).
+                    opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
                 )
             self.gpu_groups[pool.name] = group
             self.asg_names.append(asg_name)

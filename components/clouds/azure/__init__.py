@@ -62,7 +62,10 @@ class AzureCluster(pulumi.ComponentResource):
             manager_selector=dict(MANAGER_SELECTOR),
             # The share must be reachable (endpoint + DNS) before a pod mounts it, and the pools
             # and device plugin must exist before jobs ask for GPUs.
-            ready=[aks.cluster, aks.admin_role, *pools.pools, plugin, store.share, store.endpoint],
+            ready=[
+                aks.cluster, aks.rbac_effective, *pools.pools, plugin,
+                store.share, store.endpoint, store.dns_link, store.dns_records,
+            ],
             outputs={
                 "region": spec.region,
                 "resourceGroup": net.resource_group.name,

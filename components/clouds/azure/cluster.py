@@ -11,12 +11,22 @@ from pulumi_azure_native import authorization, containerservice, managedidentity
 
 from components.clouds.azure import naming
 from components.clouds.azure.network import AzureNetwork
+from components.clouds.propagation import AZURE_RBAC_SECONDS, PropagationWait
 from components.spec import LABEL_POOL, MANAGER_POOL_NAME, PlatformSpec
 
 # Built-in role ids (the same in every tenant):
 # https://learn.microsoft.com/azure/role-based-access-control/built-in-roles
 NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"
 AKS_RBAC_CLUSTER_ADMIN = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
+# Planned maintenance: AKS's own schedules for cluster (patch) and node-image upgrades, weekend
+# nights UTC. Without them the weekly node-image rollout reimages GPU and etcd nodes at any time
+# (Azure review 5); AKS asks for windows of four hours or more.
+# https://learn.microsoft.com/azure/aks/planned-maintenance
+MAINTENANCE_CONFIGS = {
+    "aksManagedAutoUpgradeSchedule": {"day_of_week": "Saturday", "start_time": "02:00"},
+    "aksManagedNodeOSUpgradeSchedule": {"day_of_week": "Sunday", "start_time": "02:00"},
+}
+MAINTENANCE_HOURS = 6
 # The AKS AAD server application every Entra-integrated cluster's kubeconfig names.
 AKS_AAD_SERVER_ID = "6dae42f8-4368-4678-94ff-3960e28e3630"
 MANAGER_SELECTOR = {LABEL_POOL: MANAGER_POOL_NAME}
@@ -49,7 +59,10 @@ def api_server_access(spec: PlatformSpec) -> dict | None:
         return {"enable_private_cluster": True}
     ranges = [c for c in cidrs if c != "0.0.0.0/0"]
     if len(ranges) < len(cidrs):
-        return None  # 0.0.0.0/0 anywhere in the list means open
+        # 0.0.0.0/0 anywhere in the list means open. Sent as an empty list, which is how AKS
+        # documents turning authorized ranges off: omitting the profile may leave a narrower
+        # earlier list in place (Azure review 10; api-server-authorized-ip-ranges "Disable").
+        return {"authorized_ip_ranges": []}
     return {"authorized_ip_ranges": ranges}
 
 
@@ -89,8 +102,10 @@ def autoscaler_profile(spec: PlatformSpec) -> dict:
     https://learn.microsoft.com/azure/aks/cluster-autoscaler#use-the-cluster-autoscaler-profile
     """
     return {
-        # One pool per zone and GPU: balancing keeps them even, so a zone outage hurts less.
-        "balance_similar_node_groups": "true",
+        # No balancing across the zonal pools of one GPU: a job keeps all its pods in one zone, so
+        # a scale-up split over zones adds nodes it cannot use (Azure review 9: the pool-name tag
+        # also made the pools dissimilar to the autoscaler, azure_template.go).
+        "balance_similar_node_groups": "false",
         # Reads the cluster-autoscaler-priority-expander ConfigMap (pools.py): spot first.
         "expander": "priority",
         "scale_down_unneeded_time": spec.autoscaler.scale_down_unneeded_time,
@@ -192,16 +207,22 @@ class AksCluster(pulumi.ComponentResource):
             **cluster_args(spec, net.node_subnet.id, identity.id, client.tenant_id),
             opts=cluster_options(self, depends_on=[network_role]),
         )
-        self.admin_role = self._create_deployer_role(name, client)
+        self.admin_role = self._create_deployer_role(name, client, spec.access.deployer_type)
+        self.admin_roles = [self.admin_role, *self._create_admin_roles(name, client, spec.access.admins)]
+        self.maintenance = self._create_maintenance(name, rg)
         creds = containerservice.list_managed_cluster_user_credentials_output(
             resource_group_name=rg, resource_name=self.cluster.name, format="exec"
         )
         self.kubeconfig = pulumi.Output.secret(creds.kubeconfigs[0].value.apply(azurecli_kubeconfig))
+        # Azure RBAC must grant us cluster admin, and the grant must have taken effect (up to five
+        # minutes: Azure review 2), before the provider talks to the cluster.
+        self.rbac_effective = PropagationWait(
+            f"{name}-rbac-propagation", AZURE_RBAC_SECONDS, self.admin_roles, pulumi.ResourceOptions(parent=self)
+        )
         self.provider = k8s.Provider(
             f"{name}-k8s",
             kubeconfig=self.kubeconfig,
-            # Azure RBAC must grant us cluster admin before the provider talks to the cluster.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.admin_role]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.rbac_effective]),
         )
         self.register_outputs({"clusterName": self.cluster.name, "kubeconfig": self.kubeconfig})
 
@@ -222,17 +243,63 @@ class AksCluster(pulumi.ComponentResource):
             principal_type="ServicePrincipal",
             role_definition_id=client.subscription_id.apply(lambda s: role_definition_id(s, NETWORK_CONTRIBUTOR)),
             scope=net.node_subnet.id,
-            opts=pulumi.ResourceOptions(parent=self),
+            # ARM refuses a second assignment of one role to one principal at one scope
+            # ("RoleAssignmentExists"): every role assignment here is delete-before-replace.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
         return identity, role
 
-    def _create_deployer_role(self, name: str, client: pulumi.Output) -> authorization.RoleAssignment:
+    def _create_deployer_role(
+        self, name: str, client: pulumi.Output, principal_type: str
+    ) -> authorization.RoleAssignment:
         # With Azure RBAC, whoever runs `pulumi up` needs a Kubernetes role through Azure to
-        # create the training layer. Assignments can take a minute or two to propagate.
+        # create the training layer. principalType explicit: the SDK sends "User" when it is
+        # unset (role_assignment.py), and ARM refuses that for a service principal
+        # ("UnmatchedPrincipalType": Azure review 1, the README's CI path).
         return authorization.RoleAssignment(
             f"{name}-deployer-admin",
             principal_id=client.object_id,
+            principal_type=principal_type,
             role_definition_id=client.subscription_id.apply(lambda s: role_definition_id(s, AKS_RBAC_CLUSTER_ADMIN)),
             scope=self.cluster.id,
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
+
+    def _create_admin_roles(
+        self, name: str, client: pulumi.Output, admins: tuple[str, ...]
+    ) -> list[authorization.RoleAssignment]:
+        """torchfleet:admins ("<principalType>:<object id>"): cluster admin through Azure RBAC."""
+        made = []
+        for admin in admins:
+            principal_type, object_id = admin.split(":", 1)
+            made.append(
+                authorization.RoleAssignment(
+                    f"{name}-admin-{object_id}",  # by identity, not position
+                    principal_id=object_id,
+                    principal_type=principal_type,
+                    role_definition_id=client.subscription_id.apply(
+                        lambda s: role_definition_id(s, AKS_RBAC_CLUSTER_ADMIN)
+                    ),
+                    scope=self.cluster.id,
+                    opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+                )
+            )
+        return made
+
+    def _create_maintenance(self, name: str, rg: pulumi.Input[str]) -> list[containerservice.MaintenanceConfiguration]:
+        return [
+            containerservice.MaintenanceConfiguration(
+                f"{name}-{config}",
+                config_name=config,  # AKS's fixed names: delete before replace
+                resource_group_name=rg,
+                resource_name_=self.cluster.name,
+                maintenance_window={
+                    "schedule": {"weekly": {"day_of_week": when["day_of_week"], "interval_weeks": 1}},
+                    "duration_hours": MAINTENANCE_HOURS,
+                    "start_time": when["start_time"],
+                    "utc_offset": "+00:00",
+                },
+                opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            )
+            for config, when in MAINTENANCE_CONFIGS.items()
+        ]

@@ -5,14 +5,20 @@ address inside the virtual network (the endpoint subnet), public network access 
 off entirely, and the training namespace's egress policy can name that subnet.
 https://learn.microsoft.com/azure/storage/files/storage-files-networking-endpoints
 
-The store lives in its own resource group so that `pulumi destroy` of an unprotected cluster
-never takes it along: deleting a resource group deletes everything in it.
+The store lives in its own resource group so that `pulumi destroy` of the cluster never takes it
+along: deleting a resource group deletes everything in it. What `pulumi destroy` does here (issue 20):
+- keeps the store's resource group, account and share while storage.protect is true
+  (retainOnDelete, never `protect`, which would make the whole destroy fail in its preview);
+- deletes the private endpoint, its DNS zone group, the zone and its link: they sit in the
+  cluster's virtual network, which could not be deleted while an endpoint lives in it. The next
+  `pulumi up` makes a new endpoint to the kept account;
+- storage.adopt imports the three kept resources back by their fixed names.
 """
 
 from __future__ import annotations
 
 import pulumi
-from pulumi_azure_native import network, privatedns, resources, storage
+from pulumi_azure_native import authorization, network, privatedns, resources, storage
 
 from components.clouds.azure import naming
 from components.clouds.azure.network import AzureNetwork
@@ -29,10 +35,17 @@ NFS_MOUNT_OPTIONS = ("nconnect=4", "actimeo=30", "noresvport")
 PRIVATE_DNS_ZONE = "privatelink.file.core.windows.net"
 
 
-def store_options(protect: bool, parent: pulumi.Resource) -> pulumi.ResourceOptions:
-    """Options of the data resource group, the account and the share: protected, and retained if
-    ever deleted from the stack, unless the stack says storage.protect: false (as on AWS)."""
-    return pulumi.ResourceOptions(parent=parent, protect=protect, retain_on_delete=protect)
+def store_options(keep: bool, parent: pulumi.Resource, import_id: str | None = None) -> pulumi.ResourceOptions:
+    """Options of the data resource group, the account and the share: kept by `pulumi destroy`
+    while storage.protect is true, adopted back by id with storage.adopt."""
+    return pulumi.ResourceOptions(parent=parent, retain_on_delete=keep, import_=import_id)
+
+
+def import_ids(subscription_id: str, resource_group: str, account: str) -> dict[str, str]:
+    """ARM ids of the kept resource group, account and share (what `import` takes)."""
+    rg = f"/subscriptions/{subscription_id}/resourceGroups/{resource_group}"
+    acct = f"{rg}/providers/Microsoft.Storage/storageAccounts/{account}"
+    return {"rg": rg, "account": acct, "share": f"{acct}/fileServices/default/shares/{SHARE_NAME}"}
 
 
 def account_args(spec: PlatformSpec) -> dict:
@@ -82,9 +95,19 @@ class AzureFilesStore(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("torchfleet:clouds:AzureFilesStore", name, None, opts)
-        protect = spec.storage.protect
+        keep = spec.storage.protect
+        rg_name = naming.store_resource_group(spec.stack)
+        adopt: dict[str, str | None] = {"rg": None, "account": None, "share": None}
+        if keep and spec.storage.adopt:
+            # Import ids must be known while the program runs: ask for the subscription now.
+            subscription = authorization.get_client_config().subscription_id
+            adopt = import_ids(subscription, rg_name, naming.storage_account_name(subscription, spec.stack, name))
         self.resource_group = resources.ResourceGroup(
-            f"{name}-rg", location=spec.region, tags=naming.tags(spec.stack), opts=store_options(protect, self)
+            f"{name}-rg",
+            resource_group_name=rg_name,
+            location=spec.region,
+            tags=naming.tags(spec.stack),
+            opts=store_options(keep, self, adopt["rg"]),
         )
         account_name = client.apply(lambda c: naming.storage_account_name(c.subscription_id, spec.stack, name))
         self.account = storage.StorageAccount(
@@ -94,14 +117,14 @@ class AzureFilesStore(pulumi.ComponentResource):
             location=spec.region,
             tags=naming.tags(spec.stack),
             **account_args(spec),
-            opts=store_options(protect, self),
+            opts=store_options(keep, self, adopt["account"]),
         )
         self.share = storage.FileShare(
             f"{name}-share",
             account_name=self.account.name,
             resource_group_name=self.resource_group.name,
             **share_args(spec),
-            opts=store_options(protect, self),
+            opts=store_options(keep, self, adopt["share"]),
         )
         self.endpoint = self._create_private_endpoint(name, spec, net)
         self.register_outputs({"storageAccount": self.account.name, "shareName": self.share.name})
@@ -115,9 +138,12 @@ class AzureFilesStore(pulumi.ComponentResource):
             private_zone_name=PRIVATE_DNS_ZONE,
             resource_group_name=self.resource_group.name,
             location="global",
-            opts=pulumi.ResourceOptions(parent=self),
+            # A fixed name: a replacement must delete the old zone first.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
-        privatedns.VirtualNetworkLink(
+        # The share resolves to the endpoint only once the link and the zone group exist: the
+        # training layer waits for both (Azure review 6).
+        self.dns_link = privatedns.VirtualNetworkLink(
             f"{name}-dns-link",
             private_zone_name=zone.name,
             resource_group_name=self.resource_group.name,
@@ -137,12 +163,13 @@ class AzureFilesStore(pulumi.ComponentResource):
             ],
             opts=pulumi.ResourceOptions(parent=self),
         )
-        network.PrivateDnsZoneGroup(
+        self.dns_records = network.PrivateDnsZoneGroup(
             f"{name}-endpoint-dns",
             private_endpoint_name=endpoint.name,
             resource_group_name=self.resource_group.name,
             private_dns_zone_configs=[{"name": "file", "private_dns_zone_id": zone.id}],
-            opts=pulumi.ResourceOptions(parent=self),
+            # One zone group per endpoint: delete before replace.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
         return endpoint
 

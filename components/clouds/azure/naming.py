@@ -60,6 +60,17 @@ def storage_account_name(subscription_id: str, stack: str, name: str) -> str:
     return (prefix + digest)[:24]
 
 
+def store_resource_group(stack: str) -> str:
+    """The kept store's resource group: one fixed name per stack (at most 90 characters: letters,
+    digits, - _ . ( ), not ending with '.'), so a `pulumi up` after a destroy that kept the store
+    finds it (storage.adopt) instead of creating an empty twin next to it."""
+    name = f"torchfleet-{stack}-store"
+    if len(name) > 90:
+        digest = hashlib.sha256(stack.encode()).hexdigest()[:8]
+        name = f"torchfleet-{stack[:62].rstrip('.')}-{digest}-store"
+    return name
+
+
 def dns_prefix(stack: str) -> str:
     """The cluster's DNS prefix: letters, digits and '-', starting with a letter, <= 54 chars."""
     cleaned = re.sub(r"[^a-z0-9-]", "-", stack.lower()).strip("-")

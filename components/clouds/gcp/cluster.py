@@ -78,7 +78,12 @@ def private_cluster(public_access_cidrs: tuple[str, ...]) -> dict[str, Any]:
     https://cloud.google.com/kubernetes-engine/docs/concepts/private-service-connect
     `publicAccessCidrs: []` turns the public endpoint off, as on the other clouds.
     """
-    return {"enable_private_nodes": True, "enable_private_endpoint": not public_access_cidrs}
+    config: dict[str, Any] = {"enable_private_nodes": True, "enable_private_endpoint": not public_access_cidrs}
+    if not public_access_cidrs:
+        # Reachable from the whole VPC, not only its own region (a VPN or bastion elsewhere in it):
+        # https://cloud.google.com/kubernetes-engine/docs/how-to/private-clusters#cp-global-access
+        config["master_global_access_config"] = {"enabled": True}
+    return config
 
 
 def cluster_options(

@@ -69,7 +69,12 @@ def test_handle_contract(handle):
     assert "kubelogin" in handle["kubeconfig"]
     assert handle["name"] == "az-cluster-aks"
     ready_types = sorted({type(r).__name__ for r in h.ready})
-    assert ready_types == ["AgentPool", "FileShare", "ManagedCluster", "PrivateEndpoint", "Release", "RoleAssignment"]
+    # The DNS link and zone group: the share resolves to the endpoint only with both (Azure review 6);
+    # the RBAC propagation wait: the grant must have taken effect (Azure review 2).
+    assert ready_types == [
+        "AgentPool", "FileShare", "ManagedCluster", "PrivateDnsZoneGroup", "PrivateEndpoint", "PropagationWait",
+        "Release", "VirtualNetworkLink",
+    ]
     assert isinstance(h.provider, pulumi.ProviderResource)
     assert h.outputs["region"] == "eastus"
     assert h.outputs["agentPools"] == {"gpu-h100-2": ["h100z2"], "gpu-h100-3": ["h100z3"]}

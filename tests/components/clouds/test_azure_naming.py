@@ -145,10 +145,22 @@ def test_spot_and_on_demand_pool_args():
     assert b["node_labels"]["torchfleet.io/capacity"] == "on-demand"
 
 
-@pytest.mark.parametrize("protect", [True, False])
-def test_store_options_protect_only_when_asked(protect):
-    opts = files.store_options(protect, parent=None)
-    assert (opts.protect, opts.retain_on_delete) == (protect, protect)
+@pytest.mark.parametrize("keep", [True, False])
+def test_store_options_keep_but_never_protect(keep):
+    opts = files.store_options(keep, parent=None, import_id="x")
+    assert (bool(opts.protect), opts.retain_on_delete, opts.import_) == (False, keep, "x")
+
+
+def test_kept_store_names_are_fixed_per_stack_and_fit():
+    from components import limits
+
+    assert naming.store_resource_group("azure-eus") == "torchfleet-azure-eus-store"
+    for stack in ("azure-eus", "a" * 100, "x." * 40):
+        name = naming.store_resource_group(stack)
+        assert limits.NAME_RULES["azure-resource-group"].problem(name) is None, name
+    ids = files.import_ids("sub", "rg", "acct")
+    assert ids["share"] == "/subscriptions/sub/resourceGroups/rg/providers/Microsoft.Storage/storageAccounts/acct" \
+        "/fileServices/default/shares/shared"
 
 
 def test_pool_options_let_the_autoscaler_own_the_count_and_replace_safely():
@@ -168,7 +180,8 @@ def test_cluster_and_vnet_options():
 @pytest.mark.parametrize(
     "cidrs,expected",
     [
-        (["0.0.0.0/0"], None),  # the default: public, no allow-list (as on AWS)
+        # Public, no allow-list: sent as an empty list, which turns earlier ranges off (Azure review 10).
+        (["0.0.0.0/0"], {"authorized_ip_ranges": []}),
         (["203.0.113.0/24", "198.51.100.7/32"], {"authorized_ip_ranges": ["203.0.113.0/24", "198.51.100.7/32"]}),
         ([], {"enable_private_cluster": True}),  # no public endpoint at all
     ],

@@ -100,8 +100,8 @@ def test_cluster_security_settings(example):
     assert net["serviceCidr"] == "172.16.0.0/16" and net["dnsServiceIP"] == "172.16.0.10"
     assert c["kubernetesVersion"] == "1.35"
     assert c["location"] == "eastus"
-    # publicAccessCidrs is 0.0.0.0/0 in the example: no allow-list is sent.
-    assert "apiServerAccessProfile" not in c
+    # The example keeps the API server private (issue 20): no public endpoint at all.
+    assert c["apiServerAccessProfile"] == {"enablePrivateCluster": True}
 
 
 def test_cluster_identity_is_user_assigned_with_network_rights_first(example):
@@ -159,7 +159,8 @@ def test_builtin_autoscaler_profile(three):
     profile = result.one(CLUSTER).inputs["autoScalerProfile"]
     assert profile["expander"] == "priority"
     # Pulumi's names; the provider sends ARM's kebab-case ("balance-similar-node-groups").
-    assert profile["balanceSimilarNodeGroups"] == "true"
+    # Off: a job keeps its pods in one zone; a scale-up split over zones wastes nodes (Azure review 9).
+    assert profile["balanceSimilarNodeGroups"] == "false"
     assert profile["scaleDownUnneededTime"] == "3m"
     assert profile["scaleDownDelayAfterAdd"] == "7m"
 
@@ -180,8 +181,14 @@ def test_deployer_gets_aks_rbac_cluster_admin_before_the_provider(example):
     assert role.inputs["principalId"] == mock_azure.OBJECT_ID
     assert role.inputs["scope"] == "torchfleet-azure-cluster-aks-id"
     assert role.inputs["roleDefinitionId"].endswith(aks_cluster.AKS_RBAC_CLUSTER_ADMIN)
+    # Regression (issue 20, Azure review 1): sent as the SDK's default "User", which ARM refuses for a
+    # service principal; the type comes from torchfleet:deployerPrincipalType (default User).
+    assert role.inputs["principalType"] == "User"
+    # The provider waits for the grant to take effect, not only to exist (Azure review 2).
     provider = example.one(K8S_PROVIDER)
-    assert "torchfleet-azure-cluster-deployer-admin" in {_urn_name(u) for u in provider.options["dependencies"]}
+    wait = example.one("pulumi-python:dynamic:Resource")
+    assert wait.key in example.depends_on(provider) and role.key in example.depends_on(wait)
+    assert wait.inputs["seconds"] >= 300
 
 
 def test_kubeconfig_is_a_secret_with_kubelogin_azurecli(example):
@@ -339,12 +346,14 @@ def test_store_size_and_tier_from_config(three):
     assert result.one(SHARE).inputs["shareQuota"] == 512
 
 
-@pytest.mark.parametrize("fixture,protected", [("example", True), ("three", False)])
-def test_store_protected_only_when_asked(request, fixture, protected):
+@pytest.mark.parametrize("fixture,kept", [("example", True), ("three", False)])
+def test_store_kept_only_when_asked_never_protected(request, fixture, kept):
     result = request.getfixturevalue(fixture)
     store = [result.one(ACCOUNT), result.one(SHARE), result.one(RG, "torchfleet-azure-files-rg")]
-    assert [r.options["protect"] for r in store] == [protected] * 3
-    assert [r.options["retainOnDelete"] for r in store] == [protected] * 3
+    assert [r.options["protect"] for r in store] == [False] * 3
+    assert [r.options["retainOnDelete"] for r in store] == [kept] * 3
+    # The endpoint sits in the cluster's network: kept, it would stop the network's deletion.
+    assert result.one("azure-native:network:PrivateEndpoint").options["retainOnDelete"] is False
     # The cluster side is never protected: `pulumi destroy` removes it.
     assert result.one(RG, "torchfleet-azure-net-rg").options["protect"] is False
     assert result.one(CLUSTER).options["protect"] is False

@@ -161,7 +161,11 @@ def test_cluster_is_private_vpc_native_and_hardened(stack):
     subnet = result.one(SUBNET).inputs
     assert c["location"] == spec.region and c["nodeLocations"] == list(spec.zones)
     assert c["removeDefaultNodePool"] is True
-    assert c["privateClusterConfig"] == {"enablePrivateNodes": True, "enablePrivateEndpoint": False}
+    private = not spec.network.public_access_cidrs  # the shipped stack is private (issue 20)
+    expected = {"enablePrivateNodes": True, "enablePrivateEndpoint": private}
+    if private:
+        expected["masterGlobalAccessConfig"] = {"enabled": True}
+    assert c["privateClusterConfig"] == expected
     assert c["networkingMode"] == "VPC_NATIVE"
     secondary = {r["rangeName"] for r in subnet["secondaryIpRanges"]}
     policy = c["ipAllocationPolicy"]

@@ -179,7 +179,9 @@ def test_service_side_protection_only_where_the_tier_has_it(tier, protect, expec
     ("cidrs", "private_endpoint"), [(("0.0.0.0/0",), False), (("203.0.113.0/24",), False), ((), True)]
 )
 def test_public_endpoint_only_while_someone_may_use_it(cidrs, private_endpoint):
-    assert cluster.private_cluster(cidrs) == {"enable_private_nodes": True, "enable_private_endpoint": private_endpoint}
+    config = cluster.private_cluster(cidrs)
+    assert config.pop("master_global_access_config", None) == ({"enabled": True} if private_endpoint else None)
+    assert config == {"enable_private_nodes": True, "enable_private_endpoint": private_endpoint}
     assert cluster.authorized_networks(cidrs)["cidr_blocks"] == [
         {"cidr_block": c, "display_name": f"torchfleet-{i}"} for i, c in enumerate(cidrs)
     ]

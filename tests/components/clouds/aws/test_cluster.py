@@ -20,7 +20,8 @@ def test_control_plane_is_encrypted_logged_and_private(aws_example):
     assert cluster.inputs["enabledClusterLogTypes"] == CONTROL_PLANE_LOGS
     vpc = cluster.inputs["vpcConfig"]
     assert vpc["endpointPrivateAccess"] is True
-    assert vpc["publicAccessCidrs"] == ["0.0.0.0/0"]
+    # The shipped stack is private (issue 20): no public endpoint at all.
+    assert vpc["endpointPublicAccess"] is False and "publicAccessCidrs" not in vpc
     assert len(vpc["subnetIds"]) == 2  # the private subnets
     assert cluster.inputs["accessConfig"] == {
         "authenticationMode": "API",
