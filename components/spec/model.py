@@ -101,11 +101,11 @@ class GpuPoolSpec:
 
 @dataclass(frozen=True)
 class StorageSpec:
+    # Keep the store when the stack is destroyed (the resource option retainOnDelete, never
+    # `protect`, which would make `pulumi destroy` delete nothing; README "Destroying").
     protect: bool = True
     tier: str | None = None
     size_gb: int | None = None
-    # Keep the store when the stack is destroyed (the resource option retainOnDelete, never
-    # `protect`, which would make `pulumi destroy` delete nothing; README "Destroying").
     # Take back what an earlier `pulumi destroy` of this stack kept (the import resource option).
     adopt: bool = False
 
@@ -114,7 +114,7 @@ class StorageSpec:
 class AccessSpec:
     """Who may administer the cluster besides the identity that runs `pulumi up`.
 
-    admins: per cloud, AWS IAM role or user ARNs; GCP IAM members (user:, group:, serviceAccount:);
+    admins: per cloud, AWS IAM role or user ARNs; GCP IAM members (user:, serviceAccount:);
     Azure "<User|Group|ServicePrincipal>:<object id>" (the type is ARM's principalType, which it
     checks against the directory: a wrong one fails the assignment).
     deployer_type: the principalType of the identity running `pulumi up` on Azure.
@@ -122,12 +122,12 @@ class AccessSpec:
 
     admins: tuple[str, ...] = ()
     deployer_type: str = "User"
-class TrainingSpec:
-    operator: str = "torchelastic"
-    namespace: str = DEFAULT_NAMESPACE
 
 
 @dataclass(frozen=True)
+class TrainingSpec:
+    operator: str = "torchelastic"
+    namespace: str = DEFAULT_NAMESPACE
     etcd_replicas: int = 3
     claim_name: str = DEFAULT_CLAIM
     # Grace period jobs get on a spot notice (seconds): the cloud's notice window.
@@ -177,12 +177,12 @@ class PlatformSpec:
     # kubeconfig authenticates as the same identity.
     aws_profile: str | None = None
     aws_role_arn: str | None = None
-        return CLOUD_TRAITS[self.cloud]
-
-    @property
 
     @property
     def traits(self) -> CloudTraits:
+        return CLOUD_TRAITS[self.cloud]
+
+    @property
     def max_gpus(self) -> int:
         """The most GPUs the stack can reach with every pool at its maximum."""
         return sum(p.max_nodes * p.gpus_per_node for p in self.gpu_pools)
