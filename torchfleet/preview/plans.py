@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components import limits
+from components.clouds import lifecycle
 
 
 @dataclass(frozen=True)
@@ -133,14 +134,17 @@ def unclassified(resources: list[Any]) -> list[str]:
 def replace_collisions(resources: list[Any]) -> list[str]:
     """Resources a replacement would recreate under the same name while the old one still exists.
 
-    Retained resources are not in the list: deleting one only drops it from the state, so its
-    replacement collides with it whatever the order; that is the point for the kept data (a change
-    that would replace the store fails on the name rather than swap the data for an empty store).
+    The store and what holds it (components/clouds/lifecycle.py) are not in the list: their fixed
+    names are the point. A change that would replace the store fails on the name rather than swap
+    the checkpoints for an empty store (and a kept one is only dropped from the state on delete,
+    so it would collide whatever the order).
     """
+    data = {t for kept in lifecycle.KEPT_WITH_THE_DATA.values() for t in kept}
     return [
         f"{_key(r)} ({fixed_name(r)})"
         for r in resources
         if r.custom
+        and r.type not in data
         and fixed_name(r) is not None
         and not r.options.get("deleteBeforeReplace")
         and not r.options.get("retainOnDelete")
