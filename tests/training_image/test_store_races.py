@@ -135,3 +135,31 @@ def test_a_cached_verdict_is_dropped_when_a_file_is_replaced_by_one_of_the_same_
     os.utime(replacement, ns=(before.st_atime_ns, before.st_mtime_ns))
     os.replace(replacement, saved.path / "state.pt")  # a new inode: this one was always noticed
     assert store.load_latest()[1]["step"] == 10
+
+
+def test_a_file_changed_while_it_was_hashed_is_hashed_again(store, monkeypatch):
+    from elastic_trainer import checkpoint_verify
+
+    store.keep = 5
+    saved = store.save(state(20), step=20, generation=1)
+    reader = CheckpointStore(store.root, keep=5)
+    real_hash = checkpoint_verify._hash_file
+
+    def hash_then_changed(path, *args):
+        digest = real_hash(path, *args)  # the bytes as they were
+        if path.parent == saved.path:
+            time.sleep(0.05)  # past the timestamps' granularity (see the flipped-byte test)
+            with open(path, "r+b") as handle:
+                middle = handle.seek(0, os.SEEK_END) // 2
+                handle.seek(middle)
+                byte = handle.read(1)
+                handle.seek(middle)
+                handle.write(bytes([byte[0] ^ 0xFF]))
+        return digest
+
+    monkeypatch.setattr(checkpoint_verify, "_hash_file", hash_then_changed)
+    reader.verify(saved)  # what it read was intact
+    monkeypatch.setattr(checkpoint_verify, "_hash_file", real_hash)
+    # the verdict was keyed on the files as they were after the change: it was served from the cache
+    _, meta, _ = reader.load_latest()
+    assert meta["step"] == 10

@@ -174,12 +174,18 @@ class Verdicts:
         if hurry is not None and hurry():  # not even its meta.json is read
             raise VerificationDeferred(f"{path.name}: not verified by this process yet")
         try:
+            # taken before the files are read: a change while they are hashed must void the verdict
+            before = _fingerprint(path)
+        except OSError:
+            before = None
+        try:
             meta = check(path, hurry)
         except CorruptCheckpointError as exc:
             if not transient(exc) and refused(path) is None:
                 self.remember(path, exc)  # a read error may pass: try it again next time
             raise
-        self.remember(path, meta)
+        if before is not None:
+            self.remember(path, meta, before)
         return meta
 
     def forget_missing(self) -> None:
