@@ -2,7 +2,8 @@
 
 Synthesizes the stack under mocks (as `torchfleet synth` does), then runs every rule with the
 stack's own limits (torchfleet:guardrails). Prints one line per violation, "rule  resource  why",
-and on stderr the most the stack can cost per hour at list prices (torchfleet/cost.py).
+and on stderr the most the stack can cost per hour at list prices (torchfleet/cost.py) and the quotas
+and APIs the cloud must grant before `pulumi up` is useful (components/clouds/preflight.py).
 Exit codes: 0 clean, 1 violations, 2 the stack cannot be checked (bad config, missing file) or
 --policy-config-out cannot be written.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from components import policy
+from components.clouds import preflight
 from torchfleet import cost, output_paths
 from torchfleet.synth import required_stack, stack_option, synth_or_report
 
@@ -73,4 +75,7 @@ def run(args: argparse.Namespace) -> int:
     estimate = cost.stack_estimate(result.spec)  # what the stack can cost at its maximum (issue 13)
     if estimate is not None:
         print(estimate.render(f"{result.stack}, every pool at maxNodes"), file=sys.stderr)
+    needs = preflight.render(result.spec)  # quotas and APIs the cloud must grant first (issue 20)
+    if needs:
+        print(needs, file=sys.stderr)
     return 1 if violations else 0

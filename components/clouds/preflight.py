@@ -1,0 +1,135 @@
+"""What a cloud must grant before `pulumi up` is useful: the quotas a stack can reach and the APIs it
+calls. `torchfleet check` prints these (issue 20).
+
+Nothing here is checked online. Quotas matter because GPU pools start at zero: with no quota
+`pulumi up` succeeds, every scale-up then fails in the autoscaler's events, and jobs stay Pending
+(the reviews of 2026-11-25: AWS "account quotas", GCP F5/F15, Azure 14). The figures are what the
+stack's pools reach at maxNodes, so a quota of at least that lets every pool scale fully.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from components.spec import PlatformSpec
+
+# EC2 vCPU quotas by instance family letter (Service Quotas, service code ec2):
+# https://docs.aws.amazon.com/ec2/latest/instancetypes/ec2-instance-quotas.html
+_AWS_ON_DEMAND = {"g": "L-DB2E81BA Running On-Demand G and VT instances",
+                  "p": "L-417A185B Running On-Demand P instances"}
+_AWS_SPOT = {"g": "L-3819A6DF All G and VT Spot Instance Requests", "p": "L-7212CCBC All P Spot Instance Requests"}
+_AWS_STANDARD = "L-1216C47A Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances"
+# GCP: Spot VMs count against the preemptible quotas when the project has them:
+# https://cloud.google.com/compute/resource-usage#gpu_quota ,
+# https://cloud.google.com/compute/docs/instances/create-use-spot#quotas
+_GCP_GPU_METRIC = {"nvidia-h100-80gb": "NVIDIA_H100_GPUS"}
+APIS = {
+    # compute/container/file/iam/cloudkms: what the resources are; cloudresourcemanager: the project
+    # lookup (the KMS grant's service agent) and the project IAM bindings (GCP review F4).
+    "gcp": ("compute.googleapis.com", "container.googleapis.com", "file.googleapis.com", "iam.googleapis.com",
+            "cloudkms.googleapis.com", "cloudresourcemanager.googleapis.com"),
+    # Resource providers the subscription must have registered, and the host-encryption feature.
+    "azure": ("Microsoft.ContainerService", "Microsoft.Compute", "Microsoft.Network", "Microsoft.Storage",
+              "Microsoft.ManagedIdentity", "feature Microsoft.Compute/EncryptionAtHost"),
+}
+
+
+@dataclass(frozen=True)
+class Need:
+    what: str  # the quota or API, as the cloud's console names it
+    amount: int | None  # None for an API or a feature
+    unit: str = ""
+
+    def line(self) -> str:
+        return f"  {self.what}: {self.amount} {self.unit}".rstrip() if self.amount is not None else f"  {self.what}"
+
+
+def _biggest(pool):
+    return max(pool.machines, key=lambda m: m.vcpus)
+
+
+def needs(spec: PlatformSpec) -> list[Need]:
+    """Quotas (at every pool's maxNodes) and APIs, for the stack's region."""
+    if spec.cloud == "aws":
+        return _aws(spec)
+    if spec.cloud == "gcp":
+        return _gcp(spec)
+    if spec.cloud == "azure":
+        return _azure(spec)
+    return []
+
+
+def _aws(spec: PlatformSpec) -> list[Need]:
+    vcpus: dict[str, int] = defaultdict(int)
+    for pool in spec.gpu_pools:
+        machine = _biggest(pool)
+        family = machine.type[0]
+        table = _AWS_SPOT if pool.spot else _AWS_ON_DEMAND
+        vcpus[table.get(family, _AWS_STANDARD)] += pool.max_nodes * machine.vcpus
+    out = [Need(f"EC2 quota {name} ({spec.region})", n, "vCPUs") for name, n in sorted(vcpus.items())]
+    m = spec.manager_pool
+    out.append(Need(f"EC2 quota {_AWS_STANDARD} ({spec.region}): room for {m.max_nodes} x {m.machine_type}", None))
+    return out
+
+
+def _gcp_metric(accelerator: str, spot: bool) -> str:
+    base = _GCP_GPU_METRIC.get(accelerator) or accelerator.replace("nvidia-tesla-", "nvidia-").upper().replace(
+        "-", "_"
+    ) + "_GPUS"
+    return ("PREEMPTIBLE_" if spot else "") + base
+
+
+def _gcp(spec: PlatformSpec) -> list[Need]:
+    gpus: dict[str, int] = defaultdict(int)
+    cpus: dict[str, int] = defaultdict(int)
+    total = 0
+    for pool in spec.gpu_pools:
+        machine = _biggest(pool)
+        gpus[_gcp_metric(pool.accelerator or "", pool.spot)] += pool.max_nodes * machine.gpus
+        cpus["PREEMPTIBLE_CPUS" if pool.spot else "CPUS"] += pool.max_nodes * machine.vcpus
+        total += pool.max_nodes * machine.gpus
+    out = [Need(f"Compute Engine quota {m} ({spec.region})", n) for m, n in sorted(gpus.items())]
+    out += [Need(f"Compute Engine quota {m} ({spec.region})", n) for m, n in sorted(cpus.items())]
+    out.append(Need("Compute Engine quota GPUS_ALL_REGIONS (global)", total))
+    tier = (spec.storage.tier or "").lower()
+    if tier:
+        # ZONAL and REGIONAL quotas start at 0 and need a request (Filestore "Create an instance").
+        out.append(Need(f"Filestore quota {tier.upper()} capacity ({spec.region})", spec.storage.size_gb, "GiB"))
+    m = spec.manager_pool
+    out.append(Need(f"Compute Engine quota CPUS ({spec.region}): room for {m.max_nodes} x {m.machine_type}", None))
+    out += [Need(f"API {api}", None) for api in APIS["gcp"]]
+    return out
+
+
+def _azure(spec: PlatformSpec) -> list[Need]:
+    families: dict[str, int] = defaultdict(int)
+    spot = 0
+    total = 0
+    for pool in spec.gpu_pools:
+        for machine in pool.machines:  # one agent pool per machine type, each up to maxNodes
+            n = pool.max_nodes * machine.vcpus
+            if pool.spot:
+                spot += n
+            else:
+                families[machine.type] += n
+                total += n
+    out = [Need(f"vCPU quota of the {t} family ({spec.region}; az vm list-usage)", n, "vCPUs")
+           for t, n in sorted(families.items())]
+    if spot:
+        out.append(Need(f"Total Regional Spot vCPUs ({spec.region})", spot, "vCPUs"))
+    if total:
+        out.append(Need(f"Total Regional vCPUs ({spec.region})", total, "vCPUs"))
+    m = spec.manager_pool
+    out.append(Need(f"vCPU quota of the {m.machine_type} family ({spec.region}): room for {m.max_nodes}", None))
+    out += [Need(f"registered: {rp}", None) for rp in APIS["azure"]]
+    return out
+
+
+def render(spec: PlatformSpec) -> str:
+    found = needs(spec)
+    if not found:
+        return ""
+    head = (f"{spec.stack}: what the cloud must grant first (quotas at every pool's maxNodes; "
+            "with less, `pulumi up` succeeds and jobs stay Pending):")
+    return "\n".join([head, *(n.line() for n in found)])

@@ -1,0 +1,59 @@
+"""`torchfleet check` lists the quotas and APIs a stack needs before `pulumi up` is useful (issue 20):
+with no GPU quota `pulumi up` succeeds (pools start at zero) and every job stays Pending."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.clouds import preflight
+from tests.harness import STACKS_DIR
+from torchfleet.cli import main
+from torchfleet.preview.runner import stack_spec
+
+
+def needs_of(stack: str) -> dict[str, int | None]:
+    return {n.what: n.amount for n in preflight.needs(stack_spec(STACKS_DIR / f"Pulumi.{stack}.yaml"))}
+
+
+def test_aws_spot_and_on_demand_gpu_vcpus_at_max_nodes():
+    needs = needs_of("aws-usw2")
+    # t4: 8 nodes in each of two zones of g4dn.xlarge (4 vCPUs), spot; a10g: 2 x g5.xlarge (4), on-demand.
+    assert needs["EC2 quota L-3819A6DF All G and VT Spot Instance Requests (us-west-2)"] == 2 * 8 * 4
+    assert needs["EC2 quota L-DB2E81BA Running On-Demand G and VT instances (us-west-2)"] == 2 * 4
+
+
+def test_gcp_preemptible_gpus_per_type_the_global_cap_and_every_api():
+    needs = needs_of("gcp-usc1")
+    assert needs["Compute Engine quota PREEMPTIBLE_NVIDIA_T4_GPUS (us-central1)"] == 16
+    assert needs["Compute Engine quota PREEMPTIBLE_NVIDIA_L4_GPUS (us-central1)"] == 4
+    assert needs["Compute Engine quota GPUS_ALL_REGIONS (global)"] == 20
+    # The project lookup and IAM bindings call Cloud Resource Manager (GCP review F4).
+    assert "API cloudresourcemanager.googleapis.com" in needs
+
+
+@pytest.mark.parametrize(("accelerator", "spot", "metric"), [
+    ("nvidia-tesla-t4", True, "PREEMPTIBLE_NVIDIA_T4_GPUS"),
+    ("nvidia-a100-80gb", False, "NVIDIA_A100_80GB_GPUS"),
+    ("nvidia-h100-80gb", True, "PREEMPTIBLE_NVIDIA_H100_GPUS"),
+])
+def test_gcp_gpu_quota_metric_names(accelerator, spot, metric):
+    assert preflight._gcp_metric(accelerator, spot) == metric
+
+
+def test_azure_spot_vcpus_and_the_on_demand_family():
+    needs = needs_of("azure-eus")
+    assert needs["Total Regional Spot vCPUs (eastus)"] == 3 * 8 * 8  # three zones x 8 x NC8as_T4_v3
+    assert needs["vCPU quota of the Standard_NC24ads_A100_v4 family (eastus; az vm list-usage)"] == 24
+    assert "registered: feature Microsoft.Compute/EncryptionAtHost" in needs
+
+
+def test_check_prints_them_on_stderr_and_keeps_stdout_for_violations(capsys):
+    code = main(["check", "--stack-file", str(STACKS_DIR / "Pulumi.gcp-usc1.yaml")])
+    out, err = capsys.readouterr()
+    assert (code, out) == (0, "")
+    assert "gcp-usc1: what the cloud must grant first" in err
+    assert "  Compute Engine quota PREEMPTIBLE_NVIDIA_T4_GPUS (us-central1): 16" in err
+
+
+def test_local_needs_nothing():
+    assert preflight.needs(stack_spec(STACKS_DIR / "Pulumi.local.yaml")) == []
