@@ -27,7 +27,11 @@ FIRST = ("namespace.yaml",)
 # A file that must wait for others (beside FIRST): controller-runtime v0.3.0 builds its REST mapper
 # once at start, so a controller started before its CRD is Established fails `For(&ElasticJob{})`
 # and crash-loops until it is (issue 19).
-AFTER = {"controller/deployment.yaml": ("crds/elasticjob.yaml",)}
+AFTER = {
+    "controller/deployment.yaml": ("crds/elasticjob.yaml",),
+    # Its members start with the script this ConfigMap holds.
+    "etcd/statefulset.yaml": ("etcd/configmap-bootstrap.yaml",),
+}
 # The shared claim, which binds to the layer's PersistentVolume.
 STORAGE = "storage/"
 

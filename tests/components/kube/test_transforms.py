@@ -76,20 +76,30 @@ def test_zone_spread_kept_on_zoned_clusters_and_dropped_elsewhere():
         pod = rendered("etcd/statefulset.yaml", **kw)["spec"]["template"]["spec"]
         return [c["topologyKey"] for c in pod.get("topologySpreadConstraints", [])]
 
-    assert "topology.kubernetes.io/zone" in keys(zoned=True)
-    assert keys(zoned=False) == ["kubernetes.io/hostname"]
+    assert keys(zoned=True) == ["topology.kubernetes.io/zone"]
+    assert keys(zoned=False) == []
 
 
-def test_etcd_spread_is_soft_so_members_never_wait_for_a_zone():
+def test_etcd_zone_spread_is_soft_so_members_never_wait_for_a_zone():
     """Regression: DoNotSchedule over zones left members Pending on a manager pool that is one
     multi-zone Auto Scaling group starting at one node (the autoscaler cannot pick the zone)."""
     pod = rendered("etcd/statefulset.yaml")["spec"]["template"]["spec"]
-    spread = {c["topologyKey"]: c for c in pod["topologySpreadConstraints"]}
-    assert set(spread) == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}
-    for constraint in spread.values():
-        assert constraint["whenUnsatisfiable"] == "ScheduleAnyway"
-        assert constraint["maxSkew"] == 1
-        assert constraint["labelSelector"] == {"matchLabels": {"app.kubernetes.io/name": "etcd"}}
+    (zone,) = pod["topologySpreadConstraints"]
+    assert zone["whenUnsatisfiable"] == "ScheduleAnyway"
+    assert zone["maxSkew"] == 1
+    assert zone["labelSelector"] == {"matchLabels": {"app.kubernetes.io/name": "etcd"}}
+
+
+@pytest.mark.parametrize("zoned", [True, False])
+def test_etcd_members_never_share_a_node(zoned):
+    """Regression (issue 19): a soft hostname spread let all three members share the manager pool's
+    first node, whose loss took the quorum. One member per node is required, wherever zones are."""
+    pod = rendered("etcd/statefulset.yaml", zoned=zoned)["spec"]["template"]["spec"]
+    assert set(pod["affinity"]) == {"podAntiAffinity"}
+    (rule,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert rule["topologyKey"] == "kubernetes.io/hostname"
+    labels = rendered("etcd/statefulset.yaml")["spec"]["template"]["metadata"]["labels"]
+    assert rule["labelSelector"]["matchLabels"].items() <= labels.items()  # it selects the members
 
 
 @pytest.mark.parametrize("storage_class", ["torchfleet-gp3-encrypted", "premium-rwo"])
