@@ -14,7 +14,10 @@ NS = "torchfleet"
 DEFAULT_KUBERNETES_VERSION = "1.35"
 DEFAULT_NAMESPACE = "elastic-job"
 DEFAULT_CLAIM = "shared-data"
-OPERATORS = ("torchelastic", "kubeflow")
+# The first is the default: "job" is Kubernetes' own batch/v1 Indexed Job running torchrun's elastic agents
+# (torchfleet/jobs/indexed_job.py); the 2020 ElasticJob controller cannot start a pod under the `restricted`
+# Pod Security level (README.md, "For researchers: running jobs").
+OPERATORS = ("job", "torchelastic", "kubeflow")
 # On-demand machines for the manager pool (etcd, controllers, autoscaler) when config names none.
 DEFAULT_MANAGER_MACHINE = {
     "aws": "m6i.large",
@@ -126,7 +129,7 @@ class AccessSpec:
 
 @dataclass(frozen=True)
 class TrainingSpec:
-    operator: str = "torchelastic"
+    operator: str = OPERATORS[0]
     namespace: str = DEFAULT_NAMESPACE
     etcd_replicas: int = 3
     claim_name: str = DEFAULT_CLAIM

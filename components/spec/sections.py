@@ -94,7 +94,7 @@ def _parse_storage(p: _Problems, value: Any, traits: CloudTraits) -> StorageSpec
 def _parse_training(p: _Problems, value: Any, cloud: str, traits: CloudTraits) -> TrainingSpec:
     key = _k("training")
     obj = _obj(p, key, value, _TRAINING_KEYS)
-    operator = obj.get("operator", "torchelastic")
+    operator = obj.get("operator", OPERATORS[0])
     if not isinstance(operator, str) or operator not in OPERATORS:
         p.add(f"{key}.operator", f"must be one of {', '.join(OPERATORS)}, got {_r(operator)}")
     namespace = obj.get("namespace", DEFAULT_NAMESPACE)

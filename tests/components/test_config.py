@@ -166,6 +166,6 @@ def test_program_stops_with_every_problem_and_registers_nothing(monitor):
     runtime_config.set_all_config(engine({**AWS, "torchfleet:training": {"operator": "x", "etcdReplicas": 2}}))
     with pytest.raises(pulumi.RunError) as caught:
         runpy.run_path(str(REPO / "__main__.py"))
-    assert "torchfleet:training.operator: must be one of torchelastic, kubeflow, got 'x'" in str(caught.value)
+    assert "torchfleet:training.operator: must be one of job, torchelastic, kubeflow, got 'x'" in str(caught.value)
     assert "torchfleet:training.etcdReplicas: etcd needs an odd member count" in str(caught.value)
     assert monitor.recorded == []

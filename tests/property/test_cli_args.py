@@ -272,7 +272,13 @@ class FakeJobs:
     def create(self, job: dict) -> dict:
         return {**job, "metadata": {**job["metadata"], "uid": "0"}}
 
-    def create_owned(self, document: dict, owner: dict) -> None:
+    def create_owned(self, document: dict, owner: dict | None) -> None:
+        pass
+
+    def adopt(self, policy: dict, owner: dict) -> None:  # the job's policies are created first, then owned
+        pass
+
+    def delete_policy(self, policy: dict) -> None:
         pass
 
     def list(self) -> list:

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from torchfleet.cli import main
+from torchfleet.jobs import manifests
 
 IMAGE = "registry.example.com/team/train:1.4.2"
 FLAGS = ["--stack", "aws-usw2", "--gpu", "t4", "--nodes", "2:8", "--gpus-per-node", "1", "--zone", "us-west-2a",
@@ -19,8 +20,10 @@ CMD = ["--", "python", "train.py", "--lr", "0.1", "--total-steps", "1000"]
 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
-    """No cluster, no Pulumi, no user config, and a folder of its own."""
+    """No cluster, no Pulumi, no user config, and a folder of its own; the rendezvous id, new for each
+    submission (spec.new_rdzv_id), is fixed so that two dry runs of one job can be compared."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("torchfleet.jobs.spec.new_rdzv_id", lambda name: f"{name}-0000")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-config"))
     for var in ("TORCHFLEET_STACK", "TORCHFLEET_IMAGE", "TORCHFLEET_NAMESPACE", "TORCHFLEET_CONTEXT"):
         monkeypatch.delenv(var, raising=False)
@@ -66,8 +69,8 @@ def test_flags_on_the_line_override_the_file(capsys):
     assert code == 0, err
     job = next(yaml.safe_load_all(out))
     assert job["metadata"]["name"] == "from-line"
-    assert (job["spec"]["minReplicas"], job["spec"]["maxReplicas"]) == (3, 3)
-    container = job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert manifests.min_max(job) == (3, 3)
+    container = manifests.worker_spec(job)["template"]["spec"]["containers"][0]
     assert container["args"][-1] == "x.py"  # the line's command, not the file's
     assert {"name": "A", "value": "1"} in container["env"]
 
@@ -77,7 +80,7 @@ def test_nodes_written_as_min_max_stay_text(capsys):
     path = write("job.yaml", f"name: j\ngpu: t4\nnodes: 2:8\nimage: {IMAGE}\ncommand: [python, train.py]\n")
     code, out, err = run(["submit", "-f", path, "--dry-run"], capsys)
     assert code == 0, err
-    assert next(yaml.safe_load_all(out))["spec"]["maxReplicas"] == 8
+    assert manifests.min_max(next(yaml.safe_load_all(out))) == (2, 8)
 
 
 BASE = f"name: j\ngpu: t4\nimage: {IMAGE}\ncommand: [python, train.py]\n"
@@ -89,7 +92,7 @@ ERRORS = [
     ("gpu-unknown", BASE.replace("t4", "z99"), "job.yaml: gpu: unknown GPU 'z99'"),
     ("name-bad", BASE.replace("name: j", "name: Bad"), "job.yaml: name: 'Bad' is not a valid job name"),
     ("env-reserved", BASE + "env: {TORCHFLEET_JOB: x}\n", "job.yaml: env TORCHFLEET_JOB: set by torchfleet"),
-    ("operator-choice", BASE + "operator: kf\n", "job.yaml: operator: one of torchelastic, kubeflow, got 'kf'"),
+    ("operator-choice", BASE + "operator: kf\n", "job.yaml: operator: one of job, torchelastic, kubeflow, got 'kf'"),
     ("uid-text", BASE + "run-as-user: root\n", "job.yaml: run-as-user: expected a whole number, got 'root'"),
     ("cpu-text", BASE + "cpu: yes please\n", "job.yaml: cpu: expected true or false"),
     ("unknown-key", BASE + "node: 2\n", "job.yaml: unknown key 'node'; did you mean 'nodes'?"),
@@ -118,7 +121,7 @@ def test_sweep_params_from_the_file(capsys):
     path = write("job.yaml", BASE + "params:\n  lr: [0.1, 0.01]\n  batch: 64\n")
     code, out, err = run(["sweep", "-f", path, "--dry-run"], capsys)
     assert code == 0, err
-    names = [d["metadata"]["name"] for d in yaml.safe_load_all(out) if d["kind"] == "ElasticJob"]
+    names = [d["metadata"]["name"] for d in yaml.safe_load_all(out) if d["kind"] == "Job"]
     assert names == ["j-0", "j-1"]
     assert "j-0: lr=0.1 batch=64" in err
 

@@ -42,11 +42,12 @@ def _documents(operator, cpu=False):
         flags = dict(name=f"ckv-{operator}", gpu="t4", gpus_per_node=1)
     req = build_request(t, nodes="2:4", image="registry.example.com/team/train:1.4.2",
                         command=["python", "train.py"], **flags)
-    template = manifests.worker_spec(manifests.build(req, t))["template"]
+    job = manifests.build(req, t)
+    template = manifests.worker_spec(job)["template"]
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": f"{req.name}-worker-0", "namespace": t.namespace, **template["metadata"]},
            "spec": template["spec"]}
-    return [pod, *manifests.network_policies(req, t)]
+    return [pod, *([job] if manifests.is_indexed_job(job) else []), *manifests.network_policies(req, t)]
 
 
 def test_job_pods_pass_checkov(tmp_path):
@@ -60,7 +61,14 @@ def test_job_pods_pass_checkov(tmp_path):
               if not (c["check_id"] in LOCAL_SKIPS and ".ckv-cpu-" in c["resource"])]
     passed = [(c["check_id"], c["resource"]) for r in results for c in r.get("passed_checks", [])]
     assert failed == []
-    pods = {resource for _, resource in passed if resource.startswith("Pod.")}
-    assert len(pods) == 4  # both operators' pods, GPU and CPU, were scanned
+    pods = {resource for _, resource in passed if resource.startswith("Pod.") and resource.endswith("-worker-0")}
+    assert len(pods) == 2 * len(platform.OPERATORS)  # every operator's pods, GPU and CPU, were scanned
+    # the `job` operator's Indexed Job is a core object checkov knows: scanned as itself too, and its template
+    # as a Pod named by its labels
+    assert {resource for _, resource in passed if resource.startswith("Job.")} == {
+        "Job.elastic-job.ckv-job", "Job.elastic-job.ckv-cpu-job"}
+    pods |= {resource for _, resource in passed if resource.startswith(("Pod.elastic-job.ckv-job.",
+                                                                          "Pod.elastic-job.ckv-cpu-job."))}
+    assert len(pods) == 2 * len(platform.OPERATORS) + 2
     # CKV2_K8S_6 "pods lack an associated NetworkPolicy": the job's own policy selects its pods.
     assert {resource for check, resource in passed if check == "CKV2_K8S_6"} == pods

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from torchfleet.cli import main
-from torchfleet.jobs import schema
+from torchfleet.jobs import manifests, schema
 
 TEST_STACKS = str(Path(__file__).parent / "data" / "stacks")
 BASE = ["--gpu", "t4", "--nodes", "2:8", "--image", "registry.example.com/team/train:1.4.2"]
@@ -233,7 +233,7 @@ def test_pods_run_as_the_training_uid_unless_overridden(argv, uid, capsys):
     code, out, err = run([*argv, "--dry-run", *CMD], capsys)
     assert code == 0, err
     job, _ = _docs(out)
-    security = job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["securityContext"]
+    security = _pod_spec(job)["securityContext"]
     # The group stays the training group: it owns the shared store's root (mode 2775).
     # OnRootMismatch: no recursive chown of the whole shared store at every pod start.
     assert security == {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": 10001, "fsGroup": 10001,
@@ -248,13 +248,17 @@ def test_dry_run_without_stack_uses_platform_defaults(capsys):
     code, out, err = run(["submit", "resnet", *BASE, "--dry-run", *CMD], capsys)
     assert code == 0, err
     job, policy = _docs(out)
-    assert job["kind"] == "ElasticJob" and job["metadata"]["namespace"] == "elastic-job"
+    # the `job` operator: Kubernetes' own Indexed Job (issue 19)
+    assert job["kind"] == "Job" and job["metadata"]["namespace"] == "elastic-job"
     assert policy["kind"] == "NetworkPolicy" and policy["metadata"]["name"] == "job-resnet"
-    pod = job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]
+    pod = _pod_spec(job)
     assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "shared-data"
-    assert pod["containers"][0]["args"] == ["--nproc_per_node=1", "--local-addr=$(POD_IP)", "train.py", "--lr", "0.1"]
+    rdzv_id = job["metadata"]["annotations"]["torchfleet.io/rdzv-id"]
+    assert rdzv_id.startswith("resnet-")
+    assert pod["containers"][0]["args"] == [
+        "--nproc_per_node=1", "--local-addr=$(POD_IP)", "--rdzv_backend=etcd-v2",
+        "--rdzv_endpoint=etcd.elastic-job.svc:2379", "--nnodes=2:8", f"--rdzv_id={rdzv_id}", "train.py", "--lr", "0.1"]
     assert "no --stack: accepting any catalog GPU" in err
-    assert schema.problems(job) == []
 
 
 def test_dry_run_with_stack_reads_the_stack_file_only(capsys):
@@ -284,18 +288,18 @@ def test_sweep_dry_run_one_job_per_combination(capsys):
     code, out, err = run(["sweep", "grid", *BASE, "--param", "lr=0.1,0.01", "--param", "batch=64,128",
                           "--dry-run", "--", "python", "train.py"], capsys)
     assert code == 0, err
-    jobs = [d for d in _docs(out) if d["kind"] == "ElasticJob"]
+    jobs = [d for d in _docs(out) if d["kind"] == "Job"]
     assert [j["metadata"]["name"] for j in jobs] == ["grid-0", "grid-1", "grid-2", "grid-3"]
-    args = [j["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"] for j in jobs]
+    args = [_pod_spec(j)["containers"][0]["args"] for j in jobs]
     assert [a[-2:] for a in args] == [["lr=0.1", "batch=64"], ["lr=0.1", "batch=128"],
                                       ["lr=0.01", "batch=64"], ["lr=0.01", "batch=128"]]
     outputs = set()
     for j in jobs:
-        env = {e["name"]: e.get("value") for e in
-               j["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]}
+        env = {e["name"]: e.get("value") for e in _pod_spec(j)["containers"][0]["env"]}
         outputs.add(env["TORCHFLEET_OUTPUT_DIR"])
         assert j["metadata"]["labels"]["torchfleet.io/sweep"] == "grid"
-        assert schema.problems(j) == []
+    # one rendezvous per member (issue 19): members never meet in etcd
+    assert len({j["metadata"]["annotations"]["torchfleet.io/rdzv-id"] for j in jobs}) == 4
     assert outputs == {f"/mnt/shared/grid-{i}/output" for i in range(4)}
     assert "grid-3: lr=0.01 batch=128" in err
 
@@ -310,27 +314,29 @@ def test_command_becomes_torchrun_script_args(command, args, capsys):
     code, out, _ = run(["submit", "j", *BASE, "--dry-run", "--", *command], capsys)
     assert code == 0
     job, _ = _docs(out)
-    assert job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"][2:] == args
+    got = _pod_spec(job)["containers"][0]["args"]
+    script_at = next(i for i, a in enumerate(got) if a.startswith("--rdzv_id=")) + 1  # the launcher's options first
+    assert got[script_at:] == args
 
 
 # ---------------------------------------------------------------- CPU jobs, egress
 
 
 def _pod_spec(job):
-    spec = job["spec"]
-    return (spec.get("replicaSpecs") or spec["pytorchReplicaSpecs"])["Worker"]["template"]["spec"]
+    return manifests.worker_spec(job)["template"]["spec"]
 
 
-@pytest.mark.parametrize("operator", ["torchelastic", "kubeflow"])
+@pytest.mark.parametrize("operator", ["job", "torchelastic", "kubeflow"])
 def test_cpu_job_on_the_local_stack_asks_for_no_gpu(operator, capsys):
     code, out, err = run(["submit", "tiny", "--stack", "local", "--cpu", "--cpus", "1.5", "--memory", "3Gi",
                           "--operator", operator, "--image", "torchfleet/trainer:0.1.0", "--dry-run", *CMD], capsys)
     assert code == 0, err
     job, _ = _docs(out)
-    assert schema.problems(job) == []
+    assert manifests.is_indexed_job(job) or schema.problems(job) == []
     pod = _pod_spec(job)
     (container,) = pod["containers"]
-    assert "nodeSelector" not in pod and "tolerations" not in pod
+    assert "nodeSelector" not in pod
+    assert [t["key"] for t in pod["tolerations"]] == list(manifests.NODE_LOSS_TAINTS)  # no GPU or spot taint
     assert "affinity" not in pod  # kind nodes carry no zone label: a zone affinity would leave pods Pending
     assert container["resources"] == {"requests": {"cpu": "1500m", "memory": "3072Mi"},
                                       "limits": {"memory": "3072Mi"}}

@@ -1,6 +1,10 @@
 """submit/list/status/logs/delete against a fake API: a real kubernetes ApiClient built from a real
 kubeconfig, with the CustomObjectsApi/CoreV1Api/NetworkingV1Api methods mocked and their calls
-asserted exactly. No API server is needed (the kubeconfig points at a closed local port)."""
+asserted exactly. No API server is needed (the kubeconfig points at a closed local port).
+
+These tests are about the ElasticJob's custom-resource path (``--operator torchelastic``, added by ``cli``
+unless a test names an operator or a stack); the default `job` operator's batch/v1 path is
+test_jobs_cluster_batch.py."""
 
 import json
 from datetime import UTC, datetime, timedelta
@@ -46,7 +50,8 @@ def api():
         client.CustomObjectsApi: ["create_namespaced_custom_object", "get_namespaced_custom_object",
                                   "list_namespaced_custom_object", "delete_namespaced_custom_object"],
         client.CoreV1Api: ["list_namespaced_pod", "list_namespaced_event", "read_node", "read_namespaced_pod_log"],
-        client.NetworkingV1Api: ["create_namespaced_network_policy"],
+        client.NetworkingV1Api: ["create_namespaced_network_policy", "patch_namespaced_network_policy",
+                                 "delete_namespaced_network_policy"],
         client.BatchV1Api: ["create_namespaced_job", "read_namespaced_job", "list_namespaced_job",
                             "delete_namespaced_job"],
         client.AppsV1Api: ["create_namespaced_deployment"],
@@ -62,8 +67,10 @@ def api():
         p.stop()
 
 
-def cli(argv, kubeconfig, capsys):
-    code = main([argv[0], "--kubeconfig", str(kubeconfig), *argv[1:]])
+def cli(argv, kubeconfig, capsys, operator="torchelastic"):
+    named = any(a.startswith(("--operator", "--stack")) for a in argv)
+    code = main([argv[0], "--kubeconfig", str(kubeconfig), *([] if named or not operator else ["--operator", operator]),
+                 *argv[1:]])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -116,12 +123,19 @@ def node(name, zone):
 # ---------------------------------------------------------------- submit
 
 
-def test_submit_creates_the_validated_job_then_its_network_policy(api, kubeconfig, capsys):
+def test_submit_creates_the_network_policy_then_the_validated_job_which_then_owns_it(api, kubeconfig, capsys):
+    # Regression (issue 19): the policy was created after the job, so a pod could start before it (and a
+    # submit that died in between left a job whose pods could reach none of their peers).
     api.get_namespaced_custom_object.side_effect = not_found()
+    order = mock.Mock()
+    order.attach_mock(api.create_namespaced_network_policy, "policy")
+    order.attach_mock(api.create_namespaced_custom_object, "job")
+    order.attach_mock(api.patch_namespaced_network_policy, "adopt")
     api.create_namespaced_custom_object.side_effect = lambda self, *a, body, **k: {**body, "metadata": {
         **body["metadata"], "uid": "1234"}}
     code, out, err = cli(SUBMIT, kubeconfig, capsys)
     assert code == 0, err
+    assert [c[0] for c in order.mock_calls] == ["policy", "job", "adopt"]
     (create,) = api.create_namespaced_custom_object.call_args_list
     _, *positional = create.args
     assert positional == list(EJ)
@@ -132,9 +146,12 @@ def test_submit_creates_the_validated_job_then_its_network_policy(api, kubeconfi
     (policy_call,) = api.create_namespaced_network_policy.call_args_list
     _, namespace, policy = policy_call.args
     assert namespace == "elastic-job" and policy["metadata"]["name"] == "job-resnet"
-    assert policy["metadata"]["ownerReferences"] == [{"apiVersion": "elastic.pytorch.org/v1alpha1",
-                                                      "kind": "ElasticJob", "name": "resnet", "uid": "1234",
-                                                      "blockOwnerDeletion": False}]
+    assert "ownerReferences" not in policy["metadata"]  # its owner does not exist yet
+    api.patch_namespaced_network_policy.assert_called_once_with(
+        mock.ANY, "job-resnet", "elastic-job", {"metadata": {"ownerReferences": [{
+            "apiVersion": "elastic.pytorch.org/v1alpha1", "kind": "ElasticJob", "name": "resnet", "uid": "1234",
+            "blockOwnerDeletion": False}]}}, field_manager="torchfleet", _content_type="application/merge-patch+json",
+        _request_timeout=TIMEOUT)
     assert "submitted ElasticJob resnet to namespace elastic-job" in out
 
 
@@ -146,21 +163,22 @@ def test_submit_allow_egress_creates_both_policies_owned_by_the_job(api, kubecon
     assert code == 0, err
     calls = api.create_namespaced_network_policy.call_args_list
     assert [c.args[2]["metadata"]["name"] for c in calls] == ["job-resnet", "job-resnet-egress"]
-    for c in calls:
-        assert c.args[1] == "elastic-job"
-        assert [o["uid"] for o in c.args[2]["metadata"]["ownerReferences"]] == ["1234"]
+    assert all(c.args[1] == "elastic-job" for c in calls)
+    adopted = api.patch_namespaced_network_policy.call_args_list
+    assert [c.args[1] for c in adopted] == ["job-resnet", "job-resnet-egress"]
+    for c in adopted:
+        assert [o["uid"] for o in c.args[3]["metadata"]["ownerReferences"]] == ["1234"]
     assert calls[1].args[2]["spec"]["policyTypes"] == ["Egress"]
 
 
-def test_submit_egress_policy_failure_removes_the_job_and_exits_1(api, kubeconfig, capsys):
+def test_submit_egress_policy_failure_creates_no_job_and_removes_the_first_policy(api, kubeconfig, capsys):
     api.get_namespaced_custom_object.side_effect = not_found()
-    api.create_namespaced_custom_object.side_effect = lambda self, *a, body, **k: {**body, "metadata": {
-        **body["metadata"], "uid": "1"}}
     api.create_namespaced_network_policy.side_effect = [None, ApiException(status=403, reason="Forbidden")]
     code, _, err = cli([*SUBMIT[:2], "--allow-egress", "10.0.0.0/8", *SUBMIT[2:]], kubeconfig, capsys)
     assert code == 1 and "403" in err
-    api.delete_namespaced_custom_object.assert_called_once_with(
-        mock.ANY, *EJ, "resnet", propagation_policy="Background", _request_timeout=TIMEOUT)
+    api.create_namespaced_custom_object.assert_not_called()
+    api.delete_namespaced_network_policy.assert_called_once_with(mock.ANY, "job-resnet", "elastic-job",
+                                                                 _request_timeout=TIMEOUT)
 
 
 def test_submit_kubeflow_goes_to_pytorchjobs(api, kubeconfig, capsys):
@@ -183,12 +201,14 @@ def test_submit_taken_name_exits_2_and_creates_nothing(api, kubeconfig, capsys):
     api.get_namespaced_custom_object.assert_called_once_with(mock.ANY, *EJ, "resnet", _request_timeout=TIMEOUT)
 
 
-def test_submit_name_taken_in_a_race_exits_2(api, kubeconfig, capsys):
+def test_submit_name_taken_in_a_race_exits_2_and_removes_the_policy_it_made(api, kubeconfig, capsys):
     api.get_namespaced_custom_object.side_effect = not_found()
     api.create_namespaced_custom_object.side_effect = ApiException(status=409, reason="Conflict")
     code, _, err = cli(SUBMIT, kubeconfig, capsys)
     assert code == 2 and "a job named 'resnet' already exists" in err
-    api.create_namespaced_network_policy.assert_not_called()
+    api.delete_namespaced_network_policy.assert_called_once_with(mock.ANY, "job-resnet", "elastic-job",
+                                                                 _request_timeout=TIMEOUT)
+    api.patch_namespaced_network_policy.assert_not_called()
 
 
 def test_sweep_refuses_all_when_one_name_is_taken(api, kubeconfig, capsys):
@@ -200,15 +220,25 @@ def test_sweep_refuses_all_when_one_name_is_taken(api, kubeconfig, capsys):
     api.create_namespaced_custom_object.assert_not_called()
 
 
-def test_submit_policy_failure_removes_the_job_and_exits_1(api, kubeconfig, capsys):
+def test_submit_policy_failure_creates_no_job_and_exits_1(api, kubeconfig, capsys):
+    api.get_namespaced_custom_object.side_effect = not_found()
+    api.create_namespaced_network_policy.side_effect = ApiException(status=403, reason="Forbidden")
+    code, _, err = cli(SUBMIT, kubeconfig, capsys)
+    assert code == 1 and "403" in err
+    api.create_namespaced_custom_object.assert_not_called()
+
+
+def test_submit_adoption_failure_removes_the_job_and_its_policy_and_exits_1(api, kubeconfig, capsys):
     api.get_namespaced_custom_object.side_effect = not_found()
     api.create_namespaced_custom_object.side_effect = lambda self, *a, body, **k: {**body, "metadata": {
         **body["metadata"], "uid": "1"}}
-    api.create_namespaced_network_policy.side_effect = ApiException(status=403, reason="Forbidden")
+    api.patch_namespaced_network_policy.side_effect = ApiException(status=403, reason="Forbidden")
     code, _, err = cli(SUBMIT, kubeconfig, capsys)
     assert code == 1 and "403" in err
     api.delete_namespaced_custom_object.assert_called_once_with(
         mock.ANY, *EJ, "resnet", propagation_policy="Background", _request_timeout=TIMEOUT)
+    api.delete_namespaced_network_policy.assert_called_once_with(mock.ANY, "job-resnet", "elastic-job",
+                                                                 _request_timeout=TIMEOUT)
 
 
 def test_missing_crd_is_a_cluster_error(api, kubeconfig, capsys):
@@ -217,6 +247,7 @@ def test_missing_crd_is_a_cluster_error(api, kubeconfig, capsys):
     code, _, err = cli(SUBMIT, kubeconfig, capsys)
     assert code == 1
     assert "has no ElasticJob resource (elastic.pytorch.org): is the training layer deployed" in err
+    api.delete_namespaced_network_policy.assert_called_once()  # the policy made for it goes too
 
 
 def test_no_cluster_reachable_exits_1(kubeconfig, capsys):

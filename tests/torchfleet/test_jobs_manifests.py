@@ -1,6 +1,7 @@
-"""The job manifests for both operators over a table of flag combinations, validated against the
-CRD schemas (ours for ElasticJob, the v1.9 PyTorchJob schema) and, for the core objects inside
-them (pod template, network policy), with kubernetes-validate against 1.30 and the newest schema."""
+"""The job manifests for every operator over a table of flag combinations, validated against the
+CRD schemas (ours for ElasticJob, the v1.9 PyTorchJob schema) and, for the core objects (the `job`
+operator's Indexed Job, every pod template, network policy), with kubernetes-validate against 1.30
+and the newest schema."""
 
 from dataclasses import replace
 from pathlib import Path
@@ -72,11 +73,16 @@ def _pod(job):
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_job_passes_its_crd_schema_and_core_schemas(case, operator):
     req, t, job = _build(case, operator)
-    assert schema.problems(job) == []
+    if operator == "job":  # batch/v1: the API server's own schema
+        assert manifests.is_indexed_job(job)
+    else:
+        assert schema.problems(job) == []
     pod = _pod(job)
     policies = manifests.network_policies(req, t)
     assert len(policies) == (2 if req.egress else 1)
     for version in K8S_VERSIONS:
+        if operator == "job":
+            kubernetes_validate.validate(job, version, strict=True)
         kubernetes_validate.validate(pod, version, strict=True)
         for policy in policies:
             kubernetes_validate.validate(policy, version, strict=True)
@@ -91,7 +97,7 @@ def test_cpu_job_passes_the_schemas_and_asks_for_no_gpu(case, operator):
     spec = pod["spec"]
     (container,) = spec["containers"]
     assert req.cpu and req.nproc_per_node == 1
-    assert "tolerations" not in spec
+    assert [x["key"] for x in spec["tolerations"]] == list(manifests.NODE_LOSS_TAINTS)  # no GPU or spot taint
     assert platform.LABEL_GPU not in spec.get("nodeSelector", {})
     assert platform.LABEL_GPU not in job["metadata"]["labels"]
     for kind in ("requests", "limits"):
@@ -126,7 +132,7 @@ def test_job_carries_the_platform_contract(case, operator):
     assert pod["metadata"]["labels"][platform.LABEL_ROLE] == "training"
     assert pod["metadata"]["labels"][platform.LABEL_JOB] == req.name
     assert spec["nodeSelector"][platform.LABEL_GPU] == req.gpu
-    tolerated = {(x["key"], x["value"], x["effect"]) for x in spec["tolerations"]}
+    tolerated = {(x["key"], x.get("value"), x["effect"]) for x in spec["tolerations"]}
     for taint in (platform.GPU_TAINT, platform.AKS_SPOT_TAINT):
         assert (taint["key"], taint["value"], taint["effect"]) in tolerated
     if req.zone:
@@ -136,7 +142,7 @@ def test_job_carries_the_platform_contract(case, operator):
         term = spec["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
         assert term == {"labelSelector": {"matchLabels": {platform.LABEL_JOB: req.name}},
                         "topologyKey": platform.LABEL_ZONE}
-    assert container["name"] == ("elasticjob-worker" if operator == "torchelastic" else "pytorch")
+    assert container["name"] == {"job": "worker", "torchelastic": "elasticjob-worker", "kubeflow": "pytorch"}[operator]
     assert container["command"] == ["python", "-m", "elastic_trainer.launcher"]
     assert container["args"][0] == f"--nproc_per_node={req.gpus_per_node}"
     # Regression (multi-node rendezvous): torch advertised socket.getfqdn(), the pod's hostname,
@@ -146,9 +152,9 @@ def test_job_carries_the_platform_contract(case, operator):
     script_at = container["args"].index(req.command[0], 2)
     assert container["args"][script_at:] == list(req.command)
     assert container["env"][0] == {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
-    # The ports each controller looks up by name (ElasticJob: a Service per pod from it).
-    port = {"torchelastic": ("elasticjob-port", 10291), "kubeflow": ("pytorchjob-port", 23456)}[operator]
-    assert [(p["name"], p["containerPort"]) for p in container["ports"]] == [port]
+    # The ports each controller looks up by name (ElasticJob: a Service per pod from it); no controller, no port.
+    port = {"torchelastic": [("elasticjob-port", 10291)], "kubeflow": [("pytorchjob-port", 23456)], "job": []}[operator]
+    assert [(p["name"], p["containerPort"]) for p in container.get("ports", [])] == port
     assert spec["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
     assert container["resources"]["requests"][platform.GPU_RESOURCE] == str(req.gpus_per_node)
     assert container["resources"]["limits"][platform.GPU_RESOURCE] == str(req.gpus_per_node)
@@ -166,6 +172,28 @@ def test_job_carries_the_platform_contract(case, operator):
         assert container["args"][-len(req.overrides):] == list(req.overrides)
 
 
+@pytest.mark.parametrize("operator", platform.OPERATORS)
+@pytest.mark.parametrize("case", [*CASES, *CPU_CASES], ids=[c[0] for c in [*CASES, *CPU_CASES]])
+def test_pods_on_a_lost_node_are_replaced_after_30_s_not_300(case, operator):
+    # Regression (issue 19): training pods took DefaultTolerationSeconds' 300 s on an unreachable node.
+    _, _, job = _build(case, operator)
+    spec = manifests.worker_spec(job)["template"]["spec"]
+    loss = {x["key"]: x for x in spec["tolerations"] if x.get("effect") == "NoExecute"}
+    assert set(loss) == {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+    for toleration in loss.values():
+        assert toleration["operator"] == "Exists" and toleration["tolerationSeconds"] == 30
+
+
+@pytest.mark.parametrize("operator", platform.OPERATORS)
+def test_only_a_batch_job_sets_the_pods_restart_policy(operator):
+    # Regression (issue 19): `restartPolicy: Never` in an ElasticJob's or PyTorchJob's template made the
+    # controller record a Warning event for every pod it created (kubeflow/common pod.go); they set it
+    # from the replica spec's ExitCode. A Job with a pod failure policy requires Never.
+    _, _, job = _build(CASES[0], operator)
+    spec = manifests.worker_spec(job)["template"]["spec"]
+    assert spec.get("restartPolicy") == ("Never" if operator == "job" else None)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_elastic_job_fields(case):
     req, t, job = _build(case, "torchelastic")
@@ -174,6 +202,9 @@ def test_elastic_job_fields(case):
     assert (job["spec"]["minReplicas"], job["spec"]["maxReplicas"]) == (req.min_nodes, req.max_nodes)
     worker = job["spec"]["replicaSpecs"]["Worker"]
     assert worker["replicas"] == req.max_nodes and worker["restartPolicy"] == "ExitCode"
+    # Regression (issue 19): the controller reads RunPolicy under the key `RunPolicy` (a named Go field
+    # tagged ",inline"); a spec-level cleanPodPolicy was ignored, and erased by its next Update.
+    assert job["spec"]["RunPolicy"] == {"cleanPodPolicy": "Running"} and "cleanPodPolicy" not in job["spec"]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
@@ -181,7 +212,7 @@ def test_pytorch_job_fields(case):
     req, t, job = _build(case, "kubeflow")
     assert job["apiVersion"] == "kubeflow.org/v1" and job["kind"] == "PyTorchJob"
     policy = job["spec"]["elasticPolicy"]
-    assert policy == {"rdzvBackend": "etcd-v2", "rdzvHost": t.etcd_host, "rdzvPort": 2379, "rdzvId": req.name,
+    assert policy == {"rdzvBackend": "etcd-v2", "rdzvHost": t.etcd_host, "rdzvPort": 2379, "rdzvId": req.rdzv_id,
                       "minReplicas": req.min_nodes, "maxReplicas": req.max_nodes}
     assert job["spec"]["nprocPerNode"] == str(req.gpus_per_node)
     assert set(job["spec"]["pytorchReplicaSpecs"]) == {"Worker"}  # elastic: workers only, no Master

@@ -14,7 +14,7 @@ TEST_STACKS = Path(__file__).parent / "data" / "stacks"
 
 def test_defaults_are_the_platform_defaults():
     t = targets.defaults()
-    assert (t.operator, t.namespace, t.claim, t.cloud, t.pools) == ("torchelastic", "elastic-job", "shared-data",
+    assert (t.operator, t.namespace, t.claim, t.cloud, t.pools) == ("job", "elastic-job", "shared-data",
                                                                     "aws", None)
     assert t.grace_s == 120 and t.etcd_endpoint == "etcd.elastic-job.svc:2379"
 

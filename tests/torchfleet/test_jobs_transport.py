@@ -16,9 +16,17 @@ import pytest
 import yaml
 from kubernetes.client import rest
 
-from torchfleet.cli import main
+from torchfleet.cli import main as cli_main
 
 NS = "elastic-job"
+
+
+def main(argv):
+    """The CLI with the ElasticJob operator, which most of these tests are about, unless one is named (the
+    default `job` operator's path: the tests at the end)."""
+    named = any(a.startswith("--operator") for a in argv) or "--recovery" in argv
+    return cli_main([argv[0], *([] if named else ["--operator", "torchelastic"]), *argv[1:]])
+
 JOBS = f"/apis/elastic.pytorch.org/v1alpha1/namespaces/{NS}/elasticjobs"
 BATCH = f"/apis/batch/v1/namespaces/{NS}/jobs"  # --recovery inplace jobs
 POLICIES = f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies"
@@ -34,6 +42,7 @@ class Call:
     query: dict
     body: object
     timeout: object
+    content_type: str | None = None
 
 
 class FakeUrllib3Response:
@@ -61,7 +70,8 @@ class FakeApiServer:
 
     def request(self, _rest, method, url, headers=None, body=None, post_params=None, _request_timeout=None):
         parts = urlsplit(url)
-        self.calls.append(Call(method, parts.path, parse_qs(parts.query), body, _request_timeout))
+        self.calls.append(Call(method, parts.path, parse_qs(parts.query), body, _request_timeout,
+                               (headers or {}).get("Content-Type")))
         status, payload, text, chunks = self.routes.get(
             (method, parts.path), (404, {"kind": "Status", "message": f"{parts.path} not found"}, None, None))
         if callable(payload):  # an answer that depends on the query (a label selector)
@@ -110,30 +120,39 @@ def job_json(name="resnet"):
             "status": {"conditions": [{"type": "Running", "status": "True", "lastTransitionTime": STAMP}]}}
 
 
-def test_submit_sends_the_dry_run_documents(server, kubeconfig, capsys):
+def test_submit_sends_the_dry_run_documents(server, kubeconfig, capsys, monkeypatch):
+    monkeypatch.setattr("torchfleet.jobs.spec.new_rdzv_id", lambda name: f"{name}-0000")  # new per submission
     flags = ["resnet", "--gpu", "t4", "--nodes", "2:4", "--image", "r/t:1", "--", "python", "train.py"]
     assert main(["submit", "--dry-run", *flags]) == 0
     job, policy = yaml.safe_load_all(capsys.readouterr().out)
     server.on("POST", JOBS, 201, {**job, "metadata": {**job["metadata"], "uid": "u-1"}})
-    server.on("POST", f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies", 201, policy)
+    server.on("POST", POLICIES, 201, policy)
+    server.on("PATCH", f"{POLICIES}/job-resnet", 200, policy)
     assert main(["submit", "--kubeconfig", kubeconfig, *flags]) == 0
-    # the name is free as neither an ElasticJob nor an in-place Job
-    assert server.paths() == [("GET", f"{JOBS}/resnet"), ("GET", f"{BATCH}/resnet"), ("POST", JOBS),
-                              ("POST", POLICIES)]
-    get, _, create, netpol = server.calls
+    # the name is free as neither an ElasticJob nor a torchfleet Indexed Job; the policy first, then the job
+    assert server.paths() == [("GET", f"{JOBS}/resnet"), ("GET", f"{BATCH}/resnet"), ("POST", POLICIES),
+                              ("POST", JOBS), ("PATCH", f"{POLICIES}/job-resnet")]
+    get, _, netpol, create, adopt = server.calls
     assert get.timeout == (10, 60)  # a dead endpoint fails fast
     assert create.body == job
     assert create.query == {"fieldManager": ["torchfleet"], "fieldValidation": ["Strict"]}
-    assert netpol.body["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert "ownerReferences" not in netpol.body["metadata"]
     assert {k: v for k, v in netpol.body.items() if k != "metadata"} == {k: v for k, v in policy.items()
                                                                          if k != "metadata"}
+    assert adopt.content_type == "application/merge-patch+json" and adopt.query == {"fieldManager": ["torchfleet"]}
+    assert adopt.body == {"metadata": {"ownerReferences": [{
+        "apiVersion": "elastic.pytorch.org/v1alpha1", "kind": "ElasticJob", "name": "resnet", "uid": "u-1",
+        "blockOwnerDeletion": False}]}}
 
 
 def test_submit_conflict_from_the_server_exits_2(server, kubeconfig, capsys):
+    server.on("POST", POLICIES, 201, {})
     server.on("POST", JOBS, 409, {"kind": "Status", "reason": "AlreadyExists", "message": "exists"})
+    server.on("DELETE", f"{POLICIES}/job-resnet", payload={"kind": "Status", "status": "Success"})
     code = main(["submit", "--kubeconfig", kubeconfig, "resnet", "--gpu", "t4", "--image", "r/t:1",
                  "--", "python", "t.py"])
     assert code == 2 and "already exists" in capsys.readouterr().err
+    assert server.paths()[-1] == ("DELETE", f"{POLICIES}/job-resnet")  # the policy made for it goes
 
 
 def test_list_status_logs_delete(server, kubeconfig, capsys):
@@ -231,19 +250,23 @@ def test_submit_inplace_sends_the_job_then_everything_it_owns(server, kubeconfig
     server.on("POST", BATCH, 201, {**job, "metadata": {**job["metadata"], "uid": "u-2"}})
     for path, answer in zip((POLICIES, SERVICES, DEPLOYMENTS), (owned[0], owned[2], owned[3]), strict=True):
         server.on("POST", path, 201, answer)
+    for policy in owned[:2]:
+        server.on("PATCH", f"{POLICIES}/{policy['metadata']['name']}", 200, policy)
     assert main(["submit", "--kubeconfig", kubeconfig, *INPLACE]) == 0
     out = capsys.readouterr().out
     assert "submitted Job pair with its Lighthouse (recovery inplace)" in out
-    assert server.paths() == [("GET", f"{JOBS}/pair"), ("GET", f"{BATCH}/pair"), ("POST", BATCH),
-                              ("POST", POLICIES), ("POST", POLICIES), ("POST", SERVICES), ("POST", DEPLOYMENTS)]
-    create, *children = server.calls[2:]
+    # the policies first (issue 19), then the job, which then owns them, then the Lighthouse owned from the start
+    assert server.paths() == [("GET", f"{BATCH}/pair"), ("POST", POLICIES), ("POST", POLICIES), ("POST", BATCH),
+                              ("PATCH", f"{POLICIES}/job-pair"), ("PATCH", f"{POLICIES}/job-pair-lighthouse"),
+                              ("POST", SERVICES), ("POST", DEPLOYMENTS)]
+    policies, (create,), adopted, children = server.calls[1:3], server.calls[3:4], server.calls[4:6], server.calls[6:]
     assert create.body == job and create.query == {"fieldManager": ["torchfleet"], "fieldValidation": ["Strict"]}
-    for call, document in zip(children, owned, strict=True):
-        owner = call.body["metadata"]["ownerReferences"]
-        assert owner == [{"apiVersion": "batch/v1", "kind": "Job", "name": "pair", "uid": "u-2",
-                          "blockOwnerDeletion": False}]  # deleting the job deletes it
+    owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": "pair", "uid": "u-2", "blockOwnerDeletion": False}]
+    for call, document in zip(policies + children, owned, strict=True):
+        assert call.body["metadata"].get("ownerReferences", owner) == owner  # deleting the job deletes it
         assert call.body["spec"] == document["spec"]
         assert call.query == {"fieldManager": ["torchfleet"], "fieldValidation": ["Strict"]}
+    assert [c.body["metadata"]["ownerReferences"] for c in adopted] == [owner, owner]
 
 
 def test_a_lighthouse_the_cluster_refuses_leaves_nothing_behind(server, kubeconfig, capsys):
@@ -251,15 +274,22 @@ def test_a_lighthouse_the_cluster_refuses_leaves_nothing_behind(server, kubeconf
     _, policy, _, service, _ = yaml.safe_load_all(capsys.readouterr().out)
     server.on("POST", BATCH, 201, indexed_job_json())
     server.on("POST", POLICIES, 201, policy)
+    server.on("PATCH", f"{POLICIES}/job-pair", 200, policy)
+    server.on("PATCH", f"{POLICIES}/job-pair-lighthouse", 200, policy)
+    server.on("DELETE", f"{POLICIES}/job-pair", payload={"kind": "Status", "status": "Success"})
+    server.on("DELETE", f"{POLICIES}/job-pair-lighthouse", payload={"kind": "Status", "status": "Success"})
     server.on("POST", SERVICES, 201, service)
     server.on("POST", DEPLOYMENTS, 403, {"kind": "Status", "message": "deployments.apps is forbidden"})
     server.on("DELETE", f"{BATCH}/pair", payload={"kind": "Status", "status": "Success"})
     assert main(["submit", "--kubeconfig", kubeconfig, *INPLACE]) == 1
     assert "deployments.apps is forbidden" in capsys.readouterr().err
-    # the job goes, and with it (owner references) the policies and Service already made
-    delete = server.calls[-1]
+    # the job goes, and with it (owner references) the policies and Service already made; the policies are
+    # also removed by name (one not yet adopted would otherwise stay)
+    delete = next(c for c in server.calls if c.method == "DELETE" and c.path.startswith(BATCH))
     assert (delete.method, delete.path, delete.query) == ("DELETE", f"{BATCH}/pair",
                                                           {"propagationPolicy": ["Background"]})
+    assert [c.path for c in server.calls if c.method == "DELETE" and c.path.startswith(POLICIES)] == [
+        f"{POLICIES}/job-pair", f"{POLICIES}/job-pair-lighthouse"]
 
 
 def test_list_logs_delete_an_inplace_job(server, kubeconfig, capsys):
@@ -279,7 +309,7 @@ def test_list_logs_delete_an_inplace_job(server, kubeconfig, capsys):
     row = capsys.readouterr().out.splitlines()[1].split()
     assert row[:5] == ["pair", "Running", "2/2/3", "t4", "us-west-2b"]
     list_call = next(c for c in server.calls if c.path == BATCH)
-    assert list_call.query == {"labelSelector": ["torchfleet.io/recovery=inplace"]}
+    assert list_call.query == {"labelSelector": ["torchfleet.io/recovery in (restart,inplace)"]}
 
     assert main(["logs", "--kubeconfig", kubeconfig, "pair", "--rank", "1"]) == 0
     assert capsys.readouterr().out == "group 1 trains\n"

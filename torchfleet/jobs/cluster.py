@@ -20,8 +20,8 @@ from kubernetes.client.exceptions import ApiException
 
 from torchfleet.jobs import exec_auth, manifests
 from torchfleet.jobs.errors import ClusterError, JobNotFoundError, NameTakenError, UsageError
-from torchfleet.jobs.inplace_job import BATCH_JOB, LABEL_RECOVERY
-from torchfleet.jobs.manifests import RESOURCES
+from torchfleet.jobs.indexed_job import LABEL_RECOVERY, RECOVERY_MODES
+from torchfleet.jobs.manifests import BATCH_JOB, RESOURCES
 
 # Connect in seconds, read in seconds: a dead endpoint should fail fast, not hang a terminal.
 TIMEOUT = (10, 60)
@@ -149,10 +149,13 @@ class JobClient:
         self.api = api
         self.namespace = namespace
         self.resource = RESOURCES[operator]
+        # The `job` operator's jobs are batch/v1 Jobs, as every --recovery inplace job: no custom resource
+        # (and no CRD in the cluster) is involved.
+        self.has_crd = self.resource is not BATCH_JOB
         self.custom = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
         self.networking = client.NetworkingV1Api(api)
-        self.batch = client.BatchV1Api(api)  # --recovery inplace jobs are Indexed Jobs (inplace_job.py)
+        self.batch = client.BatchV1Api(api)  # the `job` operator's and in-place jobs: Indexed Jobs
         self.apps = client.AppsV1Api(api)  # their Lighthouse
 
     # ------------------------------------------------------------ error translation
@@ -226,47 +229,55 @@ class JobClient:
             return False
         return True
 
+    def _not_found(self, name: str) -> JobNotFoundError:
+        return JobNotFoundError(f"NAME: no {self.resource['kind']} {name!r} in namespace {self.namespace}; "
+                                "`torchfleet list` shows the jobs there")
+
     def get(self, name: str) -> dict[str, Any]:
-        """The operator's job of this name, else torchfleet's in-place Indexed Job of this name."""
-        try:
-            return self._call(self.custom.get_namespaced_custom_object, *self._args(), name, job=name)
-        except JobNotFoundError as missing:
-            found = self._indexed_job(name)
-            if found is None:
-                raise missing from None
-            return found
+        """The operator's job of this name, else torchfleet's Indexed Job of this name (`job` operator, in place)."""
+        if self.has_crd:
+            try:
+                return self._call(self.custom.get_namespaced_custom_object, *self._args(), name, job=name)
+            except JobNotFoundError:
+                pass
+        found = self._indexed_job(name)
+        if found is None:
+            raise self._not_found(name)
+        return found
 
     def _indexed_job(self, name: str) -> dict[str, Any] | None:
-        """A batch Job submitted with --recovery inplace, or None. Other Jobs in the namespace (the
-        platform's store-owner Job, a user's own) are not torchfleet's to show or delete."""
+        """A batch Job torchfleet submitted (labelled with its recovery mode), or None. Other Jobs in the
+        namespace (the platform's store-owner Job, a user's own) are not torchfleet's to show or delete."""
         try:
             job = self._as_dict(self._call(self.batch.read_namespaced_job, name, self.namespace, job=name,
                                            resource=BATCH_JOB))
         except JobNotFoundError:
             return None
         labels = (job.get("metadata") or {}).get("labels") or {}
-        return job if labels.get(LABEL_RECOVERY) == "inplace" else None
+        return job if labels.get(LABEL_RECOVERY) in RECOVERY_MODES else None
 
     def list(self) -> list[dict[str, Any]]:
-        found = self._call(self.custom.list_namespaced_custom_object, *self._args())
-        indexed = self._call(self.batch.list_namespaced_job, self.namespace, label_selector=f"{LABEL_RECOVERY}=inplace",
-                             resource=BATCH_JOB)
+        found = self._call(self.custom.list_namespaced_custom_object, *self._args()) if self.has_crd else {}
+        indexed = self._call(self.batch.list_namespaced_job, self.namespace,
+                             label_selector=f"{LABEL_RECOVERY} in ({','.join(RECOVERY_MODES)})", resource=BATCH_JOB)
         return list(found.get("items") or []) + [self._as_dict(j) for j in (indexed.items or [])]
 
     def delete(self, name: str) -> str:
-        """Delete a job of either kind; returns its kind.
+        """Delete a job of any kind; returns its kind.
 
         Background: the job's pods, policies and Lighthouse carry owner references and are
         garbage-collected after the job is gone. A batch Job must say so: its API's default is
         to orphan the pods (https://kubernetes.io/docs/concepts/workloads/controllers/job/#job-termination-and-cleanup).
         """
-        try:
-            self._call(self.custom.delete_namespaced_custom_object, *self._args(), name,
-                       propagation_policy="Background", job=name)
-            return self.resource["kind"]
-        except JobNotFoundError as missing:
-            if self._indexed_job(name) is None:
-                raise missing from None
+        if self.has_crd:
+            try:
+                self._call(self.custom.delete_namespaced_custom_object, *self._args(), name,
+                           propagation_policy="Background", job=name)
+                return self.resource["kind"]
+            except JobNotFoundError:
+                pass
+        if self._indexed_job(name) is None:
+            raise self._not_found(name)
         self._call(self.batch.delete_namespaced_job, name, self.namespace, propagation_policy="Background",
                    job=name, resource=BATCH_JOB)
         return BATCH_JOB["kind"]
@@ -281,20 +292,12 @@ class JobClient:
             self._call(self.custom.delete_namespaced_custom_object, *self._args(), name,
                        propagation_policy="Background", job=name)
 
-    def create_owned(self, document: dict[str, Any], owner: dict[str, Any]) -> None:
+    def create_owned(self, document: dict[str, Any], owner: dict[str, Any] | None) -> None:
         """A document that belongs to the job (a network policy, the Lighthouse's Service and
-        Deployment), created with an owner reference to it: deleting the job deletes it."""
-        meta = owner["metadata"]
-        document = {
-            **document,
-            "metadata": {
-                **document["metadata"],
-                "ownerReferences": [{
-                    "apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"],
-                    "uid": meta["uid"], "blockOwnerDeletion": False,
-                }],
-            },
-        }
+        Deployment), created with an owner reference to it: deleting the job deletes it. Without an
+        owner (a policy made before its job exists) it gets one later (``adopt``)."""
+        if owner is not None:
+            document = {**document, "metadata": {**document["metadata"], "ownerReferences": _owner_references(owner)}}
         create = {
             "NetworkPolicy": self.networking.create_namespaced_network_policy,
             "Service": self.core.create_namespaced_service,
@@ -302,6 +305,20 @@ class JobClient:
         }[document["kind"]]
         self._call(create, self.namespace, document, field_manager=FIELD_MANAGER, field_validation="Strict",
                    job=document["metadata"]["name"], creating=True, resource=_resource_of(document))
+
+    def adopt(self, policy: dict[str, Any], owner: dict[str, Any]) -> None:
+        """Make the job the owner of a network policy created before it (merge patch of its owner references)."""
+        name = policy["metadata"]["name"]
+        self._call(self.networking.patch_namespaced_network_policy, name, self.namespace,
+                   {"metadata": {"ownerReferences": _owner_references(owner)}}, field_manager=FIELD_MANAGER,
+                   _content_type="application/merge-patch+json", job=name, resource=_resource_of(policy))
+
+    def delete_policy(self, policy: dict[str, Any]) -> None:
+        """Remove a network policy this command made, if it is there (gone already: what was wanted)."""
+        name = policy["metadata"]["name"]
+        with contextlib.suppress(JobNotFoundError):
+            self._call(self.networking.delete_namespaced_network_policy, name, self.namespace, job=name,
+                       resource=_resource_of(policy))
 
     # ------------------------------------------------------------ pods, nodes, events, logs
 
@@ -399,6 +416,12 @@ class JobClient:
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise ClusterError(f"no cluster reachable at {_host(self.api)}: {error}") from None
         yield from (text or "").splitlines()
+
+
+def _owner_references(owner: dict[str, Any]) -> list[dict[str, Any]]:
+    meta = owner["metadata"]
+    return [{"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"], "uid": meta["uid"],
+             "blockOwnerDeletion": False}]
 
 
 def _resource_of(document: dict[str, Any]) -> dict[str, str]:

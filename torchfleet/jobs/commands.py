@@ -45,7 +45,9 @@ def _cluster_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--context", help="a context in the kubeconfig")
     g.add_argument("-n", "--namespace", help=f"default: the stack's, else {platform.DEFAULT_NAMESPACE}")
     g.add_argument("--operator", choices=platform.OPERATORS,
-                   help="default: the stack's, else torchelastic (ElasticJob); kubeflow makes a PyTorchJob")
+                   help=f"default: the stack's, else {platform.OPERATORS[0]}: job makes a Kubernetes Indexed Job "
+                        "(no controller needed); kubeflow a PyTorchJob; torchelastic an ElasticJob (its 2020 "
+                        "controller cannot start pods under the restricted Pod Security level: README.md)")
 
 
 def _job_options(p: argparse.ArgumentParser) -> None:
@@ -220,6 +222,47 @@ def _confirm(jobs: int) -> None:
         raise UsageError(f"not confirmed: none of the {jobs} jobs was submitted (--yes skips the question)")
 
 
+def _create_job(jobs, job: dict[str, Any], owned: list[dict[str, Any]]) -> dict[str, Any]:
+    """The job's network policies first, then the job, which then becomes their owner, then the rest it owns.
+
+    Policies first: a pod that starts before its job's policy exists can reach none of its peers (the
+    namespace denies by default), and a submit that died between the two would leave a job that never
+    trains. Without its policies the pods cannot reach each other (or what the job asked for), without
+    its Lighthouse an in-place job cannot train: nothing is left half-made. What the job already owns
+    goes with it; a policy not yet adopted is removed by name.
+    """
+    policies = [d for d in owned if d["kind"] == "NetworkPolicy"]
+    made: list[dict[str, Any]] = []
+    try:
+        for policy in policies:
+            jobs.create_owned(policy, None)
+            made.append(policy)
+        created = jobs.create(job)
+    except JobError:
+        _remove_policies(jobs, made)
+        raise
+    try:
+        for policy in policies:
+            jobs.adopt(policy, created)
+        for document in owned:
+            if document["kind"] != "NetworkPolicy":
+                jobs.create_owned(document, created)
+    except JobError:
+        jobs.remove_created(created)
+        _remove_policies(jobs, made)
+        raise
+    return created
+
+
+def _remove_policies(jobs, policies: list[dict[str, Any]]) -> None:
+    """Best effort after a failed submit: the error that ended it is the one to report."""
+    for policy in policies:
+        try:
+            jobs.delete_policy(policy)
+        except JobError as error:
+            print(f"warning: could not remove network policy {policy['metadata']['name']}: {error}", file=sys.stderr)
+
+
 def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Planned]) -> int:
     """Validate everything against the stack file first (no Pulumi, no cluster), then connect."""
     session = resolve_target(args, need_cluster=False)
@@ -254,16 +297,7 @@ def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Plann
             "or delete them first (nothing was submitted)"
         )
     for req, job, owned in planned:
-        created = jobs.create(job)
-        try:
-            for document in owned:
-                jobs.create_owned(document, created)
-        except JobError:
-            # Without its policies the job's pods cannot reach each other (or what the job asked
-            # for), without its Lighthouse an in-place job cannot train: do not leave it half-made.
-            # The job owns what was already created, so deleting it removes that too.
-            jobs.remove_created(created)
-            raise
+        _create_job(jobs, job, owned)
         s = req.sizing
         what = f"CPU ({s.cpu_millis}m, {s.memory_mib}Mi)" if req.cpu else f"{req.gpus_per_node} {req.gpu} ({s.machine})"
         mode = " with its Lighthouse (recovery inplace)" if req.recovery == "inplace" else ""

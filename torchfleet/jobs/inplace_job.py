@@ -27,18 +27,22 @@ from typing import Any
 from components import spec as platform
 from components.kube import manifests as kube_manifests
 from torchfleet.jobs import manifests
+from torchfleet.jobs.indexed_job import (  # the Indexed Job's shape, shared with the `job` operator
+    CONTAINER_NAME,  # noqa: F401 (manifests.py names the in-place container by it)
+    DISRUPTION_IGNORED,
+    EXIT_BAD_INPUT,
+    on_exit_codes,
+    shell,
+)
 from torchfleet.jobs.spec import JobRequest
 from torchfleet.jobs.target import Target
 
-BATCH_JOB = {"group": "batch", "version": "v1", "plural": "jobs", "kind": "Job"}
-CONTAINER_NAME = "worker"
 LIGHTHOUSE_PORT = 29510  # torchft_lighthouse's default --bind port
 LIGHTHOUSE_CONTAINER = "lighthouse"
 # The Lighthouse's pods carry this label (value: the job) and *not* the job label, so the job's own
 # network policy (any port between the job's pods) does not select them; lighthouse_policy admits
 # only the job's training pods, on the Lighthouse port.
 LABEL_LIGHTHOUSE = "torchfleet.io/lighthouse"
-LABEL_RECOVERY = "torchfleet.io/recovery"
 # A group that stops heartbeating for this long leaves the quorum: the survivors' next step comes
 # about this long after a node dies. torchft's default is 5 s; 2 s keeps a spot reclaim cheap and
 # is still far above a heartbeat's round trip inside one zone (the job's pods share a zone).
@@ -47,10 +51,6 @@ HEARTBEAT_TIMEOUT_MS = 2000
 # still loading its data) before the others go on without it. torchft's default of 60 s would
 # stall every survivor for a minute at each replacement.
 JOIN_TIMEOUT_MS = 5000
-# Retries of one group's pod for failures that are not spot reclaims (those cost none); the
-# node's own supervisor (replica_node.py) already restarted its worker up to 100 times first.
-BACKOFF_LIMIT_PER_INDEX = 3
-EXIT_BAD_INPUT = 2  # the trainer's exit code for a wrong argument or setting
 
 
 def lighthouse_name(job: str) -> str:
@@ -79,37 +79,13 @@ def _lighthouse_labels(req: JobRequest) -> dict[str, str]:
 
 
 def indexed_job(req: JobRequest, target: Target) -> dict[str, Any]:
-    metadata = manifests.job_metadata(req, target)
-    metadata["labels"][LABEL_RECOVERY] = "inplace"
-    metadata["annotations"][manifests.ANNOTATION_MIN_NODES] = str(req.min_nodes)
-    return {
-        "apiVersion": f"{BATCH_JOB['group']}/{BATCH_JOB['version']}",
-        "kind": BATCH_JOB["kind"],
-        "metadata": metadata,
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": req.max_nodes,
-            "parallelism": req.max_nodes,  # ask for all; train as soon as min groups are in a quorum
-            "backoffLimitPerIndex": BACKOFF_LIMIT_PER_INDEX,
-            "maxFailedIndexes": req.max_nodes - req.min_nodes,
-            "podReplacementPolicy": "Failed",
-            # A group exits 0 only once the job's last step is trained and its final checkpoint is
-            # committed (training-image/elastic_trainer/inplace.py, _finish), so the first index to
-            # succeed means the job did: without this rule, an index whose retries ran out (a crash-
-            # looping node) would mark a finished job Failed. The rest are then stopped.
-            # (KEP-3998: beta and on by default in 1.31, GA in 1.33.)
-            "successPolicy": {"rules": [{"succeededCount": 1}]},
-            "podFailurePolicy": {
-                "rules": [
-                    {"action": "FailJob",
-                     "onExitCodes": {"containerName": CONTAINER_NAME, "operator": "In", "values": [EXIT_BAD_INPUT]}},
-                    # Spot reclaim, preemption, node drain: the pod is replaced, no retry is spent.
-                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-                ]
-            },
-            "template": manifests.pod_template(req, target),
-        },
-    }
+    # A group exits 0 only once the job's last step is trained and its final checkpoint is committed
+    # (training-image/elastic_trainer/inplace.py, _finish), so the first index to succeed means the job
+    # did: without the success policy, an index whose retries ran out (a crash-looping node) would mark a
+    # finished job Failed. Exit 2 (bad input) fails the job at once: every group would fail the same way;
+    # a spot reclaim, preemption or node drain replaces the pod without spending a retry.
+    rules = [on_exit_codes("FailJob", [EXIT_BAD_INPUT]), DISRUPTION_IGNORED]
+    return shell(req, target, recovery="inplace", failure_rules=rules, template=manifests.pod_template(req, target))
 
 
 # torchft's Lighthouse is Rust (torchft._torchft.lighthouse_main). Its console script imports it as

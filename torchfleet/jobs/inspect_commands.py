@@ -25,6 +25,7 @@ import yaml
 from components import spec as platform
 from torchfleet.jobs import commands, flag_checks, manifests, progress, summary, table
 from torchfleet.jobs.errors import EXIT_OK, JobNotFoundError, Problems, UsageError
+from torchfleet.jobs.indexed_job import recovery_of
 from torchfleet.jobs.inplace_job import LABEL_LIGHTHOUSE
 
 EXIT_DOC = commands.EXIT_DOC
@@ -136,7 +137,7 @@ def gather(args: argparse.Namespace, jobs) -> StatusData:
     progress events from the pods' logs (training-image/elastic_trainer/events.py)."""
     job = jobs.get(args.name)
     pods = _job_pods(jobs, args.name)
-    lighthouse = jobs.pods(f"{LABEL_LIGHTHOUSE}={args.name}") if manifests.is_indexed_job(job) else []
+    lighthouse = jobs.pods(f"{LABEL_LIGHTHOUSE}={args.name}") if recovery_of(job) == "inplace" else []
     events = jobs.events([args.name, *(p.metadata.name for p in [*pods, *lighthouse])])
     checkpoint = None
     if args.shared_dir:
@@ -165,7 +166,7 @@ def status_dict(data: StatusData, jobs, now) -> dict[str, Any]:
         "lastCheckpoint": None if data.checkpoint is None else {
             "step": data.checkpoint.step, "generation": data.checkpoint.generation, "source": data.checkpoint.source},
         "progress": data.progress.as_dict(),
-        "recovery": "inplace" if manifests.is_indexed_job(data.job) else "restart",
+        "recovery": recovery_of(data.job),
         "lighthouse": [{"name": p.metadata.name, "phase": (p.status and p.status.phase) or None,
                         "node": (p.spec and p.spec.node_name) or None} for p in data.lighthouse],
         "pods": [{"name": p.metadata.name, "phase": (p.status and p.status.phase) or None,
@@ -208,8 +209,8 @@ def run_status(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- logs
 
 
-# Kubernetes labels each pod of an Indexed Job (a --recovery inplace job) with its index; the
-# operators name their pods <job>-worker-<index> instead.
+# Kubernetes labels each pod of an Indexed Job (the `job` operator's, a --recovery inplace job) with its
+# index; the ElasticJob and PyTorchJob operators name their pods <job>-worker-<index> instead.
 LABEL_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 

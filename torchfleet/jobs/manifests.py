@@ -1,5 +1,6 @@
-"""Pure builders: a JobRequest and its Target in, an ElasticJob or PyTorchJob dict out (an
-Indexed Job and its Lighthouse for ``--recovery inplace``: inplace_job.py).
+"""Pure builders: a JobRequest and its Target in, a job dict out: an Indexed Job for the default ``job``
+operator (indexed_job.py), an ElasticJob or a PyTorchJob (an Indexed Job and its Lighthouse for
+``--recovery inplace``: inplace_job.py).
 
 No client, no I/O: ``--dry-run`` prints exactly what ``submit`` sends, and the tests validate
 the same dicts against the CRD schemas.
@@ -17,13 +18,15 @@ from torchfleet.jobs.target import Target
 
 ELASTICJOB = {"group": "elastic.pytorch.org", "version": "v1alpha1", "plural": "elasticjobs", "kind": "ElasticJob"}
 PYTORCHJOB = {"group": "kubeflow.org", "version": "v1", "plural": "pytorchjobs", "kind": "PyTorchJob"}
-RESOURCES = {"torchelastic": ELASTICJOB, "kubeflow": PYTORCHJOB}
+BATCH_JOB = {"group": "batch", "version": "v1", "plural": "jobs", "kind": "Job"}
+RESOURCES = {"job": BATCH_JOB, "torchelastic": ELASTICJOB, "kubeflow": PYTORCHJOB}
 
 # The ElasticJob controller reads exit codes only from the container with this name (docs/facts.md,
 # "Controllers and exit codes");
 # the training operator's validation refuses a PyTorchJob without a container named "pytorch"
 # (kubeflow/training-operator pkg/apis/kubeflow.org/v1 pytorch_validation.go, v1.9.x).
-CONTAINER_NAME = {"torchelastic": "elasticjob-worker", "kubeflow": "pytorch"}
+# The Indexed Job's pod failure policy names its container (indexed_job.py).
+CONTAINER_NAME = {"job": "worker", "torchelastic": "elasticjob-worker", "kubeflow": "pytorch"}
 # The training image's entrypoint: torchrun with etcd-v2 rendezvous and tuned timeouts. The
 # ElasticJob controller prepends --rdzv_backend=etcd --rdzv_endpoint --rdzv_id --nnodes to the
 # *args*, so the launcher must be the command and the user's script the args; the launcher turns
@@ -38,11 +41,23 @@ ANNOTATION_MACHINE = "torchfleet.io/machine"
 ANNOTATION_OVERRIDES = "torchfleet.io/overrides"
 ANNOTATION_CHECKPOINTS = "torchfleet.io/checkpoint-dir"
 ANNOTATION_MIN_NODES = "torchfleet.io/min-nodes"  # an Indexed Job has no minReplicas field to hold it
+ANNOTATION_RDZV_ID = "torchfleet.io/rdzv-id"  # the etcd key /torch/elastic/rendezvous/<id> of the job's rendezvous
 SHARED_VOLUME = "shared"
 SHM_VOLUME = "dshm"
 # ExitCode: 1-127 end the job (a bug will not fix itself on retry), 128-255 recreate the pod
 # (130/137/138/143: spot preemption, OOM kill, SIGTERM; the launcher maps SIGTERM to 143).
+# Kubeflow honours it; the 2020 ElasticJob controller never sets Failed with it (README.md).
 RESTART_POLICY = "ExitCode"
+# Pods on a node that stopped reporting (node.kubernetes.io/unreachable, not-ready) are evicted after
+# this many seconds instead of the DefaultTolerationSeconds admission plugin's 300. The node
+# lifecycle controller taints a node only after its node-monitor-grace-period (50 s since
+# Kubernetes 1.32), and such a node's pod is lost to its job long before: the other agents
+# declare it dead within one rendezvous heartbeat budget (3 s to 15 s, rdzvconf.py) and go on
+# without it, so 5 more minutes only delay its replacement. 30 s more rides out a kubelet restart
+# (already inside the 50 s) without evicting a pod whose node only blinked; a zone-wide outage
+# evicts nothing (the controller stops evicting in a zone where most nodes are unhealthy).
+NODE_LOSS_TOLERATION_S = 30
+NODE_LOSS_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 # torch's dynamic rendezvous advertises socket.getfqdn() as the node's address unless torchrun
 # gets --local-addr; a pod's own DNS record may not exist, or name the pod it replaced for ~30 s.
 # The pod IP from the downward API always routes. $(POD_IP) is expanded by the kubelet.
@@ -131,10 +146,15 @@ def _placement(req: JobRequest) -> dict[str, Any]:
     if req.zone:
         selector[platform.LABEL_ZONE] = req.zone
     out: dict[str, Any] = {"nodeSelector": selector} if selector else {}
-    if not req.cpu:
+    node_loss = [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": NODE_LOSS_TOLERATION_S}
+                 for key in NODE_LOSS_TAINTS]
+    if req.cpu:
+        out["tolerations"] = node_loss
+    else:
         out["tolerations"] = [
             {**platform.GPU_TAINT, "operator": "Equal"},
             {**platform.AKS_SPOT_TAINT, "operator": "Equal"},
+            *node_loss,
         ]
     return out
 
@@ -160,11 +180,16 @@ def _worker_container(req: JobRequest, target: Target) -> dict[str, Any]:
         env = environment(req)
         env[1:1] = [{"name": k, "value": v} for k, v in inplace_job.worker_env(req, target).items()]
         return {"name": inplace_job.CONTAINER_NAME, "args": ["--nproc_per_node=1", *req.command], "env": env}
+    # The launcher's options come before the user's script, whose own args follow it. The ElasticJob
+    # controller prepends --rdzv_id=<job name>: this later one wins (torchrun keeps the last).
+    args = [f"--nproc_per_node={req.nproc_per_node}", LOCAL_ADDR_ARG, f"--rdzv_id={req.rdzv_id}"]
+    if target.operator == "job":  # no controller passes them: the whole rendezvous is in the args
+        args[2:2] = ["--rdzv_backend=etcd-v2", f"--rdzv_endpoint={target.etcd_endpoint}",
+                     f"--nnodes={req.min_nodes}:{req.max_nodes}"]
+        return {"name": CONTAINER_NAME["job"], "args": [*args, *req.command], "env": environment(req)}
     return {
         "name": CONTAINER_NAME[target.operator],
-        # The ElasticJob controller prepends its rendezvous args: the launcher's options come
-        # before the user's script, whose own args follow it.
-        "args": [f"--nproc_per_node={req.nproc_per_node}", LOCAL_ADDR_ARG, *req.command],
+        "args": [*args, *req.command],
         "env": environment(req),
         "ports": [dict(CONTAINER_PORT[target.operator])],
     }
@@ -192,7 +217,6 @@ def pod_template(req: JobRequest, target: Target) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "serviceAccountName": SERVICE_ACCOUNT,
         "automountServiceAccountToken": False,  # training code has no business with the API
-        "restartPolicy": "Never",  # the controller recreates pods (ExitCode policy above)
         # Below the control plane's class, and preemptionPolicy Never: a queued job waits for the
         # autoscaler instead of evicting another job's workers.
         "priorityClassName": PRIORITY_CLASS,
@@ -209,6 +233,11 @@ def pod_template(req: JobRequest, target: Target) -> dict[str, Any]:
     affinity = _affinity(req, target)
     if affinity:
         spec["affinity"] = affinity
+    if req.recovery == "inplace" or target.operator == "job":
+        # A Job with a pod failure policy requires Never; the Job controller replaces failed pods. The
+        # operators set the pods' policy from the replica spec's ExitCode themselves and record a
+        # Warning event for every pod whose template sets one (kubeflow/common pod.go, used by both).
+        spec["restartPolicy"] = "Never"
     return {"metadata": {"labels": labels(req)}, "spec": spec}
 
 
@@ -218,6 +247,8 @@ def job_metadata(req: JobRequest, target: Target) -> dict[str, Any]:
         ANNOTATION_MACHINE: req.sizing.machine,
         ANNOTATION_CHECKPOINTS: req.checkpoint_dir,
     }
+    if req.recovery == "restart":
+        annotations[ANNOTATION_RDZV_ID] = req.rdzv_id
     if req.overrides:
         annotations[ANNOTATION_OVERRIDES] = " ".join(req.overrides)
     return {
@@ -237,7 +268,11 @@ def elastic_job(req: JobRequest, target: Target) -> dict[str, Any]:
             "rdzvEndpoint": target.etcd_endpoint,
             "minReplicas": req.min_nodes,
             "maxReplicas": req.max_nodes,
-            "cleanPodPolicy": "Running",  # finished pods stay for `torchfleet logs`; running ones go
+            # Finished pods stay for `torchfleet logs`; running ones go. The key is `RunPolicy`: the
+            # controller's Go field `RunPolicy common.RunPolicy json:",inline"` is a named field, and
+            # Go's JSON (and json-iterator) inline only embedded ones, so a spec-level cleanPodPolicy
+            # is never read (pytorch/elastic kubernetes/api/v1alpha1/elasticjob_types.go).
+            "RunPolicy": {"cleanPodPolicy": "Running"},
             "replicaSpecs": {
                 "Worker": {
                     "replicas": req.max_nodes,  # ask for all; train as soon as min have joined
@@ -262,9 +297,10 @@ def pytorch_job(req: JobRequest, target: Target) -> dict[str, Any]:
                 "rdzvBackend": "etcd-v2",
                 "rdzvHost": target.etcd_host,
                 "rdzvPort": target.etcd_port,
-                # One rendezvous per job: torchrun's default id ("none") would put every job that
-                # does not set one into the same etcd rendezvous.
-                "rdzvId": req.name,
+                # One rendezvous per submission: torchrun's default id ("none") would put every job
+                # that does not set one into the same etcd rendezvous, and the job's name would meet
+                # the closed rendezvous of an earlier run of that name (spec.new_rdzv_id).
+                "rdzvId": req.rdzv_id,
                 "minReplicas": req.min_nodes,
                 "maxReplicas": req.max_nodes,
             },
@@ -286,12 +322,16 @@ def build(req: JobRequest, target: Target) -> dict[str, Any]:
         from torchfleet.jobs import inplace_job
 
         return inplace_job.indexed_job(req, target)
+    if target.operator == "job":  # Kubernetes' own Indexed Job, no controller of ours (indexed_job.py)
+        from torchfleet.jobs import indexed_job
+
+        return indexed_job.restart_job(req, target)
     return {"torchelastic": elastic_job, "kubeflow": pytorch_job}[target.operator](req, target)
 
 
 def is_indexed_job(job: dict[str, Any]) -> bool:
-    """A ``--recovery inplace`` job: a batch/v1 Job rather than an operator's resource."""
-    return job.get("kind") == "Job"
+    """A batch/v1 Job (the ``job`` operator's or a ``--recovery inplace`` one) rather than a custom resource."""
+    return job.get("kind") == BATCH_JOB["kind"]
 
 
 def min_max(job: dict[str, Any]) -> tuple[int | None, int | None]:
@@ -316,7 +356,8 @@ def container_name(job: dict[str, Any]) -> str:
     containers = ((worker_spec(job).get("template") or {}).get("spec") or {}).get("containers") or []
     if containers and containers[0].get("name"):
         return containers[0]["name"]
-    return CONTAINER_NAME["kubeflow" if job.get("kind") == PYTORCHJOB["kind"] else "torchelastic"]
+    kinds = {resource["kind"]: operator for operator, resource in RESOURCES.items()}
+    return CONTAINER_NAME[kinds.get(job.get("kind"), "torchelastic")]
 
 
 def network_policy(req: JobRequest, target: Target) -> dict[str, Any]:
@@ -367,8 +408,9 @@ def network_policies(req: JobRequest, target: Target) -> list[dict[str, Any]]:
 
 
 def owned_documents(req: JobRequest, target: Target) -> list[dict[str, Any]]:
-    """Everything submit creates after the job, each owned by it (deleting the job removes them):
-    the network policies and, for ``--recovery inplace``, the Lighthouse (inplace_job.py)."""
+    """Everything submit creates besides the job, each owned by it (deleting the job removes them): the
+    network policies (created before the job, then given their owner: commands.py) and, for
+    ``--recovery inplace``, the Lighthouse (inplace_job.py, created after the job)."""
     documents = network_policies(req, target)
     if req.recovery == "inplace":
         from torchfleet.jobs import inplace_job

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -38,6 +39,17 @@ DEFAULT_MEMORY = "2Gi"
 RECOVERY_MODES = ("restart", "inplace")
 
 
+def new_rdzv_id(name: str) -> str:
+    """A rendezvous id of its own for each submission: ``<name>-<8 hex digits>``.
+
+    torch's etcd-v2 backend keeps a run's rendezvous, closed once the run has ended, for 7,200 s
+    (torch/distributed/elastic/rendezvous/etcd_rendezvous_backend.py, ``_DEFAULT_TTL``): under the job's
+    name alone, ``torchfleet delete X && torchfleet submit X`` within 2 hours of a finished or failed run
+    met that closed rendezvous and every node exited 1 (``RendezvousClosedError``).
+    """
+    return f"{name}-{secrets.token_hex(4)}"
+
+
 @dataclass(frozen=True)
 class JobRequest:
     name: str
@@ -60,6 +72,7 @@ class JobRequest:
     # "restart": torchrun restarts every worker at a membership change (the operator's job);
     # "inplace": survivors keep training (torchft), an Indexed Job and a Lighthouse (inplace_job.py)
     recovery: str = "restart"
+    rdzv_id: str = ""  # restart mode: the rendezvous of this submission (new_rdzv_id), set by build_request
     notes: tuple[str, ...] = field(default=(), compare=False)  # said to the user, not errors
 
     @property
@@ -272,7 +285,7 @@ def build_request(
     common = dict(
         name=name, min_nodes=lo, max_nodes=hi, image=image, command=script + tuple(overrides), env=env_pairs,
         mount=mount_path, overrides=tuple(overrides), sweep=sweep, run_as_user=run_as_user, egress=egress,
-        recovery=recovery,
+        recovery=recovery, rdzv_id=new_rdzv_id(name) if recovery == "restart" else "",
     )
     if cpu:
         zone_label = None

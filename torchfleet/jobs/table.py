@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from components import spec as platform
 from torchfleet.jobs import manifests
 from torchfleet.jobs import summary as progress_summary
+from torchfleet.jobs.indexed_job import recovery_of
 from torchfleet.jobs.progress import CheckpointInfo
 from torchfleet.jobs.sizing import CPU_MACHINE
 
@@ -39,7 +40,9 @@ def age(created: Any, now: datetime) -> str:
     return f"{seconds}s"
 
 
-# A batch Job's conditions (an in-place job) in the operators' words; Running has no condition there.
+# A batch Job's conditions (the `job` operator's, an in-place job) in the operators' words; Running has no
+# condition there. Complete and Failed come after SuccessCriteriaMet and FailureTarget, once the Job
+# controller has stopped the job's pods.
 _INDEXED_JOB_STATES = {"Complete": "Succeeded", "Failed": "Failed", "Suspended": "Suspended"}
 
 
@@ -181,7 +184,7 @@ def lighthouse_state(pods: Sequence[client.V1Pod]) -> str:
 
 
 def recovery(job: dict[str, Any], lighthouse: Sequence[client.V1Pod]) -> str:
-    if manifests.is_indexed_job(job):
+    if recovery_of(job) == "inplace":
         return f"inplace (survivors keep training); Lighthouse: {lighthouse_state(lighthouse)}"
     return "restart (every worker restarts from the last checkpoint when a node comes or goes)"
 

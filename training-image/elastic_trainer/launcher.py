@@ -26,6 +26,15 @@ What it adds (every item can be overridden, see README.md):
   packages (torchvision: ~7 s on a GPU machine), found by parsing the script, plus
   ``TORCHFLEET_PRELOAD_MODULES``. ``TORCHFLEET_PRELOAD=0`` or your own ``--start_method``,
   ``--no-python`` or ``-m`` turns it off.
+- exit code 2 at once when a worker exits 2 (a bad argument or setting: argparse's exit code, and the
+  trainer's): torchrun would restart the workers until ``--max_restarts`` ran out (101 attempts, then
+  exit 1), and every attempt would fail the same way. Each node whose worker exits 2 stops its agent
+  and ends with 2, which every controller treats as fatal (the Indexed Job's pod failure policy fails
+  the job at once).
+- exit code 75 (EX_TEMPFAIL) when etcd cannot be reached, or the rendezvous was closed before this node
+  joined (the run ended without it, e.g. a node that was Pending until the last step): the Indexed Job
+  retries 75 instead of failing the job on a late node or an etcd blip. Too few nodes within the join
+  timeout stays 1: torch has closed the rendezvous then, and a retry would meet it closed.
 - exit code 143 on SIGTERM. torchrun exits 1 on SIGTERM, which both controllers treat as a
   fatal job failure; 143 is retried. torchrun is run in this process so that its
   ``SignalException`` can be mapped to 128 + signal number. Before torchrun's own handler is
@@ -61,6 +70,8 @@ from elastic_trainer.rdzvconf import (
     rdzv_conf_for_nodes,
 )
 
+EXIT_BAD_INPUT = 2  # argparse's exit code for a bad argument, and the trainer's for a bad setting
+EXIT_RDZV_UNAVAILABLE = 75  # EX_TEMPFAIL (sysexits.h): retry the node later
 # Counts worker-group failures, not membership changes: a survivor's workers fail when a peer dies
 # (README.md "The launcher"), so one spot interruption costs each surviving node one restart.
 DEFAULT_MAX_RESTARTS = "100"
@@ -299,15 +310,50 @@ def _warm_agent_imports() -> None:
     threading.Thread(target=work, name="warm-agent-imports", daemon=True).start()
 
 
+def _make_bad_input_final() -> None:
+    """A worker that exits 2 ends its agent's run at once instead of being restarted.
+
+    torchrun has no option for exit codes not worth a retry: its agent restarts a failed worker group
+    while ``_remaining_restarts`` is above 0 (torch/distributed/elastic/agent/server/api.py,
+    ``_invoke_run``). Wrapping the local agent's monitor to zero that count when a worker exited 2
+    makes the agent stop its workers and return the failure, which ``launch_agent`` raises as
+    ChildFailedError (closing the rendezvous, as any failed run does). Idempotent.
+    """
+    from torch.distributed.elastic.agent.server.api import WorkerState
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+
+    monitor = LocalElasticAgent._monitor_workers
+    if getattr(monitor, "_torchfleet_final_exit", False):
+        return
+
+    def _monitor_workers(self, worker_group):
+        result = monitor(self, worker_group)
+        if result.state == WorkerState.FAILED and _exit_codes(result.failures) & {EXIT_BAD_INPUT}:
+            if self._remaining_restarts > 0:
+                print(f"[torchfleet] a worker exited {EXIT_BAD_INPUT} (a bad argument or setting): not restarting "
+                      "it, every attempt would fail the same way", file=sys.stderr, flush=True)
+            self._remaining_restarts = 0
+        return result
+
+    _monitor_workers._torchfleet_final_exit = True  # type: ignore[attr-defined]
+    LocalElasticAgent._monitor_workers = _monitor_workers  # type: ignore[method-assign]
+
+
+def _exit_codes(failures: Mapping[int, object]) -> set[int]:
+    return {getattr(failure, "exitcode", None) for failure in (failures or {}).values()} - {None}
+
+
 def _run_torchrun(torchrun_args: list[str]) -> int:
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, record
+    from torch.distributed.elastic.rendezvous.api import RendezvousClosedError, RendezvousConnectionError
     from torch.distributed.run import parse_args, run
 
     @record
     def launch() -> None:
         run(parse_args(torchrun_args))
 
+    _make_bad_input_final()
     try:
         launch()
     except SignalException as exc:
@@ -315,8 +361,13 @@ def _run_torchrun(torchrun_args: list[str]) -> int:
         # it raises SignalException, which would end in exit code 1 (docs/facts.md, "Controllers and exit codes").
         print(f"[torchfleet] agent stopped by {exc.sigval.name}", file=sys.stderr, flush=True)
         return 128 + int(exc.sigval)
-    except ChildFailedError:
-        return 1  # @record has written the root cause to the error file and stderr
+    except ChildFailedError as exc:
+        # @record has written the root cause to the error file and stderr
+        return EXIT_BAD_INPUT if EXIT_BAD_INPUT in _exit_codes(exc.failures) else 1
+    except (RendezvousConnectionError, RendezvousClosedError) as exc:
+        print(f"[torchfleet] rendezvous unavailable ({type(exc).__name__}: {exc}); exit "
+              f"{EXIT_RDZV_UNAVAILABLE}, to be retried", file=sys.stderr, flush=True)
+        return EXIT_RDZV_UNAVAILABLE
     return 0
 
 

@@ -33,7 +33,9 @@ def test_a_good_job_has_no_problem():
     [
         ({**job(), "kind": "Job"}, "apiVersion/kind: expected elastic.pytorch.org/v1alpha1 ElasticJob"),
         (job(maxReplicas="2"), "spec.maxReplicas: '2' is not of type 'integer'"),
-        (job(cleanPodPolicy="Sometimes"), "spec.cleanPodPolicy: 'Sometimes' is not one of"),
+        (job(RunPolicy={"cleanPodPolicy": "Sometimes"}), "spec.RunPolicy.cleanPodPolicy: 'Sometimes' is not one of"),
+        # Regression (issue 19): the controller never reads a spec-level cleanPodPolicy (its key is RunPolicy)
+        (job(cleanPodPolicy="Running"), "spec: Additional properties are not allowed ('cleanPodPolicy' was"),
         (job(rdzvEndpoint=""), "spec.rdzvEndpoint: '' should be non-empty"),
         (job(replicaSpecs={"Worker": {"replicas": 1}}), "spec.replicaSpecs.Worker: 'template' is a required property"),
         (job(typo=1), "spec: Additional properties are not allowed ('typo' was unexpected)"),

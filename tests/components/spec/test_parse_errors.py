@@ -330,7 +330,7 @@ def test_storage_size_on_aws_which_grows_by_itself():
 @pytest.mark.parametrize("operator", ["pytorchjob", "TorchElastic", ""])
 def test_bad_operator(operator):
     message = only(config("aws", training={"operator": operator}), "torchfleet:training.operator")
-    assert message == f"must be one of torchelastic, kubeflow, got {operator!r}"
+    assert message == f"must be one of job, torchelastic, kubeflow, got {operator!r}"
 
 
 @pytest.mark.parametrize("namespace", ["Elastic-Job", "elastic_job", "-jobs", "jobs-", "a" * 64, ""])
