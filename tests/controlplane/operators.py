@@ -112,11 +112,15 @@ def _spawn(name: str, argv: list[str], workdir: Path, env: dict[str, str]) -> Op
 
 
 # ---- the ElasticJob controller -------------------------------------------------------------------
+def apply_elasticjob_crd(cp: ControlPlane) -> None:
+    kubectl(cp, "apply", "--server-side", "-f", str(ELASTICJOB_CRD))
+    kubectl(cp, "wait", "--for=condition=Established", "--timeout=120s", "crd/elasticjobs.elastic.pytorch.org")
+
+
 @contextlib.contextmanager
 def elasticjob_controller(cp: ControlPlane, workdir: Path) -> Iterator[Operator]:
     """The 2020 ElasticJob controller, watching every namespace as its Deployment does."""
-    kubectl(cp, "apply", "--server-side", "-f", str(ELASTICJOB_CRD))
-    kubectl(cp, "wait", "--for=condition=Established", "--timeout=120s", "crd/elasticjobs.elastic.pytorch.org")
+    apply_elasticjob_crd(cp)
     tmp = workdir / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
     operator = _spawn(
@@ -136,6 +140,44 @@ def elasticjob_controller(cp: ControlPlane, workdir: Path) -> Iterator[Operator]
         yield operator
     finally:
         operator.stop()
+
+
+# Run as its Deployment runs it (k8s/base/controller/deployment.yaml: --enable-leader-election), in a
+# private mount namespace (root only) that gives it what a pod has and a process here lacks: the
+# service account's namespace file, from which controller-runtime v0.3.0 takes the leader-election
+# namespace (pkg/leaderelection getInClusterNamespace), and, unless TMP_WRITABLE is 1, a temporary
+# folder on a read-only mount, as a read-only root filesystem without a /tmp volume would be.
+_AS_DEPLOYED = """set -e
+mount -t tmpfs tmpfs /run
+mkdir -p /run/secrets/kubernetes.io/serviceaccount
+printf %s "$NAMESPACE" > /run/secrets/kubernetes.io/serviceaccount/namespace
+if [ "$TMP_WRITABLE" != 1 ]; then mount --bind "$TMPDIR" "$TMPDIR"; mount -o remount,bind,ro "$TMPDIR"; fi
+exec "$@"
+"""
+
+
+@contextlib.contextmanager
+def elasticjob_controller_as_deployed(
+    cp: ControlPlane, workdir: Path, namespace: str, tmp_writable: bool
+) -> Iterator[Operator]:
+    """The ElasticJob controller with leader election on, its TMPDIR writable or read-only."""
+    apply_elasticjob_crd(cp)
+    tmp = workdir / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    operator = _spawn(
+        "elasticjob-controller",
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", _AS_DEPLOYED, "sh",
+         binary("elasticjob-controller"), f"--kubeconfig={cp.kubeconfig}",
+         f"--metrics-addr=127.0.0.1:{free_port()}", "--enable-leader-election"],
+        workdir,
+        {"TMPDIR": str(tmp), "NAMESPACE": namespace, "TMP_WRITABLE": "1" if tmp_writable else "0"},
+    )  # fmt: skip
+    try:
+        yield operator
+    finally:
+        operator.stop()
+        # The lock (a ConfigMap: controller-runtime v0.3.0) would make the next leader wait it out.
+        kubectl(cp, "delete", "configmap", "-n", namespace, "controller-leader-election-helper", "--ignore-not-found")
 
 
 # ---- Kubeflow's training-operator ----------------------------------------------------------------

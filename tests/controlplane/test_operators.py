@@ -116,6 +116,34 @@ def test_the_elasticjob_controller_source_is_upstream_v0_2_2_verbatim():
     assert go_files <= {name for _, name in listed}, "a Go file that is not upstream's"
 
 
+# ---- the ElasticJob controller as deployed: klog and /tmp --------------------------------------------
+def test_elasticjob_controller_exits_2_at_its_first_klog_line_when_tmp_is_read_only(training_layer, tmp_path):
+    """Review B2, and why k8s/base/controller/deployment.yaml mounts an emptyDir at /tmp: klog v0.x
+    logs to files in os.TempDir() (main.go never calls klog.InitFlags), client-go's leader election
+    logs at once, and a file klog cannot create ends the process with exit 2."""
+    cp, ns = training_layer.cp, training_layer.namespace
+    with operators.elasticjob_controller_as_deployed(cp, tmp_path / "ro", ns, tmp_writable=False) as controller:
+        wait_for("the controller's exit", lambda: controller.popen.poll() is not None, WAIT_S)
+        assert controller.popen.returncode == 2, controller.tail()
+        log = controller.text()
+    assert "attempting to acquire leader lease" in log
+    assert re.search(
+        r"^log: exiting because of error: log: cannot create log: open \S+: read-only file system$", log, re.M
+    )
+
+    tmp = tmp_path / "rw" / "tmp"
+    with operators.elasticjob_controller_as_deployed(cp, tmp_path / "rw", ns, tmp_writable=True) as controller:
+        lease = "successfully acquired lease"
+        files = wait_for(
+            "klog's file with the lease in TMPDIR",
+            lambda: [f for f in tmp.glob("elasticjob-controller.*.log.INFO.*") if lease in f.read_text()],
+            WAIT_S,
+        )
+        assert controller.popen.poll() is None
+    assert lease not in controller.text()  # client-go's lines reach the files only, not the pod's log
+    assert files
+
+
 # ---- ElasticJob under restricted -----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def elasticjob_controller(control_plane, training_layer, tmp_path_factory):
