@@ -1,0 +1,90 @@
+"""The etcd-v2 rendezvous with a store whose keys expire, as torch's own rendezvous state does.
+
+torch's ``etcd-v2`` backend (torch/distributed/elastic/rendezvous/etcd_rendezvous_backend.py,
+``create_backend``) keeps its rendezvous state under /torch/elastic/rendezvous with a TTL (2 hours,
+renewed by every write), but hands the agents an ``EtcdStore(client, "/torch/elastic/store")``
+whose ``set`` and ``add`` write without one (etcd_store.py). Every rendezvous round writes its keys
+there (master address and port, rank assignment, the exit barrier), under a prefix with the run id
+and the round, and nothing deletes them: 5 short jobs left 25 keys, and they pile up in etcd's
+memory for good. (The legacy ``etcd`` backend keeps its store under the round's own directory,
+which expires: etcd_rendezvous.py ``setup_kv_store``.)
+
+``install()`` makes ``etcd-v2`` build the same handler with an :class:`ExpiringEtcdStore`. Call it
+in the agent's process before torchrun's ``run`` (the launcher runs torchrun in process).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from torch.distributed.elastic.rendezvous import RendezvousHandler, RendezvousParameters
+from torch.distributed.elastic.rendezvous.etcd_store import EtcdStore, cas_delay
+
+BACKEND = "etcd-v2"
+# As long as torch keeps a rendezvous's own state after its last write (EtcdRendezvousBackend
+# _DEFAULT_TTL): a round's keys are read within the round (the join timeout, 600 s by default) and
+# the exit barrier's within its timeout (300 s), so two hours is far past any reader.
+STORE_TTL_S = 7200
+
+
+class ExpiringEtcdStore(EtcdStore):
+    """torch's EtcdStore, each key written with a TTL (python-etcd's ``ttl``, etcd v2's ``ttl=``)."""
+
+    def __init__(
+        self,
+        etcd_client: Any,
+        etcd_store_prefix: str,
+        ttl_s: int = STORE_TTL_S,
+        timeout: datetime.timedelta | None = None,
+    ):
+        if ttl_s < 1:
+            raise ValueError(f"ttl_s must be a whole number of seconds >= 1, got {ttl_s!r}")
+        super().__init__(etcd_client, etcd_store_prefix, timeout)
+        self.ttl_s = ttl_s
+
+    def set(self, key, value) -> None:
+        self.client.set(key=self.prefix + self._encode(key), value=self._encode(value), ttl=self.ttl_s)
+
+    def add(self, key, num: int) -> int:
+        """EtcdStore.add (create at ``num``, else compare-and-swap), each write with the TTL."""
+        import etcd
+
+        path = self.prefix + self._encode(key)
+        try:
+            node = self.client.write(key=path, value=self._encode(str(num)), prevExist=False, ttl=self.ttl_s)
+            return int(self._decode(node.value))
+        except etcd.EtcdAlreadyExist:
+            pass
+        while True:
+            node = self.client.get(key=path)
+            value = self._encode(str(int(self._decode(node.value)) + num))
+            try:
+                node = self.client.test_and_set(key=node.key, value=value, prev_value=node.value, ttl=self.ttl_s)
+                return int(self._decode(node.value))
+            except etcd.EtcdCompareFailed:
+                cas_delay()
+
+
+def create_handler(params: RendezvousParameters) -> RendezvousHandler:
+    """What torch's registry builds for ``etcd-v2`` (registry.py ``_create_etcd_v2_handler``), with
+    the store's keys expiring: same client (endpoint, protocol, certificates), prefix and timeout."""
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import create_handler as dynamic_handler
+    from torch.distributed.elastic.rendezvous.etcd_rendezvous_backend import create_backend
+
+    backend, store = create_backend(params)
+    expiring = ExpiringEtcdStore(store.client, store.prefix, STORE_TTL_S, store.timeout)
+    return dynamic_handler(expiring, backend, params)
+
+
+def install() -> None:
+    """Make torchrun's ``etcd-v2`` backend use :func:`create_handler`. Idempotent.
+
+    The registry refuses to register a second creator for a name (api.py
+    ``RendezvousHandlerRegistry.register``), so the entry is replaced in its table.
+    """
+    from torch.distributed.elastic.rendezvous import rendezvous_handler_registry as registry
+
+    if BACKEND not in registry._registry:
+        raise RuntimeError(f"torch registers no {BACKEND!r} rendezvous backend to replace")
+    registry._registry[BACKEND] = create_handler
