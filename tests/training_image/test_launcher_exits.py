@@ -8,10 +8,13 @@ with 2, which the job's pod failure policy turns into a failed job.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
-from elastic_trainer.launcher import EXIT_BAD_INPUT
+from elastic_trainer.launcher import EXIT_BAD_INPUT, EXIT_RDZV_UNAVAILABLE
+from elastic_trainer.localrun import IMAGE_DIR, SYNTHETIC_EXAMPLE, free_port
 
 
 @pytest.mark.slow
@@ -28,3 +31,34 @@ def test_a_bad_argument_ends_every_node_with_2_at_once(make_job):
         assert "will restart worker group" not in text, text[-3000:]
     # one start per node: seconds, not the hundred restarts before (bounded loosely: a loaded CI machine)
     assert time.monotonic() - started < 120
+
+
+@pytest.mark.slow
+def test_an_etcd_that_cannot_be_reached_exits_75_to_be_retried(tmp_path):
+    # Exit 1 would fail the whole Indexed Job (its pod failure policy: 1-127 are fatal but 75): a node that
+    # starts while etcd is down or restarting is worth another pod, and its rendezvous is still open (torch's
+    # close on the way out cannot reach etcd either).
+    argv = [
+        sys.executable,
+        "-m",
+        "elastic_trainer.launcher",
+        "--nnodes=1:1",
+        "--nproc_per_node=1",
+        f"--rdzv_endpoint=127.0.0.1:{free_port()}",
+        "--rdzv_id=unreachable",
+        "--local_addr=127.0.0.1",
+        str(SYNTHETIC_EXAMPLE),
+        "--total-steps=1",
+        "--global-batch-size=2",
+        f"--checkpoint-dir={tmp_path}",
+    ]
+    ran = subprocess.run(
+        argv,
+        cwd=IMAGE_DIR,
+        env={"PYTHONPATH": str(IMAGE_DIR), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert ran.returncode == EXIT_RDZV_UNAVAILABLE, ran.stderr[-3000:]
+    assert "RendezvousConnectionError" in ran.stderr

@@ -1,7 +1,9 @@
 """The training image's entrypoint: ``torchrun`` with Torchfleet's defaults.
 
-Both controllers start this (ElasticJob prepends ``--rdzv_backend=etcd --rdzv_endpoint=...
---rdzv_id=<job> --nnodes=min:max`` to the container args; PyTorchJob passes its own). Usage::
+Every operator starts this: the default ``job`` operator's Indexed Job passes the whole rendezvous in
+the container args; the ElasticJob controller prepends ``--rdzv_backend=etcd --rdzv_endpoint=...
+--rdzv_id=<job> --nnodes=min:max`` to them (torchfleet's own later ``--rdzv_id``, one per submission,
+wins); PyTorchJob passes its own as PET_* variables. Usage::
 
     python -m elastic_trainer.launcher [torchrun options] script.py [script args]
 
