@@ -503,3 +503,28 @@ def test_no_kubeconfig_at_all_says_how_to_name_a_cluster(tmp_path, monkeypatch, 
     code = main(["list"])
     err = capsys.readouterr().err
     assert code == 2 and "no cluster to talk to" in err and "--stack NAME, or --kubeconfig PATH" in err
+
+
+def _ended(name, exit_code, phase="Failed"):
+    ended = pod(name, phase=phase)
+    ended.status.container_statuses[0].state = client.V1ContainerState(
+        terminated=client.V1ContainerStateTerminated(exit_code=exit_code))
+    return ended
+
+
+@pytest.mark.parametrize(("pods", "shown"), [
+    ([_ended("resnet-worker-0", 1), pod("resnet-worker-1")], "Failed"),  # a bug: the controller says Restarting
+    ([_ended("resnet-worker-0", 2), pod("resnet-worker-1")], "Failed"),  # a bad argument
+    ([_ended("resnet-worker-0", 143), pod("resnet-worker-1")], "Restarting"),  # retried: the controller recreates it
+    ([_ended("resnet-worker-0", 0, "Succeeded"), pod("resnet-worker-1", phase="Pending", node=None)], "Succeeded"),
+])
+def test_an_elasticjobs_outcome_is_read_from_its_pods(api, kubeconfig, capsys, pods, shown):
+    # Regression (issue 19): the 2020 controller never sets Failed with restartPolicy ExitCode (it says
+    # Restarting for ever), and Succeeded only once all MAX pods succeeded; `status --watch` never ended.
+    api.list_namespaced_custom_object.return_value = {"items": [
+        job_object("resnet", conditions=[cond("Running", 50), cond("Restarting", 40)])]}
+    api.list_namespaced_pod.return_value = client.V1PodList(items=pods)
+    api.read_node.return_value = node("node-a", "us-west-2a")
+    code, out, err = cli(["list"], kubeconfig, capsys)
+    assert code == 0, err
+    assert out.splitlines()[1].split()[1] == shown

@@ -201,7 +201,7 @@ def run_status(args: argparse.Namespace) -> int:
         # A plain ANSI redraw (home, clear screen): no extra dependency for a refreshing view.
         sys.stdout.write(("\x1b[H\x1b[2J" if clear else "") + text + "\n" + ("" if clear else "\n"))
         sys.stdout.flush()
-        if table.state(data.job) in FINISHED:
+        if table.state(data.job, data.pods) in FINISHED:
             return EXIT_OK
         time.sleep(WATCH_INTERVAL_S)
 

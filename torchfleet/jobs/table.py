@@ -54,10 +54,35 @@ def _indexed_job_state(job: dict[str, Any]) -> str:
     return "Running" if status.get("active") or status.get("ready") else "Pending"
 
 
-def state(job: dict[str, Any]) -> str:
-    """The newest condition that holds (Created, Running, Restarting, Succeeded, Failed)."""
+# The 2020 ElasticJob controller never sets Failed with restartPolicy ExitCode (a failed pod only makes it
+# say Restarting, for ever) and sets Succeeded only once all MAX pods have succeeded, which an elastic job
+# that ran on fewer never reaches (pytorch/elastic kubernetes/controllers/job.go). So an ElasticJob's
+# outcome is read from its pods, as the training operator decides a PyTorchJob's: a pod that succeeded
+# means the run did (torchrun ends every agent together), and an exit other than these retried ones
+# (kubeflow/common pkg/util/train/train_util.go, IsRetryableExitCode) means it failed.
+RETRYABLE_EXIT_CODES = (130, 137, 138, 143)
+
+
+def _elasticjob_outcome(pods: Sequence[client.V1Pod]) -> str | None:
+    if any(p.status and p.status.phase == "Succeeded" for p in pods):
+        return "Succeeded"
+    for pod in pods:
+        for status in (pod.status and pod.status.container_statuses) or []:
+            ended = status.state and status.state.terminated
+            if ended and ended.exit_code not in (0, *RETRYABLE_EXIT_CODES):
+                return "Failed"
+    return None
+
+
+def state(job: dict[str, Any], pods: Sequence[client.V1Pod] = ()) -> str:
+    """The newest condition that holds (Created, Running, Restarting, Succeeded, Failed); an ElasticJob's
+    outcome from its ``pods`` (above)."""
     if manifests.is_indexed_job(job):
         return _indexed_job_state(job)
+    if job.get("kind") == manifests.ELASTICJOB["kind"]:
+        outcome = _elasticjob_outcome(pods)
+        if outcome:
+            return outcome
     conditions = [c for c in ((job.get("status") or {}).get("conditions") or []) if c.get("status") == "True"]
     if not conditions:
         return "Pending"
@@ -120,7 +145,7 @@ def job_row(job: dict[str, Any], pods: Sequence[client.V1Pod], node_labels, now:
     gpu = (meta.get("labels") or {}).get(platform.LABEL_GPU) or cpu_job
     return JobRow(
         name=meta.get("name", "?"),
-        state=state(job),
+        state=state(job, pods),
         nodes=f"{running(pods)}/{lo if lo is not None else '?'}/{hi if hi is not None else '?'}",
         gpu=gpu,
         zone=zone_of(job, pods, node_labels),

@@ -54,7 +54,7 @@ class Target:
 
 
 def defaults(cloud: str = DEFAULT_CLOUD, namespace: str | None = None) -> Target:
-    """The platform defaults: operator torchelastic, namespace elastic-job, the default claim."""
+    """The platform defaults: the first operator (job: an Indexed Job), namespace elastic-job, the default claim."""
     if cloud not in CLOUD_TRAITS:
         raise UsageError(f"--cloud: must be one of {', '.join(CLOUD_TRAITS)}, got {cloud!r}")
     ns = namespace or platform.DEFAULT_NAMESPACE
