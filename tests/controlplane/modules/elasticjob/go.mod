@@ -46,6 +46,9 @@ replace (
 // serves (403 Forbidden); it named github.com/fvbommel/util, served at the same commit.
 replace vbom.ml/util => github.com/fvbommel/util v0.0.0-20160121211510-db5cfe13f5cc
 
+// The checksum database has no entry for github.com/kubeflow/common at this pseudo-version (404
+// Not Found), so `go mod tidy` here needs GONOSUMDB=github.com/kubeflow/common; its go.sum lines
+// are the ones in pytorch/elastic's own kubernetes/go.sum at v0.2.2. Builds read go.sum only.
 require github.com/pytorch/elastic/kubernetes v0.0.0-20210218011435-3aa8fb8a1bff // indirect
 
 // Raised above what upstream's graph selects (json-iterator v1.1.6, reflect2 v1.0.1), nothing else:
