@@ -8,8 +8,8 @@ The members are the StatefulSet's own flags (with three members, as the program 
 127.0.0.1-3, each its own "pod" address with the same ports, as pods have. The script runs under
 bash with a PATH holding etcd and etcdctl only: the image (registry.k8s.io/etcd) has nothing else,
 so a script that used another program would fail here too. etcd is the control-plane tier's 3.5
-build when it is there (tests/controlplane/build.py), else Debian's etcd-server (3.4); etcdctl is
-Debian's etcd-client.
+build when it is there (tests/controlplane/build.py), else Debian's etcd-server (3.4), unless
+$TORCHFLEET_ETCD_BINARY names one; etcdctl is Debian's etcd-client.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from elastic_trainer.localrun import ENV_ETCD_BINARY
 
 from components.kube import static, transforms
 from tests.harness import REPO
@@ -37,7 +38,7 @@ ADDRESSES = [f"127.0.0.{i + 1}" for i in range(MEMBERS)]
 
 def etcd_binary() -> str:
     built = REPO / ".cache" / "controlplane" / "bin" / "etcd"
-    found = str(built) if built.exists() else shutil.which("etcd")
+    found = os.environ.get(ENV_ETCD_BINARY) or (str(built) if built.exists() else shutil.which("etcd"))
     if not found:
         pytest.fail("etcd is missing: run bash .ci/setup (Debian's etcd-server)")
     return found
