@@ -142,9 +142,13 @@ def test_synth_of_any_stack_file_exits_0_or_2_and_writes_only_valid_names(stack,
         assert out == "" and err.strip(), "an input error says why on stderr and prints nothing else"
         assert len(err) < 20_000, "one line per problem, not the value that caused it"
         return
-    resources = json.loads(out)["resources"]
+    doc = json.loads(out)
+    resources = doc["resources"]
     assert resources
     assert limits.name_problems(resources) == []
+    # Whatever the stack: `pulumi destroy` is never blocked by a protected resource, and no
+    # replacement recreates a fixed name while the old one exists (issue 20, plans.py).
+    assert doc["destroy"]["blocked"] == [] and doc["replaceCollisions"] == []
 
 
 def test_the_unmutated_stacks_are_valid():

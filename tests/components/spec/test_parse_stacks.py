@@ -21,8 +21,8 @@ EXPECTED = {
     "aws-usw2": (
         "aws", "us-west-2", ("us-west-2a", "us-west-2b"),
         [
-            ("gpu-t4-us-west-2a", "t4", "us-west-2a", ["g4dn.xlarge", "g4dn.2xlarge"], True, 0, 8),
-            ("gpu-t4-us-west-2b", "t4", "us-west-2b", ["g4dn.xlarge", "g4dn.2xlarge"], True, 0, 8),
+            ("gpu-t4-us-west-2a", "t4", "us-west-2a", ["g4dn.xlarge"], True, 0, 8),
+            ("gpu-t4-us-west-2b", "t4", "us-west-2b", ["g4dn.xlarge"], True, 0, 8),
             # No machineTypes: the catalog's default; spot: false in the stack; zones: only 2a.
             ("gpu-a10g-us-west-2a", "a10g", "us-west-2a", ["g5.xlarge"], False, 0, 2),
         ],
