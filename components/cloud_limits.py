@@ -200,6 +200,37 @@ def network_range(p: Problems, key: str, net: ipaddress.IPv4Network, cloud: str,
             )
 
 
+# GKE's Pod range per node: twice the max pods (64, components/clouds/gcp/network.py), a /25.
+_GKE_POD_ADDRESSES_PER_NODE = 128
+# "Clients with an IP address in the range 172.17.0.0/16 can't connect to Basic-tier Filestore
+# instances" (https://cloud.google.com/filestore/docs/network-ip-requirements; GCP review F8).
+_FILESTORE_BASIC_BLOCKED = ipaddress.IPv4Network("172.17.0.0/16")
+
+
+def gcp_network_fits(p: Problems, key: str, cidr: str, tier: str | None, nodes: int) -> None:
+    """The GKE address plan (gcp/network.py address_plan: Pods get the upper half of network.cidr,
+    nodes its first sixteenth) must hold every node the pools can reach, and Basic Filestore must
+    accept the node range as clients."""
+    try:
+        net = ipaddress.IPv4Network(cidr)
+    except (ValueError, TypeError):
+        return  # reported by network_range
+    if net.prefixlen > 28:
+        return
+    pods = next(net.subnets(prefixlen_diff=1), None)
+    capacity = pods.num_addresses // _GKE_POD_ADDRESSES_PER_NODE if pods else 0
+    if nodes > capacity:
+        p.add(
+            key,
+            f"{net} gives GKE's Pod range room for {capacity} nodes (64 pods each), but the pools reach {nodes} "
+            "(the manager's maxNodes plus every GPU pool's maxNodes per zone); use a larger range, e.g. 10.0.0.0/16",
+        )
+    node_range = next(net.subnets(prefixlen_diff=4))
+    if (tier or "").startswith("BASIC_") and node_range.overlaps(_FILESTORE_BASIC_BLOCKED):
+        p.add(key, f"{net}: its node range {node_range} is in 172.17.0.0/16, whose clients Basic-tier Filestore "
+                   "refuses; use another range, e.g. 10.0.0.0/16")
+
+
 def first_free(candidates: tuple[str, ...], *taken: ipaddress.IPv4Network) -> ipaddress.IPv4Network | None:
     for c in candidates:
         net = ipaddress.IPv4Network(c)

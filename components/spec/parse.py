@@ -80,6 +80,9 @@ def parse(raw: dict[str, Any], stack: str = "dev") -> PlatformSpec:
         for name in raw[_k("autoscaler")]:
             p.add(f"{_k('autoscaler')}.{name}", f"{cloud}'s built-in autoscaler has no such setting; remove this key")
     guardrails = _parse_guardrails(p, raw.get(_k("guardrails")))
+    if cloud == "gcp":
+        nodes = manager.max_nodes + sum(pool.max_nodes for pool in gpu_pools) if manager else 0
+        cloud_limits.gcp_network_fits(p, f"{_k('network')}.cidr", network.cidr, storage.tier, nodes)
     access = parse_access(p, raw, cloud)
     aws_profile, aws_role_arn = aws_credentials(p, raw) if cloud == "aws" else (None, None)
     if storage.adopt and cloud == "local":

@@ -15,14 +15,13 @@ import pulumi_gcp as gcp
 
 from components.spec import GPU_TAINT, LABEL_POOL, MANAGER_POOL_NAME, GpuPoolSpec, NodePoolSpec
 
-# GKE's least-privilege node service account: what nodes need to write logs and metrics and pull
-# images, nothing else (the Compute Engine default account has Editor).
-# https://cloud.google.com/kubernetes-engine/docs/how-to/hardening-your-cluster#use_least_privilege_sa
+# GKE's least-privilege node service account (the Compute Engine default account has Editor):
+# "At a minimum, these node service accounts must have the Kubernetes Engine Default Node Service
+# Account (roles/container.defaultNodeServiceAccount) role" (logs, metrics, and what GKE adds to it
+# later, e.g. the autoscaling metrics a hand-picked list missed: GCP review F12), plus pulling images.
+# https://cloud.google.com/kubernetes-engine/docs/how-to/service-accounts#default-gke-service-agent
 NODE_ROLES = (
-    "roles/logging.logWriter",
-    "roles/monitoring.metricWriter",
-    "roles/monitoring.viewer",
-    "roles/stackdriver.resourceMetadata.writer",
+    "roles/container.defaultNodeServiceAccount",
     "roles/artifactregistry.reader",
 )
 # Access is decided by the service account's IAM roles; Google recommends the cloud-platform

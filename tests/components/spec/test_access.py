@@ -73,3 +73,19 @@ def test_an_eks_pool_mixing_sizes_is_refused():
     # Azure makes an agent pool per machine type: mixing is fine there.
     assert ok(pools("azure", {"gpu": "t4", "maxNodes": 2,
                               "machineTypes": ["Standard_NC4as_T4_v3", "Standard_NC8as_T4_v3"]}))
+
+
+def test_gcp_network_must_hold_every_node_the_pools_reach():
+    """GCP review F6: a /20 network gives the Pod range room for 16 nodes; more pools were accepted."""
+    raw = config("gcp", network={"cidr": "10.0.0.0/20"},
+                 gpuPools=[{"gpu": "t4", "maxNodes": 20}])  # 20 per zone x 2 zones + manager 3
+    message = only(raw, "torchfleet:network.cidr")
+    assert "room for 16 nodes" in message and "reach 43" in message
+    assert ok(config("gcp", network={"cidr": "10.0.0.0/16"}, gpuPools=[{"gpu": "t4", "maxNodes": 20}]))
+
+
+def test_gcp_basic_filestore_refuses_a_172_17_node_range():
+    """GCP review F8: Basic-tier Filestore does not serve clients in 172.17.0.0/16."""
+    message = only(config("gcp", network={"cidr": "172.17.0.0/16"}), "torchfleet:network.cidr")
+    assert "172.17.0.0/16" in message and "Basic-tier Filestore" in message
+    assert ok(config("gcp", network={"cidr": "172.17.0.0/16"}, storage={"tier": "ZONAL"}))

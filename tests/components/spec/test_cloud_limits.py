@@ -25,8 +25,10 @@ def test_huge_max_nodes_is_refused_not_emitted_as_a_float():
 
 @pytest.mark.parametrize("cloud, most", [("aws", 450), ("gcp", 1000), ("azure", 1000)])
 def test_max_nodes_per_pool_is_the_clouds_quota(cloud, most):
-    ok(pools(cloud, {"gpu": "t4", "maxNodes": most}))
-    message = only(pools(cloud, {"gpu": "t4", "maxNodes": most + 1}), f"{GPU_POOLS}[0].maxNodes")
+    # On GCP the network must also hold that many nodes (GKE's Pod range): a /8 does.
+    wide = {"torchfleet:network": {"cidr": "10.0.0.0/8"}} if cloud == "gcp" else {}
+    ok({**pools(cloud, {"gpu": "t4", "maxNodes": most}), **wide})
+    message = only({**pools(cloud, {"gpu": "t4", "maxNodes": most + 1}), **wide}, f"{GPU_POOLS}[0].maxNodes")
     assert message.startswith(f"must be <= {most} ") and message.endswith(f"got {most + 1}")
 
 
