@@ -1,25 +1,27 @@
 """The training controllers the project installs, run as local processes against the test control plane.
 
 Each is the pinned upstream build (build.py: modules/elasticjob, modules/kubeflow), started out of
-cluster with the admin kubeconfig, with the flags of its own main.go and its Deployment's settings
-except where a process on this machine must differ:
+cluster with the flags of its own main.go and its Deployment's settings except where a process on
+this machine must differ:
 
 - metrics (and the training-operator's health probes) on free loopback ports, leader election off
   (one replica, as the project deploys);
 - the ElasticJob controller (pytorch/elastic kubernetes/main.go: --metrics-addr,
   --enable-leader-election, and controller-runtime v0.3.0's --kubeconfig) gets the project's own
-  CRD from k8s/base/crds/. Its klog v0.x writes log files into os.TempDir() (review B2): TMPDIR is
-  the controller's own folder, so those files stay beside its log;
-- the training-operator (kubeflow/training-operator cmd/training-operator.v1/main.go) gets what
-  the project installs, the standalone overlay of the pinned release (components/kube/kubeflow.py),
-  rendered from the module the build downloaded, minus its Deployment, Service and RBAC: the
-  namespace, the CRDs, the webhook Secret and the ValidatingWebhookConfiguration. In the cluster
-  the webhook is reached through the Service `training-operator` and the kubelet mounts the Secret
-  at /tmp/k8s-webhook-server/serving-certs; here the configuration's clientConfig is a URL on
-  loopback and the certificate files are written where controller-runtime reads them. The pair is
-  our own (openssl), valid for the Service's DNS name and 127.0.0.1, so the operator's cert
-  rotator (open-policy-agent/cert-controller) keeps it instead of minting one that 127.0.0.1
-  would not match; the rotator still injects the CA into the webhook configuration itself.
+  CRD from k8s/base/crds/ and runs as the project's service account with the project's RBAC
+  (k8s/base/controller/), so a missing permission shows here. Its klog v0.x writes log files into
+  os.TempDir() (review B2): TMPDIR is the controller's own folder, so those files stay beside its log;
+- the training-operator (kubeflow/training-operator cmd/training-operator.v1/main.go), as the admin
+  (its RBAC is upstream's), gets what the project installs, the standalone overlay of the pinned
+  release (components/kube/kubeflow.py), rendered from the module the build downloaded, minus its
+  Deployment, Service and RBAC: the namespace, the CRDs, the webhook Secret and the
+  ValidatingWebhookConfiguration. In the cluster the webhook is reached through the Service
+  `training-operator` and the kubelet mounts the Secret at /tmp/k8s-webhook-server/serving-certs;
+  here the configuration's clientConfig is a URL on loopback and the certificate files are written
+  where controller-runtime reads them. The pair is our own (openssl), valid for the Service's DNS
+  name and 127.0.0.1, so the operator's cert rotator (open-policy-agent/cert-controller) keeps it
+  instead of minting one that 127.0.0.1 would not match; the rotator still injects the CA into the
+  webhook configuration itself.
 """
 
 from __future__ import annotations
@@ -47,6 +49,15 @@ REPO = Path(__file__).resolve().parents[2]
 ELASTICJOB_CRD = REPO / "k8s" / "base" / "crds" / "elasticjob.yaml"
 # pytorch/elastic kubernetes/ at v0.2.2, verbatim (its SOURCE.md says why and lists the blob ids).
 ELASTICJOB_SOURCE = build.MODULES / "elasticjob" / "upstream"
+ELASTICJOB_CONTROLLER_DIR = REPO / "k8s" / "base" / "controller"
+CONTROLLER_RBAC = (
+    "serviceaccount.yaml",
+    "clusterrole.yaml",
+    "clusterrolebinding.yaml",
+    "role-leader-election.yaml",
+    "rolebinding-leader-election.yaml",
+)
+CONTROLLER_ACCOUNT, CONTROLLER_NAMESPACE = "elasticjob-controller", "elastic-job"  # serviceaccount.yaml
 KUBEFLOW_MODULE = "github.com/kubeflow/training-operator"
 # Names the operator's main.go and pkg/cert/cert.go fix (v1.9.4): its webhook Secret, the Service
 # its certificate names, the webhook configuration its rotator fills in, and where the server reads
@@ -117,17 +128,34 @@ def apply_elasticjob_crd(cp: ControlPlane) -> None:
     kubectl(cp, "wait", "--for=condition=Established", "--timeout=120s", "crd/elasticjobs.elastic.pytorch.org")
 
 
+def elasticjob_controller_kubeconfig(cp: ControlPlane, workdir: Path) -> Path:
+    """A kubeconfig for the controller's own service account, bound to the project's RBAC
+    (k8s/base/controller: its ClusterRole and the leader-election Role), so the controller can do
+    only what its Deployment could."""
+    kubectl(cp, "apply", "--server-side", *[f"--filename={ELASTICJOB_CONTROLLER_DIR / f}" for f in CONTROLLER_RBAC])
+    token = kubectl(cp, "create", "token", CONTROLLER_ACCOUNT, "-n", CONTROLLER_NAMESPACE, "--duration=6h").strip()
+    config = yaml.safe_load(cp.kubeconfig.read_text())
+    for user in config["users"]:
+        user["user"] = {"token": token}
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "controller.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
 @contextlib.contextmanager
 def elasticjob_controller(cp: ControlPlane, workdir: Path) -> Iterator[Operator]:
     """The 2020 ElasticJob controller, watching every namespace as its Deployment does."""
     apply_elasticjob_crd(cp)
+    kubeconfig = elasticjob_controller_kubeconfig(cp, workdir)
     tmp = workdir / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
     operator = _spawn(
         "elasticjob-controller",
         [
             binary("elasticjob-controller"),
-            f"--kubeconfig={cp.kubeconfig}",
+            f"--kubeconfig={kubeconfig}",
             f"--metrics-addr=127.0.0.1:{free_port()}",
             "--enable-leader-election=false",
         ],
@@ -162,12 +190,13 @@ def elasticjob_controller_as_deployed(
 ) -> Iterator[Operator]:
     """The ElasticJob controller with leader election on, its TMPDIR writable or read-only."""
     apply_elasticjob_crd(cp)
+    kubeconfig = elasticjob_controller_kubeconfig(cp, workdir)
     tmp = workdir / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
     operator = _spawn(
         "elasticjob-controller",
         ["unshare", "--mount", "--propagation", "private", "sh", "-c", _AS_DEPLOYED, "sh",
-         binary("elasticjob-controller"), f"--kubeconfig={cp.kubeconfig}",
+         binary("elasticjob-controller"), f"--kubeconfig={kubeconfig}",
          f"--metrics-addr=127.0.0.1:{free_port()}", "--enable-leader-election"],
         workdir,
         {"TMPDIR": str(tmp), "NAMESPACE": namespace, "TMP_WRITABLE": "1" if tmp_writable else "0"},
