@@ -6,6 +6,7 @@ Layout under the checkpoint directory::
     ckpt-g000003-s0000001200/state.pt       torch.save of the whole training state
     ckpt-g000003-s0000001200/meta.json      step, generation, and the size and sha256 of each file
     .tmp-g000003-s0000001300-<random>/      a write in progress (or a writer that died): never loaded
+    .trash-<random>-<name>/                 a directory being removed (``remove``): out of every reader's sight
 
 A checkpoint is written into a new temporary directory, each file fsynced, ``meta.json``
 last, then the directory is renamed to its final name and the parent fsynced. The rename is
