@@ -87,7 +87,12 @@ class AwsCluster(pulumi.ComponentResource):
             store=efs.store,
             manager_selector={LABEL_POOL: MANAGER_POOL_NAME},
             storage_class=STORAGE_CLASS,
-            ready=[nodes, efs.csi_addon, *efs.mount_targets, autoscaling.device_plugin, ebs.storage_class],
+            # The autoscaler too: the control pods (etcd's three members) may need a second manager
+            # node, which only it adds (AWS review M7).
+            ready=[
+                nodes, efs.csi_addon, *efs.mount_targets, autoscaling.autoscaler, autoscaling.device_plugin,
+                ebs.storage_class,
+            ],
             outputs={"region": spec.region, "fileSystemId": efs.file_system.id},
         )
         self.register_outputs({"clusterName": control.cluster.name, "fileSystemId": efs.file_system.id})

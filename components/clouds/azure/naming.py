@@ -11,9 +11,9 @@ letter, at most 12 characters for Linux pools
 
 An AKS scale-set pool has exactly one VM size, so a GpuPoolSpec listing several machine types
 becomes one agent pool per machine type, all with the same labels; the contract name stays on
-every one of them as the `torchfleet-pool-name` tag. Not as a node label: the pools of one GPU
-in different zones must carry identical labels, or the autoscaler's balance-similar-node-groups
-does not see them as similar and stops spreading scale-ups over zones.
+every one of them as the `torchfleet-pool-name` tag (Azure tag names cannot hold the label's '/').
+The autoscaler does not balance pools across zones (cluster.py autoscaler_profile: a job keeps its
+pods in one zone), and it turns scale-set tags into template labels anyway (azure_template.go).
 """
 
 from __future__ import annotations

@@ -67,6 +67,11 @@ def pool_args(pool: GpuPoolSpec, machine_index: int, spec: PlatformSpec) -> dict
         # All three are immutable: changing `spot` replaces the pool.
         # https://learn.microsoft.com/azure/aks/spot-node-pool
         args.update(scale_set_priority="Spot", scale_set_eviction_policy="Delete", spot_max_price=-1)
+    else:
+        # Upgrade in place, one node at a time: the default 10% surge adds a GPU VM (an A100 needs
+        # its quota to be free), and jobs already survive losing a node (Azure review 13). Spot
+        # pools get no surge nodes anyway (AKS spot-node-pool "Upgrade a Spot node pool").
+        args["upgrade_settings"] = {"max_surge": "0", "max_unavailable": "1"}
     return args
 
 

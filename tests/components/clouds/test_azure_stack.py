@@ -396,3 +396,21 @@ def test_component_tree(example):
         if r.type.startswith("azure-native:"):
             assert r.parent.startswith("torchfleet:clouds:"), r.key
             assert r.name.startswith("torchfleet-azure-"), r.key
+
+
+def test_on_demand_gpu_pools_upgrade_without_a_surge_gpu(three):
+    """Azure review 13: the default 10% surge added a GPU VM (an A100) on every upgrade."""
+    on_demand = [p for p in three.of_type(POOL) if p.inputs.get("scaleSetPriority") != "Spot"]
+    assert on_demand  # the A100 pools
+    for pool in three.of_type(POOL):
+        expected = {"maxSurge": "0", "maxUnavailable": "1"} if pool in on_demand else None
+        assert pool.inputs.get("upgradeSettings") == expected, pool.name
+
+
+def test_maintenance_windows_for_cluster_and_node_image_upgrades(example):
+    """Azure review 5: NodeImage upgrades reimaged GPU and etcd nodes at any time."""
+    configs = {m.inputs["configName"]: m.inputs["maintenanceWindow"]
+               for m in example.of_type("azure-native:containerservice:MaintenanceConfiguration")}
+    assert set(configs) == {"aksManagedAutoUpgradeSchedule", "aksManagedNodeOSUpgradeSchedule"}
+    for window in configs.values():
+        assert window["durationHours"] >= 4 and window["schedule"]["weekly"]["intervalWeeks"] == 1
