@@ -136,3 +136,14 @@ def test_out_names_what_it_does_not_write(tmp_path, capsys):
     skipped = sorted(line.split()[4] for line in err.splitlines() if line.startswith("--out: not written:"))
     assert skipped == ["torchfleet-aws-autoscaling-cluster-autoscaler",
                        "torchfleet-aws-autoscaling-nvidia-device-plugin"]
+
+
+def test_synth_prints_the_propagation_wait_without_its_pickled_provider(capsys):
+    """The GKE cluster waits for its KMS grant to take effect (issue 20); the wait is a Pulumi dynamic
+    resource, whose provider the engine carries as a pickled blob that synth names instead of printing."""
+    assert main(["synth", "--stack-file", str(REPO / "stacks/Pulumi.gcp-usc1.yaml")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    [wait] = [r for r in doc["resources"] if r["type"] == "pulumi-python:dynamic:Resource"]
+    assert wait["inputs"]["__provider"] == "[python dynamic provider]"
+    cluster = next(r for r in doc["resources"] if r["type"] == "gcp:container/cluster:Cluster")
+    assert f"{wait['type']}::{wait['name']}" in cluster["options"]["dependsOn"]

@@ -38,6 +38,13 @@ def _unwrap(value: Any, mask: bool) -> Any:
     return value
 
 
+def _printable(type_: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """A dynamic resource's provider travels as a pickled blob: printed by name, not as base64."""
+    if type_.startswith("pulumi-python:dynamic:") and "__provider" in inputs:
+        return {**inputs, "__provider": "[python dynamic provider]"}
+    return inputs
+
+
 def _parent_key(parent_urn: str) -> str | None:
     if not parent_urn:
         return None
@@ -62,7 +69,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     parent=_parent_key(request.parent),
                     custom=request.custom,
                     inputs=_unwrap(raw, mask=False),
-                    printable=_unwrap(raw, mask=True),
+                    printable=_printable(request.type, _unwrap(raw, mask=True)),
                     urn=self.make_urn(request.parent, request.type, request.name),
                     options={
                         "protect": request.protect,
