@@ -6,6 +6,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.clouds.aws.addons import create_addon
 from components.clouds.aws.autoscaling import EksAutoscaling
 from components.clouds.aws.cluster import EksControlPlane
 from components.clouds.aws.ebs import STORAGE_CLASS, EbsVolumes
@@ -40,6 +41,16 @@ class AwsCluster(pulumi.ComponentResource):
             f"{name}-nodes", spec, control.cluster, subnets, partition, [control.vpc_cni, *network.egress], child
         )
         node_groups = [nodes.manager, *nodes.gpu_groups.values()]
+        # A Deployment: ACTIVE only once nodes run it (cluster.py has kube-proxy and the CNI).
+        coredns = create_addon(
+            f"{name}-coredns",
+            parent=self,
+            cluster=control.cluster,
+            addon="coredns",
+            kubernetes_version=spec.kubernetes_version,
+            depends_on=node_groups,
+            resolve_conflicts_on_create="OVERWRITE",
+        )
         efs = EfsStore(
             f"{name}-efs",
             spec,
@@ -90,7 +101,7 @@ class AwsCluster(pulumi.ComponentResource):
             # The autoscaler too: the control pods (etcd's three members) may need a second manager
             # node, which only it adds (AWS review M7).
             ready=[
-                nodes, efs.csi_addon, *efs.mount_targets, autoscaling.autoscaler, autoscaling.device_plugin,
+                nodes, coredns, efs.csi_addon, *efs.mount_targets, autoscaling.autoscaler, autoscaling.device_plugin,
                 ebs.storage_class,
             ],
             outputs={"region": spec.region, "fileSystemId": efs.file_system.id},

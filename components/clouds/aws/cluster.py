@@ -152,6 +152,17 @@ class EksControlPlane(pulumi.ComponentResource):
             # EKS installs a self-managed VPC CNI with the cluster; the add-on takes it over.
             resolve_conflicts_on_create="OVERWRITE",
         )
+        # kube-proxy and CoreDNS come with the cluster as self-managed copies that nothing upgrades
+        # with the control plane; as add-ons EKS keeps them at its version for the minor (AWS review
+        # m7). kube-proxy is a DaemonSet, there before nodes; CoreDNS waits for them (__init__.py).
+        self.kube_proxy = create_addon(
+            f"{name}-kube-proxy",
+            parent=self,
+            cluster=self.cluster,
+            addon="kube-proxy",
+            kubernetes_version=spec.kubernetes_version,
+            resolve_conflicts_on_create="OVERWRITE",
+        )
         # Pods talk to AWS through EKS Pod Identity (the agent is an EKS add-on).
         self.pod_identity_agent = create_addon(
             f"{name}-pod-identity-agent",

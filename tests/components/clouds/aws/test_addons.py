@@ -33,8 +33,17 @@ def test_every_addon_version_comes_from_eks_for_the_cluster_minor(aws_example):
     tie to the cluster's minor; EKS refuses a version it does not list for that minor."""
     addons = aws_example.of_type("aws:eks/addon:Addon")
     assert {a.inputs["addonName"] for a in addons} == {
-        "vpc-cni", "eks-pod-identity-agent", "aws-efs-csi-driver", "aws-ebs-csi-driver"
+        "vpc-cni", "eks-pod-identity-agent", "aws-efs-csi-driver", "aws-ebs-csi-driver", "kube-proxy", "coredns"
     }
     for addon in addons:
         assert addon.inputs["addonVersion"] == MOCK_ADDON_VERSION, addon.name  # the lookup's answer
         assert addon.inputs["resolveConflictsOnUpdate"] == "OVERWRITE"
+
+
+def test_coredns_and_kube_proxy_are_managed_and_coredns_waits_for_nodes(aws_example):
+    """AWS review m7: the self-managed copies EKS installs were never upgraded with the control plane."""
+    by_name = {a.inputs["addonName"]: a for a in aws_example.of_type("aws:eks/addon:Addon")}
+    for addon in ("coredns", "kube-proxy"):
+        assert by_name[addon].inputs["resolveConflictsOnCreate"] == "OVERWRITE"  # takes over the copy
+    groups = {g.key for g in aws_example.of_type("aws:eks/nodeGroup:NodeGroup")}
+    assert groups <= aws_example.depends_on(by_name["coredns"])
