@@ -1,0 +1,77 @@
+"""Fake nodes shaped like a stack's pools, as the cluster autoscaler would add them.
+
+Each GPU pool of a stack becomes nodes with exactly what its autoscaler template promises: the pool
+labels of the contract (components/spec/model.py: pool, GPU, capacity, gpu.present), the zone, the
+GPU taint (and AKS's spot taint on Azure spot pools), and the machine's GPUs, vCPUs and memory as
+capacity. The manager pool becomes untainted on-demand nodes, one per zone. kwok plays their
+kubelets (cluster.py); the scheduler places real pods on them by those labels, taints and sizes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from components.spec import (
+    AKS_SPOT_TAINT,
+    GPU_RESOURCE,
+    GPU_TAINT,
+    LABEL_ZONE,
+    MANAGER_POOL_NAME,
+    PlatformSpec,
+    parse,
+)
+from tests.controlplane.kwok_stages import NODE_ANNOTATION
+from torchfleet.preview.stack_file import load_stack_file
+
+REPO = Path(__file__).resolve().parents[2]
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+LABEL_MANAGER = "torchfleet.io/pool"
+
+
+def stack_spec(stack: str) -> PlatformSpec:
+    """The PlatformSpec of stacks/Pulumi.STACK.yaml, parsed and validated as `pulumi up` would."""
+    return parse(load_stack_file(REPO / "stacks" / f"Pulumi.{stack}.yaml"), stack=stack)
+
+
+def node(name: str, labels: dict[str, str], taints: list[dict[str, str]], capacity: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {NODE_ANNOTATION: "fake"},
+            "labels": {**labels, LABEL_HOSTNAME: name, "kubernetes.io/os": "linux", "type": "kwok"},
+        },
+        "spec": {"taints": taints},
+        "status": {"capacity": capacity, "allocatable": capacity},
+    }
+
+
+def gpu_nodes(spec: PlatformSpec, per_pool: int = 2) -> list[dict[str, Any]]:
+    """PER_POOL nodes of each GPU pool, each of the pool's first (template) machine type."""
+    out = []
+    for pool in spec.gpu_pools:
+        machine = pool.machines[0]
+        taints = [dict(GPU_TAINT)]
+        if spec.cloud == "azure" and pool.spot:
+            taints.append(dict(AKS_SPOT_TAINT))
+        capacity = {
+            "cpu": str(machine.vcpus),
+            "memory": f"{machine.memory_gib}Gi",
+            "pods": "110",
+            GPU_RESOURCE: str(machine.gpus),
+            "ephemeral-storage": f"{pool.disk_size_gb}Gi",
+        }
+        labels = {**pool.labels, LABEL_ZONE: pool.zone}
+        out += [node(f"{pool.name}-{i}", labels, taints, capacity) for i in range(per_pool)]
+    return out
+
+
+def manager_nodes(zones: list[str], cpu: str = "4", memory: str = "16Gi") -> list[dict[str, Any]]:
+    """One untainted on-demand manager node per zone (etcd, controllers, the Lighthouse land here)."""
+    capacity = {"cpu": cpu, "memory": memory, "pods": "110", "ephemeral-storage": "100Gi"}
+    return [
+        node(f"{MANAGER_POOL_NAME}-{zone}", {LABEL_MANAGER: MANAGER_POOL_NAME, LABEL_ZONE: zone}, [], capacity)
+        for zone in zones
+    ]

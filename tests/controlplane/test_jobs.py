@@ -1,0 +1,178 @@
+"""`torchfleet submit | list | status | delete` against the real control plane, for every kind of
+job the README offers, and what each does when its pods exit 0, 1, 2, 137 or 143.
+
+The pods are admitted by the real Pod Security Admission (`restricted`), placed by the real
+scheduler on fake nodes shaped like the aws-usw2 stack's pools, and run by the real Job controller;
+kwok ends a pod with the exit code a test writes on it (kwok_stages.EXIT_CODE_ANNOTATION), as the
+kubelet reports a container that exited. No training runs: the trainer's own behaviour under each
+exit is tested with real torchrun + etcd in tests/training_image.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from components.spec import LABEL_JOB, LABEL_ZONE
+from tests.controlplane.kwok_stages import EXIT_CODE_ANNOTATION
+from tests.controlplane.layer import get, kubectl, wait_for
+from torchfleet.cli import main
+
+IMAGE = "registry.example.com/team/train:1.0"
+# Each kind of job the CLI submits, as the flags a researcher types.
+KINDS = {
+    "restart": [],
+    "inplace": ["--recovery", "inplace"],
+}
+_names = itertools.count()
+
+
+def cli(layer, capsys, *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main([argv[0], "--kubeconfig", str(layer.cp.kubeconfig), "--namespace", layer.namespace, *argv[1:]])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def submit(layer, capsys, kind: str, *extra: str, nodes: str = "2") -> str:
+    name = f"tier-{kind}-{next(_names)}"
+    code, out = cli(layer, capsys, "submit", name, "--gpu", "t4", "--nodes", nodes, "--image", IMAGE,
+                    *KINDS[kind], *extra, "--", "python", "train.py")  # fmt: skip
+    assert code == 0, out
+    return name
+
+
+def training_pods(layer, name: str) -> list[dict]:
+    return get(layer.cp, "pods", "-n", layer.namespace, "-l", f"{LABEL_JOB}={name}")["items"]
+
+
+def running(layer, name: str, count: int) -> list[dict]:
+    return wait_for(
+        f"{count} running pods of {name}",
+        lambda: (
+            (pods := [p for p in training_pods(layer, name) if p["status"].get("phase") == "Running"])
+            and len(pods) >= count
+            and pods
+        ),
+    )
+
+
+def end_pod(layer, pod: dict, code: int) -> None:
+    """The pod's container exits CODE (kwok's pod-exit stage reads the annotation)."""
+    name = pod["metadata"]["name"]
+    kubectl(layer.cp, "annotate", "-n", layer.namespace, "pod", name, f"{EXIT_CODE_ANNOTATION}={code}")
+
+
+def job_conditions(layer, name: str) -> dict[str, str]:
+    """The Job's true conditions, type -> reason."""
+    status = get(layer.cp, "job", name, "-n", layer.namespace).get("status", {})
+    return {c["type"]: c.get("reason", "") for c in status.get("conditions", []) if c["status"] == "True"}
+
+
+def finished(layer, name: str, condition: str) -> dict[str, str]:
+    """Wait until the Job has CONDITION (Complete or Failed); its conditions then."""
+    return wait_for(f"{name} {condition}", lambda: condition in (c := job_conditions(layer, name)) and c)
+
+
+def delete(layer, capsys, name: str) -> None:
+    code, out = cli(layer, capsys, "delete", name)
+    assert code == 0, out
+
+
+def leftovers(layer, name: str) -> list[str]:
+    """Everything in the namespace that still names the job (pods, services, policies, the job)."""
+    out = kubectl(
+        layer.cp, "get", "jobs,pods,services,deployments,networkpolicies", "-n", layer.namespace,
+        "-l", f"{LABEL_JOB}={name}", "-o", "name",
+    )  # fmt: skip
+    return out.split()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_job_is_admitted_under_restricted_and_placed_in_one_zone_of_gpu_nodes(training_layer, capsys, kind):
+    name = submit(training_layer, capsys, kind)
+    try:
+        pods = running(training_layer, name, 2)
+        gpu_nodes = {n["metadata"]["name"]: n for n in training_layer.gpu_nodes}
+        assert {p["spec"]["nodeName"] for p in pods} <= set(gpu_nodes)
+        zones = {gpu_nodes[p["spec"]["nodeName"]]["metadata"]["labels"][LABEL_ZONE] for p in pods}
+        assert len(zones) == 1, f"one job's pods span zones {zones}"
+        code, out = cli(training_layer, capsys, "list")
+        assert code == 0 and name in out, out
+    finally:
+        delete(training_layer, capsys, name)
+    wait_for(f"nothing left of {name}", lambda: not leftovers(training_layer, name))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_exit_0_ends_the_job_succeeded(training_layer, capsys, kind):
+    name = submit(training_layer, capsys, kind)
+    try:
+        pods = running(training_layer, name, 2)
+        for pod in pods:  # torchrun ends every agent of a finished run with 0
+            end_pod(training_layer, pod, 0)
+        assert "Failed" not in finished(training_layer, name, "Complete")
+        code, out = cli(training_layer, capsys, "status", name)
+        assert code == 0, out
+        assert "Succeeded" in out, out
+    finally:
+        delete(training_layer, capsys, name)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("exit_code", [1, 2])
+def test_a_bad_argument_or_a_bug_fails_the_job_at_once(training_layer, capsys, kind, exit_code):
+    name = submit(training_layer, capsys, kind)
+    try:
+        (pod, *_) = running(training_layer, name, 1)
+        end_pod(training_layer, pod, exit_code)
+        reasons = finished(training_layer, name, "Failed")
+        assert reasons["Failed"] == "PodFailurePolicy", reasons
+        _, out = cli(training_layer, capsys, "status", name)
+        assert "Failed" in out, out
+    finally:
+        delete(training_layer, capsys, name)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("exit_code", [137, 143])
+def test_a_killed_pod_is_replaced_and_the_job_runs_on(training_layer, capsys, kind, exit_code):
+    name = submit(training_layer, capsys, kind)
+    try:
+        pods = running(training_layer, name, 2)
+        victim = pods[0]
+        end_pod(training_layer, victim, exit_code)
+        replaced = wait_for(
+            f"a replacement for {victim['metadata']['name']}",
+            lambda: [
+                p
+                for p in training_pods(training_layer, name)
+                if p["metadata"]["uid"] != victim["metadata"]["uid"]
+                and p["metadata"]["name"] not in {q["metadata"]["name"] for q in pods[1:]}
+                and p["status"].get("phase") == "Running"
+            ],
+        )
+        assert replaced
+        assert not job_conditions(training_layer, name).get("Failed"), job_conditions(training_layer, name)
+        job = get(training_layer.cp, "job", name, "-n", training_layer.namespace)
+        assert job["status"].get("failed", 0) <= 1
+        json.dumps(job)  # the job stays a readable object for status
+    finally:
+        delete(training_layer, capsys, name)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_same_name_resubmit_after_delete_works(training_layer, capsys, kind):
+    name = submit(training_layer, capsys, kind)
+    running(training_layer, name, 1)
+    delete(training_layer, capsys, name)
+    wait_for(f"nothing left of {name}", lambda: not leftovers(training_layer, name))
+    code, out = cli(training_layer, capsys, "submit", name, "--gpu", "t4", "--nodes", "2", "--image", IMAGE,
+                    *KINDS[kind], "--", "python", "train.py")  # fmt: skip
+    assert code == 0, out
+    try:
+        running(training_layer, name, 1)
+    finally:
+        delete(training_layer, capsys, name)
