@@ -140,3 +140,96 @@ def test_an_unknown_operator_exits_2_listing_the_choices(capsys):
         )
     err = capsys.readouterr().err
     assert ended.value.code == 2 and "--operator" in err and "'job'" in err
+
+
+# ---------------------------------------------------------------- the pods, run as processes
+
+
+def _pod_process(job, req, etcd, store, index, log):
+    """Pod INDEX of the Job as a process: the container's command, args and environment as the kubelet runs
+    them (``$(POD_IP)`` expanded, JOB_COMPLETION_INDEX set), with the local etcd and store."""
+    import os
+    import subprocess
+    import sys
+
+    from elastic_trainer.localrun import IMAGE_DIR
+
+    (worker,) = job["spec"]["template"]["spec"]["containers"]
+    args = [a.replace("$(POD_IP)", "127.0.0.1") for a in worker["args"]]
+    args = [f"--rdzv_endpoint={etcd.endpoint}" if a.startswith("--rdzv_endpoint=") else a for a in args]
+    env = {e["name"]: e["value"].replace(req.job_dir, str(store)) for e in worker["env"] if "value" in e}
+    env.update(JOB_COMPLETION_INDEX=str(index), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", PYTHONPATH=str(IMAGE_DIR))
+    return subprocess.Popen(
+        [sys.executable, *worker["command"][1:], *args],
+        cwd=IMAGE_DIR,
+        env={**os.environ, **env},
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def _events(path, kind):
+    import json
+
+    return [
+        json.loads(line.split("@@tf ", 1)[1])
+        for line in path.read_text().splitlines()
+        if line.startswith("@@tf ") and f'"ev": "{kind}"' in line
+    ]
+
+
+@pytest.mark.slow
+def test_min_nodes_train_at_once_a_later_pod_joins_and_one_after_the_end_exits_75(tmp_path):
+    """--nodes 1:2 as the Job's pods run it: pod 0 trains alone (MIN), pod 1 starting later joins the run
+    (a membership change), both end with 0 together (so the first succeeded index is the job's success), and
+    a pod that starts after the run ended (one that was Pending until then) exits 75, retried, not 1."""
+    import time
+
+    from elastic_trainer.localrun import Etcd, etcd_binary
+
+    if etcd_binary() is None:
+        pytest.fail("etcd is not installed (apt-get install etcd-server), or $TORCHFLEET_ETCD_BINARY is not executable")
+    t = replace(targets.from_stack("local"), operator="job")
+    total = 400  # 40 s at least: pod 1 (torch import and all) starts long before pod 0 is done
+    req = build_request(
+        t,
+        name="pair",
+        image=IMAGE,
+        cpu=True,
+        gpu=None,
+        gpus_per_node=None,
+        nodes="1:2",
+        command=[
+            "python",
+            "examples/synthetic.py",
+            f"--total-steps={total}",
+            "--global-batch-size=16",
+            "--step-delay-s=0.1",
+        ],
+    )
+    job = manifests.build(req, t)
+    store = tmp_path / "pair"
+    logs = [tmp_path / f"pod-{i}.log" for i in range(3)]
+    with Etcd() as etcd:
+        procs = [_pod_process(job, req, etcd, store, 0, logs[0])]
+        try:
+            deadline = time.monotonic() + 120
+            while not [e for e in _events(logs[0], "step") if e["step"] >= 5]:
+                assert time.monotonic() < deadline and procs[0].poll() is None, logs[0].read_text()[-3000:]
+                time.sleep(0.2)
+            procs.append(_pod_process(job, req, etcd, store, 1, logs[1]))
+            codes = [p.wait(timeout=300) for p in procs]
+            assert codes == [0, 0], "\n\n".join(log.read_text()[-3000:] for log in logs[:2])
+            # rank 0 writes the events, and the rendezvous may give rank 0 to either pod after the join
+            both = "\n\n".join(log.read_text()[-3000:] for log in logs[:2])
+            assert {e["world"] for log in logs[:2] for e in _events(log, "step")} == {1, 2}, both
+            assert [e["step"] for log in logs[:2] for e in _events(log, "done")] == [total], both
+            late = _pod_process(job, req, etcd, store, 1, logs[2])  # index 1 again: Pending until the end
+            procs.append(late)
+            assert late.wait(timeout=120) == launcher.EXIT_RDZV_UNAVAILABLE, logs[2].read_text()[-3000:]
+            assert "RendezvousClosedError" in logs[2].read_text()
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
