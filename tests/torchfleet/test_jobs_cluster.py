@@ -528,3 +528,23 @@ def test_an_elasticjobs_outcome_is_read_from_its_pods(api, kubeconfig, capsys, p
     code, out, err = cli(["list"], kubeconfig, capsys)
     assert code == 0, err
     assert out.splitlines()[1].split()[1] == shown
+
+
+def test_status_goes_on_when_a_pods_node_cannot_serve_its_logs(api, kubeconfig, capsys):
+    # Regression (issue 19, found on the control-plane tier): the API server reads logs from the pod's
+    # kubelet; a pod whose node went with a spot reclaim answered 500 and `status` exited 1.
+    api.get_namespaced_custom_object.return_value = job_object(conditions=[cond("Running", 5)])
+    api.list_namespaced_pod.return_value = client.V1PodList(items=[pod("resnet-worker-0"),
+                                                                   pod("resnet-worker-1", node="node-b")])
+    api.list_namespaced_event.return_value = client.CoreV1EventList(items=[])
+    api.read_node.side_effect = lambda self, name, **k: node(name, "us-west-2a")
+
+    def logs(self, name, ns, **k):
+        if name.endswith("-1"):
+            raise ApiException(status=500, reason="Internal Server Error")
+        return _ckpt_log(100)
+
+    api.read_namespaced_pod_log.side_effect = logs
+    code, out, err = cli(["status", "resnet"], kubeconfig, capsys)
+    assert code == 0, err
+    assert "Last checkpoint: step 100 (read from resnet-worker-0 log)" in out

@@ -24,7 +24,7 @@ import yaml
 
 from components import spec as platform
 from torchfleet.jobs import commands, flag_checks, manifests, progress, summary, table
-from torchfleet.jobs.errors import EXIT_OK, JobNotFoundError, Problems, UsageError
+from torchfleet.jobs.errors import EXIT_OK, ClusterError, JobNotFoundError, Problems, UsageError
 from torchfleet.jobs.indexed_job import recovery_of
 from torchfleet.jobs.inplace_job import LABEL_LIGHTHOUSE
 
@@ -149,7 +149,12 @@ def gather(args: argparse.Namespace, jobs) -> StatusData:
     found, logs = [], []
     for pod in pods:
         if pod.status and pod.status.phase in ("Running", "Succeeded", "Failed"):
-            lines = list(jobs.log_lines(pod.metadata.name, manifests.container_name(job), tail=LOG_TAIL))
+            try:
+                lines = list(jobs.log_lines(pod.metadata.name, manifests.container_name(job), tail=LOG_TAIL))
+            except (ClusterError, JobNotFoundError):
+                # The API server reads logs from the pod's kubelet: a node gone with a spot reclaim (or a
+                # pod deleted meanwhile) answers an error. That pod's progress is unknown; the status is not.
+                continue
             found.append(progress.from_log_lines(lines, f"{pod.metadata.name} log"))
             logs.append(summary.events_from_lines(lines))
     if checkpoint is None:
