@@ -123,13 +123,15 @@ def test_stack_sizing_fits_the_smallest_machine_a_pool_may_get(tmp_path):
     from torchfleet.jobs import target as targets
     from torchfleet.jobs.spec import build_request
 
+    # On Azure (a pool per machine type); an EKS pool must be one size since issue 20.
     (tmp_path / "Pulumi.mixed.yaml").write_text(
-        "config:\n  aws:region: us-west-2\n  torchfleet:cloud: aws\n  torchfleet:zones: [us-west-2a]\n"
-        "  torchfleet:gpuPools:\n    - {gpu: t4, maxNodes: 4, machineTypes: [g4dn.4xlarge, g4dn.xlarge]}\n"
+        "config:\n  azure-native:location: eastus\n  torchfleet:cloud: azure\n  torchfleet:zones: ['1']\n"
+        "  torchfleet:gpuPools:\n"
+        "    - {gpu: t4, maxNodes: 4, machineTypes: [Standard_NC16as_T4_v3, Standard_NC4as_T4_v3]}\n"
     )
     t = targets.from_stack("mixed", tmp_path)
     req = build_request(t, name="a", gpu="t4", nodes="1", gpus_per_node=1, image="r/t:1", command=["t.py"])
-    assert req.sizing.machine == "g4dn.xlarge"
+    assert req.sizing.machine == "Standard_NC4as_T4_v3"
     assert req.sizing.cpu_millis < 4000
 
 
