@@ -84,6 +84,11 @@ RESOURCES: dict = {
     "gcp:serviceaccount/account:Account": _service_account,
     "gcp:compute/network:Network": _self_link("networks"),
     "gcp:compute/subnetwork:Subnetwork": _self_link("subnetworks"),
+    # The GKE service agent: service-<project number>@container-engine-robot.iam.gserviceaccount.com
+    "gcp:projects/serviceIdentity:ServiceIdentity": lambda args: {
+        "email": f"service-{MOCK_PROJECT_NUMBER}@container-engine-robot.iam.gserviceaccount.com",
+        "member": f"serviceAccount:service-{MOCK_PROJECT_NUMBER}@container-engine-robot.iam.gserviceaccount.com",
+    },
 }
 CALLS: dict = {
     "gcp:organizations/getProject:getProject": lambda args: {

@@ -80,6 +80,7 @@ KEY_ONLY = {
     "aws:eks/podIdentityAssociation:PodIdentityAssociation",
     "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember",
     "gcp:projects/iAMMember:IAMMember",
+    "gcp:projects/serviceIdentity:ServiceIdentity",  # one per project and service; never deleted
 }
 # Named by Pulumi's auto-naming (a random suffix) or by the cloud (an id): never a collision.
 RANDOM_NAMED = {

@@ -33,11 +33,6 @@ ROTATION_PERIOD = "7776000s"  # 90 days
 ENCRYPTER_DECRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
 
 
-def gke_service_agent(project_number: str) -> str:
-    """The IAM member GKE's control plane acts as (the Kubernetes Engine Service Agent)."""
-    return f"serviceAccount:service-{project_number}@container-engine-robot.iam.gserviceaccount.com"
-
-
 def database_encryption(key_id: pulumi.Input[str]) -> dict:
     """The cluster's application-layer secrets encryption with our key."""
     return {"state": "ENCRYPTED", "key_name": key_id}
@@ -71,12 +66,21 @@ class GcpSecretsKey(pulumi.ComponentResource):
             labels=labels,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        project = gcp.organizations.get_project_output(project_id=spec.project)
+        # The Kubernetes Engine Service Agent, created if the project does not have it yet (a
+        # fresh project gets it only with the first cluster, after the grant would be needed), as
+        # Google's own module does before granting it the key (terraform-google-kubernetes-engine
+        # examples/confidential_safer_cluster/kms.tf; GCP review F4).
+        agent = gcp.projects.ServiceIdentity(
+            f"{name}-gke-agent-identity",
+            project=spec.project,
+            service="container.googleapis.com",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         self.grant = gcp.kms.CryptoKeyIAMMember(
             f"{name}-gke-agent",
             crypto_key_id=self.key.id,
             role=ENCRYPTER_DECRYPTER,
-            member=project.number.apply(gke_service_agent),
+            member=agent.member,
             opts=pulumi.ResourceOptions(parent=self),
         )
         # What the cluster depends on: the grant, once IAM has had time to apply it.

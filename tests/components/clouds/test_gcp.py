@@ -257,6 +257,10 @@ def test_only_the_gke_service_agent_may_use_the_key_and_before_the_cluster(stack
         "member": f"serviceAccount:service-{mock_gcp.MOCK_PROJECT_NUMBER}"
                   "@container-engine-robot.iam.gserviceaccount.com",
     }
+    # The agent is made to exist first (a fresh project has none until its first cluster: GCP review F4).
+    agent = result.one("gcp:projects/serviceIdentity:ServiceIdentity")
+    assert (agent.inputs["service"], agent.inputs["project"]) == ("container.googleapis.com", result.spec.project)
+    assert agent.key in result.depends_on(grant)
     # Creating a cluster whose agent cannot use the key fails: the cluster waits for the grant to
     # take effect (a propagation wait that depends on it), not only to exist (GCP review F3).
     cluster = result.one(CLUSTER)

@@ -120,7 +120,6 @@ def test_kms_key_is_deleted_with_the_stack():
     from components.clouds.gcp import kms
 
     assert kms.DELETION_POLICY == "DELETE"
-    assert kms.gke_service_agent("42") == "serviceAccount:service-42@container-engine-robot.iam.gserviceaccount.com"
 
 
 def test_pool_options_wait_for_roles_and_leave_size_to_the_autoscaler():
