@@ -62,3 +62,32 @@ def test_an_etcd_that_cannot_be_reached_exits_75_to_be_retried(tmp_path):
     )
     assert ran.returncode == EXIT_RDZV_UNAVAILABLE, ran.stderr[-3000:]
     assert "RendezvousConnectionError" in ran.stderr
+
+
+@pytest.mark.slow
+def test_a_run_through_the_launcher_leaves_only_expiring_store_keys(make_job, etcd):
+    # Regression (issue 19): torch's etcd-v2 store wrote each round's keys without a TTL (25 keys left
+    # after 5 short jobs); the launcher installs rdzv_store_ttl's store, whose keys expire.
+    import base64
+    import json
+    import urllib.request
+
+    job = make_job("--total-steps=2", "--global-batch-size=4", nnodes="1:1")
+    node = job.start_node()
+    assert node.wait(180) == 0, node.log_text()[-3000:]
+    url = f"http://{etcd.endpoint}/v2/keys/torch/elastic/store?recursive=true"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        listing = json.load(answer)
+    found = []
+
+    def walk(entry):
+        for child in entry.get("nodes") or []:
+            walk(child)
+        if not entry.get("dir") and "key" in entry:
+            name = base64.b64decode(entry["key"].rsplit("/", 1)[-1]).decode(errors="replace")
+            if job.run_id in name:
+                found.append((name, entry.get("ttl")))
+
+    walk(listing["node"])
+    assert found, listing  # the run wrote its round's keys
+    assert all(ttl for _, ttl in found), found

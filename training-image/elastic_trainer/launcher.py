@@ -37,6 +37,8 @@ What it adds (every item can be overridden, see README.md):
   joined (the run ended without it, e.g. a node that was Pending until the last step): the Indexed Job
   retries 75 instead of failing the job on a late node or an etcd blip. Too few nodes within the join
   timeout stays 1: torch has closed the rendezvous then, and a retry would meet it closed.
+- the etcd-v2 rendezvous store's keys written with a TTL (``rdzv_store_ttl.py``): torch's store writes
+  every round's keys without one, and nothing deletes them.
 - exit code 143 on SIGTERM. torchrun exits 1 on SIGTERM, which both controllers treat as a
   fatal job failure; 143 is retried. torchrun is run in this process so that its
   ``SignalException`` can be mapped to 128 + signal number. Before torchrun's own handler is
@@ -356,6 +358,11 @@ def _run_torchrun(torchrun_args: list[str]) -> int:
         run(parse_args(torchrun_args))
 
     _make_bad_input_final()
+    # The store keys of every rendezvous round expire as its state does (rdzv_store_ttl.py): torch's
+    # etcd-v2 store writes them without a TTL, and they piled up in etcd for good.
+    from elastic_trainer import rdzv_store_ttl
+
+    rdzv_store_ttl.install()
     try:
         launch()
     except SignalException as exc:
