@@ -80,7 +80,7 @@ def test_a_gpu_pod_lands_on_a_gpu_node_only_when_it_tolerates_the_taint(training
             ],
         )
         # GPU nodes refuse it by their taint, manager nodes by their lack of GPUs.
-        assert "untolerated taint {nvidia.com/gpu: present}" in refused[0]["message"]
+        assert "had untolerated taint" in refused[0]["message"]
         assert f"Insufficient {GPU_RESOURCE}" in refused[0]["message"]
     finally:
         kubectl(cp, "delete", "-n", ns, "pod", "gpu-untolerated", "gpu-tolerated", "--wait=false", check=False)
