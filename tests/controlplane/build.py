@@ -43,12 +43,15 @@ class Tool:
 
 
 _PULUMI_VERSION = "github.com/pulumi/pulumi/sdk/v3/go/common/version.Version"
+_KUBE_VERSION = "k8s.io/component-base/version.gitVersion"
 TOOLS = (
     Tool("etcd", "etcd", "go.etcd.io/etcd/server/v3"),
-    Tool("kube-apiserver", "kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver"),
-    Tool("kube-controller-manager", "kubernetes", "k8s.io/kubernetes/cmd/kube-controller-manager"),
-    Tool("kube-scheduler", "kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler"),
-    Tool("kubectl", "kubernetes", "k8s.io/kubernetes/cmd/kubectl"),
+    # Kubernetes' release builds link their version in (hack/lib/version.sh); without it the API
+    # server's /version says v0.0.0-master, which clients (kubectl, the Pulumi provider) compare.
+    Tool("kube-apiserver", "kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver", _KUBE_VERSION),
+    Tool("kube-controller-manager", "kubernetes", "k8s.io/kubernetes/cmd/kube-controller-manager", _KUBE_VERSION),
+    Tool("kube-scheduler", "kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler", _KUBE_VERSION),
+    Tool("kubectl", "kubernetes", "k8s.io/kubernetes/cmd/kubectl", _KUBE_VERSION),
     Tool("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok"),
     # The training controllers the project installs: tests/controlplane/operators.py.
     Tool("elasticjob-controller", "elasticjob", "github.com/pytorch/elastic/kubernetes"),

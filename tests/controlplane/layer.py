@@ -95,7 +95,9 @@ class TrainingLayer:
         first = [o for o in objects if o["kind"] in FIRST]
         rest = [o for o in objects if o["kind"] not in FIRST]
         kubectl(cp, "apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(first))
-        kubectl(cp, "wait", "--for=condition=Established", "--timeout=120s", "crd", "--all")
+        crds = [f"crd/{o['metadata']['name']}" for o in first if o["kind"] == "CustomResourceDefinition"]
+        if crds:  # the `job` operator installs none
+            kubectl(cp, "wait", "--for=condition=Established", "--timeout=120s", *crds)
         kubectl(cp, "apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(volumes_for(rest) + rest))
 
         spec = nodes.stack_spec(GPU_STACK)

@@ -274,7 +274,7 @@ def test_stack_outputs_give_kubeconfig_and_namespace(api, kubeconfig, capsys):
     api.list_namespaced_custom_object.return_value = {"items": []}
     api.list_namespaced_pod.return_value = client.V1PodList(items=[])
     with mock.patch("torchfleet.jobs.target.read_stack_outputs", return_value=outputs) as read:
-        code = main(["list", "--stack", "aws-usw2"])
+        code = main(["list", "--stack", "aws-usw2", "--operator", "torchelastic"])
     out, err = capsys.readouterr()
     assert code == 0, err
     read.assert_called_once_with("aws-usw2")

@@ -292,7 +292,9 @@ def test_restart_stays_the_default(capsys):
     flags = [a for a in SUBMIT if a not in ("--recovery", "inplace")]
     code, out, _ = _cli(flags, capsys)
     assert code == 0
-    assert [d["kind"] for d in yaml.safe_load_all(out)] == ["ElasticJob", "NetworkPolicy"]
+    documents = list(yaml.safe_load_all(out))
+    assert [d["kind"] for d in documents] == ["Job", "NetworkPolicy"]  # the stack's operator: job
+    assert documents[0]["metadata"]["labels"]["torchfleet.io/recovery"] == "restart"
 
 
 def test_the_operator_flag_does_not_change_an_inplace_job(capsys):

@@ -124,7 +124,7 @@ def test_stack_manager_training_and_storage(stack, manager, etcd, grace, storage
     spec = _spec(stack)
     m = spec.manager_pool
     assert (m.machine_type, m.min_nodes, m.max_nodes) == manager
-    assert (spec.training.operator, spec.training.namespace) == ("torchelastic", "elastic-job")
+    assert (spec.training.operator, spec.training.namespace) == ("job", "elastic-job")
     assert spec.training.etcd_replicas == etcd
     assert spec.training.termination_grace_s == grace  # the cloud's spot notice window
     assert (spec.storage.protect, spec.storage.tier, spec.storage.size_gb) == storage
