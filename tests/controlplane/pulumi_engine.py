@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import runpy
+import signal
 import subprocess
 import sys
 from concurrent import futures
@@ -106,13 +107,31 @@ class Engine:
     def _run(
         self, command: list[str], shown: tuple[str, ...] | list[str], timeout: float
     ) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            command, cwd=self.workdir, env=self.env(), capture_output=True, text=True, timeout=timeout, check=False
-        )
-        if done.returncode != 0:
-            output = f"{done.stdout[-6000:]}\n{done.stderr[-6000:]}"
-            raise EngineError(f"`pulumi {' '.join(shown)}` exited {done.returncode}:\n{output}")
-        return done
+        # Its output goes to a log as it comes, so a run that hangs still shows where it was.
+        logs = self.workdir / "logs"
+        logs.mkdir(exist_ok=True)
+        log = logs / f"{len(list(logs.iterdir())):02d}-{shown[0]}.log"
+        with log.open("w") as out:
+            # A session of its own: the CLI and the providers it starts end with it, even when a
+            # timeout (this one or pytest's) cuts the run short.
+            process = subprocess.Popen(
+                command, cwd=self.workdir, env=self.env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            try:
+                returncode = process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                raise EngineError(f"`pulumi {' '.join(shown)}` ran past {timeout} s:\n{_tail(log)}") from None
+            finally:
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+        if returncode != 0:
+            raise EngineError(f"`pulumi {' '.join(shown)}` exited {returncode}:\n{_tail(log)}")
+        return subprocess.CompletedProcess(command, 0, log.read_text(), "")
+
+
+def _tail(log: Path, chars: int = 8000) -> str:
+    return log.read_text(errors="replace")[-chars:]
 
 
 def _program() -> None:
