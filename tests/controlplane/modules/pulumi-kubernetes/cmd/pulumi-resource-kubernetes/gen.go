@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 )
 
 const providerModule = "github.com/pulumi/pulumi-kubernetes/provider/v4"
@@ -23,11 +22,17 @@ func main() {
 	if version == "" {
 		log.Fatal("VERSION is not set (the provider release this build stands for, e.g. 4.25.0)")
 	}
-	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", providerModule).Output()
+	// `go mod download`, not `go list -m`: on a new machine the module is not in the cache yet
+	// (this runs before the build fetches it), and `go list -m` then reports no folder.
+	out, err := exec.Command("go", "mod", "download", "-json", providerModule).Output()
 	if err != nil {
-		log.Fatalf("go list -m %s: %v", providerModule, err)
+		log.Fatalf("go mod download %s: %v", providerModule, err)
 	}
-	source := filepath.Join(strings.TrimSpace(string(dir)), "cmd", "pulumi-resource-kubernetes")
+	var module struct{ Dir string }
+	if err := json.Unmarshal(out, &module); err != nil || module.Dir == "" {
+		log.Fatalf("go mod download %s gave no folder: %s", providerModule, out)
+	}
+	source := filepath.Join(module.Dir, "cmd", "pulumi-resource-kubernetes")
 
 	var schema map[string]any
 	read(filepath.Join(source, "schema.json"), &schema)
