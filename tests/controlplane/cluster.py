@@ -16,6 +16,7 @@ the pod's ``torchfleet.test/exit-code`` annotation (kwok_stages.py). No containe
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -37,10 +38,17 @@ SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 # How long one component may take to come up on a loaded 2-core machine (CI's size).
 START_TIMEOUT_S = 180
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class ControlPlaneError(RuntimeError):
     pass
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the test process dies (prctl PR_SET_PDEATHSIG), so a
+    pytest killed by its timeout leaves no API server or etcd running (they have sessions of their own)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def free_port() -> int:
@@ -132,7 +140,9 @@ class ControlPlane:
     def _spawn(self, name: str, argv: list[str]) -> _Process:
         log = self.workdir / f"{name}.log"
         handle = log.open("wb")
-        popen = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+        popen = subprocess.Popen(
+            argv, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent
+        )
         handle.close()
         process = _Process(name, popen, log)
         self._processes.append(process)
