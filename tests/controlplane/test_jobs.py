@@ -116,7 +116,7 @@ OUTCOMES = {
         1: "Failed",
         2: "Failed",
         75: ("replaced", 1),
-        137: ("replaced", 0),
+        137: ("replaced", 1),  # SIGKILL is what an OOM kill leaves too: counted (indexed_job.py)
         143: ("replaced", 0),
     },
     "inplace": {0: "Complete", 1: ("replaced", 1), 2: "Failed", 137: ("replaced", 1), 143: ("replaced", 1)},

@@ -82,7 +82,9 @@ def _action(rules, exit_code=None, disrupted=False) -> str:
         (65, False, "FailJob"),
         (launcher.EXIT_RDZV_UNAVAILABLE, False, "Count"),  # etcd unreachable, or the run ended without this node
         (143, False, "Ignore"),  # SIGTERM (the launcher's mapping): a drain, a spot notice
-        (137, False, "Ignore"),  # SIGKILL after the grace period
+        # SIGKILL: an out-of-memory kill looks the same, so it is counted (a free retry loops forever); a
+        # reclaim's SIGKILL after the grace period carries DisruptionTarget (below). Review of 2026-11-25.
+        (137, False, "Count"),
         (139, False, "Count"),  # a crash by signal: retried, a few times
         (1, True, "Ignore"),  # a reclaimed pod's exit code is whatever the kill left
         (None, True, "Ignore"),  # PodGC on a deleted node: no exit code at all

@@ -16,12 +16,14 @@ as the ElasticJob and PyTorchJob did, but needs no controller of ours: the Job c
   spot GPUs for a finished job (what the ElasticJob's ignored cleanPodPolicy could not do).
 - ``podFailurePolicy`` (rules in order, the first that matches decides):
   a pod with the ``DisruptionTarget`` condition (spot reclaim, preemption, drain, taint eviction, node
-  shutdown) and the exits 137/143 (SIGKILL, SIGTERM: the launcher maps a SIGTERM to 143) are replaced without
-  spending a retry; any other exit from 1 to 127 fails the whole job at once, with one exception: 75, the
-  launcher's "rendezvous unavailable" (etcd unreachable, or too few nodes within the join timeout), which is
-  retried and counted. Exit 2 is a bad argument and 1 a bug torchrun already restarted 100 times: another
-  pod would fail the same way. Other exits above 127 (a crash by signal) are counted against
-  ``backoffLimitPerIndex``.
+  shutdown) and the exit 143 (SIGTERM: the launcher maps a SIGTERM to 143) are replaced without spending a
+  retry. 137 (SIGKILL) is counted: it is also what an out-of-memory kill leaves (on cgroup v2 the kubelet
+  kills the container's whole cgroup since 1.28, kubernetes/kubernetes#117793), so a free retry would loop
+  forever, and a reclaim's late SIGKILL carries DisruptionTarget anyway. Any other exit from 1 to 127 fails
+  the whole job at once, with one exception: 75, the launcher's "rendezvous unavailable" (etcd unreachable,
+  or too few nodes within the join timeout), which is retried and counted. Exit 2 is a bad argument and 1 a
+  bug torchrun already restarted 100 times: another pod would fail the same way. Other exits above 127 (a
+  crash by signal) are counted against ``backoffLimitPerIndex``.
 - ``backoffLimitPerIndex`` and ``maxFailedIndexes = MAX - MIN``: the job goes on as long as MIN nodes can run.
 - ``podReplacementPolicy: Failed`` (required with a pod failure policy): a replacement starts only once the
   old pod has ended, its SIGTERM checkpoint written.
@@ -47,9 +49,9 @@ CONTAINER_NAME = "worker"
 BACKOFF_LIMIT_PER_INDEX = 3
 EXIT_BAD_INPUT = 2  # a wrong argument or setting: the launcher ends the run with it at once
 # The launcher's own exit codes (training-image/elastic_trainer/launcher.py): 75 (EX_TEMPFAIL) when the
-# rendezvous cannot be reached or formed in time, 143 and 137 for SIGTERM and SIGKILL.
+# rendezvous cannot be reached or formed in time, 143 for SIGTERM (137, SIGKILL or an OOM kill, is counted).
 EXIT_RDZV_UNAVAILABLE = 75
-EXIT_SIGNALLED = (137, 143)
+EXIT_SIGNALLED = (143,)
 FATAL_EXIT_CODES = tuple(code for code in range(1, 128) if code != EXIT_RDZV_UNAVAILABLE)
 DISRUPTION_IGNORED = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
 
