@@ -18,6 +18,7 @@ from components.spec import LABEL_JOB, LABEL_ZONE
 from tests.controlplane.kwok_stages import EXIT_CODE_ANNOTATION
 from tests.controlplane.layer import get, kubectl, wait_for
 from torchfleet.cli import main
+from torchfleet.jobs.indexed_job import BACKOFF_LIMIT_PER_INDEX
 
 IMAGE = "registry.example.com/team/train:1.0"
 # Each kind of job the CLI submits, as the flags a researcher types.
@@ -175,5 +176,40 @@ def test_a_same_name_resubmit_after_delete_works(training_layer, capsys, kind):
     assert code == 0, out
     try:
         running(training_layer, name, 1)
+    finally:
+        delete(training_layer, capsys, name)
+
+
+def test_a_run_that_lost_a_node_for_good_and_then_finished_succeeds(training_layer, capsys):
+    """Regression (review of 2026-11-25): with completions = MAX the Job controller counted one failed plus one
+    succeeded index as all of a 1:2 job's completions and marked the finished run Failed (FailedIndexes)
+    before reading its success policy."""
+    name = submit(training_layer, capsys, "restart", nodes="1:2")
+    try:
+        seen: set[str] = set()
+        for _ in range(BACKOFF_LIMIT_PER_INDEX + 1):  # index 1 crashes by signal until its retries are spent
+            (pod, *_) = wait_for(
+                f"a new running pod of index 1 of {name}",
+                lambda: [
+                    p
+                    for p in training_pods(training_layer, name)
+                    if p["metadata"]["labels"][COMPLETION_INDEX] == "1"
+                    and p["metadata"]["uid"] not in seen
+                    and p["status"].get("phase") == "Running"
+                ],
+            )
+            seen.add(pod["metadata"]["uid"])
+            end_pod(training_layer, pod, 139)
+        wait_for(
+            f"index 1 of {name} failed for good",
+            lambda: (
+                get(training_layer.cp, "job", name, "-n", training_layer.namespace)["status"].get("failedIndexes")
+                == "1"
+            ),
+        )
+        (survivor,) = [p for p in running(training_layer, name, 1) if p["metadata"]["labels"][COMPLETION_INDEX] == "0"]
+        end_pod(training_layer, survivor, 0)
+        reasons = finished(training_layer, name, "Complete")
+        assert "Failed" not in reasons, reasons
     finally:
         delete(training_layer, capsys, name)

@@ -6,10 +6,11 @@ as the ElasticJob and PyTorchJob did, but needs no controller of ours: the Job c
 1.33+ does all of it, with current API types (the 2020 ElasticJob controller drops ``seccompProfile``, so the
 ``restricted`` Pod Security level refuses its pods; README.md, "For researchers: running jobs").
 
-- ``completionMode: Indexed``, ``parallelism = completions = max nodes``: every possible node is asked for at
-  once; torchrun's ``--nnodes=MIN:MAX`` starts training once MIN agents have joined and lets the others join
-  later (a membership change). Pods beyond MIN may stay Pending while spot capacity is short: that is the
-  elastic range doing its job. The index is not the rank (the rendezvous assigns ranks).
+- ``completionMode: Indexed``, ``parallelism = max nodes`` (``completions`` more: ``shell`` says why): every
+  possible node is asked for at once; torchrun's ``--nnodes=MIN:MAX`` starts training once MIN agents have
+  joined and lets the others join later (a membership change). Pods beyond MIN may stay Pending while spot
+  capacity is short: that is the elastic range doing its job. The index is not the rank (the rendezvous
+  assigns ranks).
 - ``successPolicy``: one succeeded index is the job's success. torchrun ends every agent of a finished run
   together (its exit barrier), and a node still Pending then never needs to start: the Job controller
   removes the job's remaining pods once the job is complete, so no Pending pod keeps the autoscaler adding
@@ -64,9 +65,22 @@ def on_exit_codes(action: str, codes: tuple[int, ...] | list[int]) -> dict[str, 
 
 
 def shell(
-    req: JobRequest, target: Target, *, recovery: str, failure_rules: list[dict[str, Any]], template: dict[str, Any]
+    req: JobRequest,
+    target: Target,
+    *,
+    recovery: str,
+    failure_rules: list[dict[str, Any]],
+    template: dict[str, Any],
+    spare_indexes: int = 0,
 ) -> dict[str, Any]:
-    """The Indexed Job both recovery modes submit; the pod failure rules and the pod are the mode's."""
+    """The Indexed Job both recovery modes submit; the pod failure rules and the pod are the mode's.
+
+    SPARE_INDEXES: completions beyond MAX nodes. The Job controller fails a job once failed plus
+    succeeded indexes reach ``completions``, before it reads the success policy (pkg/controller/job
+    job_controller.go at v1.35.4: ``failedIndexes.total()+succeededIndexes.total() >= Completions`` ->
+    FailedIndexes): with completions = MAX, a run that lost one index for good and then finished was marked
+    Failed. Failed indexes stop at maxFailedIndexes and succeeded ones at the pods running, so MAX +
+    maxFailedIndexes + 1 is out of reach; a spare index also starts a new node in place of a failed one."""
     if recovery not in RECOVERY_MODES:
         raise ValueError(f"recovery: one of {', '.join(RECOVERY_MODES)}, got {recovery!r}")
     metadata = manifests.job_metadata(req, target)
@@ -78,7 +92,7 @@ def shell(
         "metadata": metadata,
         "spec": {
             "completionMode": "Indexed",
-            "completions": req.max_nodes,
+            "completions": req.max_nodes + spare_indexes,
             "parallelism": req.max_nodes,  # ask for all; train as soon as min have joined
             "backoffLimitPerIndex": BACKOFF_LIMIT_PER_INDEX,
             "maxFailedIndexes": req.max_nodes - req.min_nodes,
@@ -110,6 +124,7 @@ def restart_job(req: JobRequest, target: Target) -> dict[str, Any]:
         recovery="restart",
         failure_rules=restart_failure_rules(),
         template=manifests.pod_template(req, target),
+        spare_indexes=req.max_nodes - req.min_nodes + 1,
     )
 
 

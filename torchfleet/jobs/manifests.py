@@ -339,7 +339,7 @@ def min_max(job: dict[str, Any]) -> tuple[int | None, int | None]:
     spec = job.get("spec") or {}
     if is_indexed_job(job):
         low = ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_MIN_NODES)
-        return (int(low) if low and low.isdigit() else None), spec.get("completions")
+        return (int(low) if low and low.isdigit() else None), spec.get("parallelism", spec.get("completions"))
     policy = spec.get("elasticPolicy") or spec
     return policy.get("minReplicas"), policy.get("maxReplicas")
 
@@ -347,7 +347,7 @@ def min_max(job: dict[str, Any]) -> tuple[int | None, int | None]:
 def worker_spec(job: dict[str, Any]) -> dict[str, Any]:
     spec = job.get("spec") or {}
     if is_indexed_job(job):
-        return {"replicas": spec.get("completions"), "template": spec.get("template") or {}}
+        return {"replicas": spec.get("parallelism", spec.get("completions")), "template": spec.get("template") or {}}
     return ((spec.get("replicaSpecs") or spec.get("pytorchReplicaSpecs") or {}).get("Worker")) or {}
 
 
