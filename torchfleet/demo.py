@@ -111,6 +111,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"torchfleet demo: {missing}", file=sys.stderr)
         return 2
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # clean up on SIGTERM as on Ctrl-C
+    # Python leaves SIGINT ignored when its parent ignored it (a background job of a non-interactive
+    # shell, as CI runners start the suite): Ctrl-C or `kill -INT` would then be swallowed and the demo
+    # run to its end. Its contract is that an interrupt stops every process it started.
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="torchfleet-demo-"))
     try:
         if args.recovery == "inplace":
@@ -123,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
 
