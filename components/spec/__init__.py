@@ -10,6 +10,7 @@ The package, one module a purpose: model (the dataclasses and shared names), par
 fields (reading one raw value), pools (the manager and GPU pools), sections (the other sections).
 """
 
+from components.spec.dataset_spec import DatasetSpec
 from components.spec.model import (
     AKS_SPOT_TAINT,
     DEFAULT_CLAIM,
@@ -47,6 +48,6 @@ __all__ = [
     "AKS_SPOT_TAINT", "DEFAULT_CLAIM", "DEFAULT_KUBERNETES_VERSION", "DEFAULT_MANAGER_MACHINE", "DEFAULT_NAMESPACE",
     "GPU_RESOURCE", "GPU_TAINT", "LABEL_CAPACITY", "LABEL_GPU", "LABEL_GPU_PRESENT", "LABEL_JOB", "LABEL_POOL",
     "LABEL_ROLE", "LABEL_ZONE", "MANAGER_POOL_NAME", "NS", "OPERATORS", "ROLE_TRAINING", "TRAINING_UID",
-    "AccessSpec", "AutoscalerSpec", "ConfigError", "GpuPoolSpec", "GuardrailSpec", "NetworkSpec", "NodePoolSpec",
-    "PlatformSpec", "StorageSpec", "TrainingSpec", "parse",
+    "AccessSpec", "AutoscalerSpec", "ConfigError", "DatasetSpec", "GpuPoolSpec", "GuardrailSpec", "NetworkSpec",
+    "NodePoolSpec", "PlatformSpec", "StorageSpec", "TrainingSpec", "parse",
 ]

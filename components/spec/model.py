@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from components import catalog
 from components.clouds.traits import CLOUD_TRAITS, CloudTraits
+from components.spec.dataset_spec import DatasetSpec
 
 NS = "torchfleet"
 # In standard support on EKS, GKE (REGULAR channel) and AKS (Standard tier) as of the catalog's check
@@ -180,6 +181,8 @@ class PlatformSpec:
     # kubeconfig authenticates as the same identity.
     aws_profile: str | None = None
     aws_role_arn: str | None = None
+    # Buckets jobs may mount read-only (torchfleet:datasets; spec/datasets.py).
+    datasets: tuple[DatasetSpec, ...] = ()
 
     @property
     def traits(self) -> CloudTraits:

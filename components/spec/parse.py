@@ -8,6 +8,7 @@ from typing import Any
 from components import cloud_limits
 from components.clouds.traits import CLOUD_TRAITS
 from components.spec.access import aws_credentials, parse_access
+from components.spec.datasets import parse_datasets
 from components.spec.fields import _k, _Problems, _r
 from components.spec.model import DEFAULT_KUBERNETES_VERSION, NS, ConfigError, PlatformSpec
 from components.spec.pools import _parse_gpu_pools, _parse_manager
@@ -34,6 +35,7 @@ _TOP_KEYS = {
     "guardrails",
     "admins",
     "deployerPrincipalType",
+    "datasets",
 }
 
 
@@ -85,6 +87,7 @@ def parse(raw: dict[str, Any], stack: str = "dev") -> PlatformSpec:
         cloud_limits.gcp_network_fits(p, f"{_k('network')}.cidr", network.cidr, storage.tier, nodes)
     access = parse_access(p, raw, cloud)
     aws_profile, aws_role_arn = aws_credentials(p, raw) if cloud == "aws" else (None, None)
+    datasets = parse_datasets(p, raw.get(_k("datasets")), cloud)
     if storage.adopt and cloud == "local":
         p.add(f"{_k('storage')}.adopt", "the local stack keeps nothing on destroy; remove this key")
 
@@ -107,4 +110,5 @@ def parse(raw: dict[str, Any], stack: str = "dev") -> PlatformSpec:
         access=access,
         aws_profile=aws_profile,
         aws_role_arn=aws_role_arn,
+        datasets=datasets,
     )
