@@ -17,11 +17,16 @@ from components.spec import TRAINING_UID, PlatformSpec
 
 NFS_PORT = 2049
 EFS_CSI_CONTROLLER_SA = "efs-csi-controller-sa"
-# The driver mounts through efs-utils with TLS, which EFS recommends:
+# No mount options: the driver mounts through efs-utils with TLS by itself. A volume handle that
+# names an access point gets `accesspoint=<id>` and `tls` from the driver, and `tls` under
+# mountOptions is deprecated there ("tls is enabled by default") and refused outright when a
+# volume sets encryptInTransit false (aws-efs-csi-driver pkg/driver/node.go, NodePublishVolume;
+# AWS review m9). The file system policy below denies every client without TLS, so the handle's
+# access point and the absence of encryptInTransit: "false" are tested together with it.
 # https://docs.aws.amazon.com/efs/latest/ug/encryption-in-transit.html
-# The file system policy below denies every client without TLS: without this option the PV's
-# mounts would fail, so the two are tested together.
-EFS_MOUNT_OPTIONS = ("tls",)
+EFS_MOUNT_OPTIONS: tuple[str, ...] = ()
+# Options the driver adds itself for an access-point handle, or ignores: never ours to set.
+DRIVER_OWNED_MOUNT_OPTIONS = ("tls", "accesspoint", "awscredsuri")
 ACCESS_POINT_ROOT = "/torchfleet"
 CLIENT_ACTIONS = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite")
 

@@ -48,11 +48,29 @@ def taint_for_eks(taint: dict[str, str]) -> dict[str, str]:
     return {"key": taint["key"], "value": taint["value"], "effect": "NO_SCHEDULE"}
 
 
+# The share of the node's root file system the kubelet leaves allocatable to pods: its default
+# hard eviction threshold is nodefs.available<10%
+# (https://kubernetes.io/docs/concepts/scheduling-eviction/node-pressure-eviction/#hard-eviction-thresholds).
+EPHEMERAL_ALLOCATABLE_SHARE = 0.9
+
+
+def template_ephemeral_storage(disk_size_gb: int) -> str:
+    """The ephemeral storage a template node offers, never more than a real node will: the root
+    volume less the kubelet's eviction reserve, rounded down to whole GiB."""
+    return f"{int(disk_size_gb * EPHEMERAL_ALLOCATABLE_SHARE)}Gi"
+
+
 def scale_from_zero_tags(pool: GpuPoolSpec) -> dict[str, str]:
-    """The Auto Scaling group tags that let the cluster autoscaler build a template node."""
+    """The Auto Scaling group tags that let the cluster autoscaler build a template node.
+
+    The autoscaler takes cpu, memory and pods from the instance type and every other resource
+    only from a resources/ tag (aws_manager.go buildNodeFromTemplate, extractAllocatableResourcesFromAsg):
+    without the ephemeral-storage tag a template node has none, and a pod that requests any never
+    scales a pool up from zero (AWS review m8)."""
     tags = {f"{ASG_TAG_PREFIX}/label/{k}": v for k, v in gpu_labels(pool).items()}
     tags[f"{ASG_TAG_PREFIX}/taint/{GPU_TAINT['key']}"] = f"{GPU_TAINT['value']}:{GPU_TAINT['effect']}"
     tags[f"{ASG_TAG_PREFIX}/resources/{GPU_RESOURCE}"] = str(pool.gpus_per_node)
+    tags[f"{ASG_TAG_PREFIX}/resources/ephemeral-storage"] = template_ephemeral_storage(pool.disk_size_gb)
     return tags
 
 

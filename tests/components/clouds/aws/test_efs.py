@@ -1,6 +1,6 @@
 import pytest
 
-from components.clouds.aws.efs import NFS_PORT
+from components.clouds.aws.efs import DRIVER_OWNED_MOUNT_OPTIONS, NFS_PORT
 from components.clouds.aws.options import kept_options
 
 
@@ -60,7 +60,7 @@ def test_training_user_owns_the_store_through_an_access_point(aws_example):
     }
     pv = aws_example.one("kubernetes:core/v1:PersistentVolume")
     assert pv.inputs["spec"]["csi"]["volumeHandle"] == f"{fs.name}-id::{ap.name}-id"
-    assert pv.inputs["spec"]["mountOptions"] == ["tls"]
+    assert "mountOptions" not in pv.inputs["spec"]  # the driver adds tls and accesspoint itself
 
 
 def _statements(aws_example) -> dict[str, dict]:
@@ -76,8 +76,14 @@ def test_file_system_policy_denies_clients_without_tls(aws_example):
     fs = aws_example.one("aws:efs/fileSystem:FileSystem")
     fs_arn = f"arn:aws:elasticfilesystem:us-west-2:123456789012:file-system/fs-{fs.name}"
     deny = _statements(aws_example)["DenyWithoutTls"]
-    assert deny == {"Sid": "DenyWithoutTls", "Effect": "Deny", "Principal": {"AWS": "*"}, "Action": "*",
-                    "Resource": fs_arn, "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+    assert deny == {
+        "Sid": "DenyWithoutTls",
+        "Effect": "Deny",
+        "Principal": {"AWS": "*"},
+        "Action": "*",
+        "Resource": fs_arn,
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+    }
 
 
 def test_file_system_policy_admits_mounts_only_through_the_training_access_point(aws_example):
@@ -87,21 +93,48 @@ def test_file_system_policy_admits_mounts_only_through_the_training_access_point
     allow, deny = statements["MountThroughTheTrainingAccessPoint"], statements["DenyOutsideTheTrainingAccessPoint"]
     client = ["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"]
     assert (allow["Effect"], allow["Action"]) == ("Allow", client)  # never ClientRootAccess
-    assert allow["Condition"] == {"ArnEquals": {"elasticfilesystem:AccessPointArn": ap_arn},
-                                  "Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}}
+    assert allow["Condition"] == {
+        "ArnEquals": {"elasticfilesystem:AccessPointArn": ap_arn},
+        "Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"},
+    }
     assert (deny["Effect"], deny["Action"]) == ("Deny", client)
     assert deny["Condition"] == {"ArnNotEquals": {"elasticfilesystem:AccessPointArn": ap_arn}}
-    assert set(statements) == {"MountThroughTheTrainingAccessPoint", "DenyWithoutTls",
-                               "DenyOutsideTheTrainingAccessPoint"}
+    assert set(statements) == {
+        "MountThroughTheTrainingAccessPoint",
+        "DenyWithoutTls",
+        "DenyOutsideTheTrainingAccessPoint",
+    }
 
 
 def test_volume_mounts_with_tls_and_through_the_access_point_as_the_policy_demands(aws_example):
-    """The TLS and access-point denies would break every mount of a PV without both."""
+    """The TLS and access-point denies would break every mount of a PV without both. The driver
+    mounts an access-point handle with `accesspoint=` and `tls` itself (node.go, NodePublishVolume),
+    unless the volume turns encryptInTransit off, which no PV here may do."""
     ap = aws_example.one("aws:efs/accessPoint:AccessPoint")
     pv = aws_example.one("kubernetes:core/v1:PersistentVolume")
-    assert "tls" in pv.inputs["spec"]["mountOptions"]
     assert pv.inputs["spec"]["csi"]["volumeHandle"].endswith(f"::{ap.name}-id")
+    assert "encryptInTransit" not in (pv.inputs["spec"]["csi"].get("volumeAttributes") or {})
     # No StorageClass provisions EFS volumes beside it (dynamic ones would bypass the access point).
-    classes = [o for o in aws_example.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
-               if o.inputs.get("provisioner") == "efs.csi.aws.com"]
+    classes = [
+        o
+        for o in aws_example.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
+        if o.inputs.get("provisioner") == "efs.csi.aws.com"
+    ]
     assert classes == []
+
+
+@pytest.mark.parametrize("fixture", ["aws_example", "aws_three_zones"])
+def test_no_efs_volume_sets_a_mount_option_the_driver_owns(request, fixture):
+    """Regression (issue 20, AWS review m9): `tls` under mountOptions is deprecated by the EFS CSI
+    driver and refused when a volume sets encryptInTransit false; `accesspoint=` there is deprecated
+    too. Every EFS PersistentVolume the stack renders (training and store owner) is checked."""
+    result = request.getfixturevalue(fixture)
+    pvs = [
+        o
+        for o in result.of_type("kubernetes:core/v1:PersistentVolume")
+        if (o.inputs["spec"].get("csi") or {}).get("driver") == "efs.csi.aws.com"
+    ]
+    assert pvs
+    for pv in pvs:
+        options = pv.inputs["spec"].get("mountOptions") or []
+        assert not [o for o in options if o.split("=")[0].lower() in DRIVER_OWNED_MOUNT_OPTIONS], pv.name

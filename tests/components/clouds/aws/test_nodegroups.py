@@ -15,10 +15,7 @@ GPU_GROUPS = {
     },
     "aws_three_zones": {
         **{f"gpu-t4-us-east-1{z}": (f"us-east-1{z}", "SPOT", ["g4dn.xlarge"], 0, 4) for z in "abc"},
-        **{
-            f"gpu-a10g-us-east-1{z}": (f"us-east-1{z}", "ON_DEMAND", ["g5.12xlarge"], 1, 2)
-            for z in "abc"
-        },
+        **{f"gpu-a10g-us-east-1{z}": (f"us-east-1{z}", "ON_DEMAND", ["g5.12xlarge"], 1, 2) for z in "abc"},
     },
 }
 
@@ -57,9 +54,7 @@ def test_one_gpu_group_per_gpu_and_zone(request, fixture):
 
 
 def test_manager_group_is_on_demand_in_every_zone(aws_example):
-    manager = next(
-        g for g in aws_example.of_type("aws:eks/nodeGroup:NodeGroup") if _pool(g) == "manager"
-    )
+    manager = next(g for g in aws_example.of_type("aws:eks/nodeGroup:NodeGroup") if _pool(g) == "manager")
     assert manager.inputs["capacityType"] == "ON_DEMAND"
     assert manager.inputs["instanceTypes"] == ["m6i.large"]
     assert manager.inputs["labels"] == {"torchfleet.io/pool": "manager"}
@@ -102,7 +97,28 @@ def test_scale_from_zero_tags_describe_the_template_node():
         f"{prefix}/label/k8s.amazonaws.com/accelerator": "nvidia-a10g",
         f"{prefix}/taint/nvidia.com/gpu": "present:NoSchedule",
         f"{prefix}/resources/nvidia.com/gpu": "4",
+        f"{prefix}/resources/ephemeral-storage": "180Gi",
     }
+
+
+# What a GPU node offers pods, and what the AWS autoscaler's template node takes from the instance
+# type without a tag (aws_manager.go buildNodeFromTemplate: pods, cpu, memory; nvidia.com/gpu from
+# its own table, which the tag overrides).
+NODE_RESOURCES = {"cpu", "memory", "pods", "ephemeral-storage", "nvidia.com/gpu"}
+FROM_INSTANCE_TYPE = {"cpu", "memory", "pods"}
+
+
+@pytest.mark.parametrize("disk_gb", [20, 100, 200, 333, 2000])
+def test_the_template_node_declares_every_resource_a_pod_may_request(disk_gb):
+    """Regression (issue 20, AWS review m8): the template node had no ephemeral-storage, so a pod
+    requesting any never scaled a pool up from zero. The class: every resource a real node offers is
+    either derived from the instance type or tagged, and no tag promises more than a node has."""
+    pool = GpuPoolSpec("t4", "us-west-2a", (Machine("g4dn.xlarge", 1, 4, 16),), 0, 2, disk_size_gb=disk_gb)
+    prefix = "k8s.io/cluster-autoscaler/node-template/resources/"
+    tagged = {k.removeprefix(prefix): v for k, v in scale_from_zero_tags(pool).items() if k.startswith(prefix)}
+    assert FROM_INSTANCE_TYPE | set(tagged) >= NODE_RESOURCES
+    ephemeral_gib = int(tagged["ephemeral-storage"].removesuffix("Gi"))
+    assert 0 < ephemeral_gib <= disk_gb * 0.9  # the kubelet's nodefs.available<10% hard eviction
 
 
 @pytest.mark.parametrize("fixture", GPU_GROUPS)
@@ -127,7 +143,12 @@ def test_tag_resources_are_named_by_their_key_not_their_position(aws_example):
     was added, and two parallel updates could delete the key the other had just written."""
     tags = [t for t in aws_example.of_type("aws:autoscaling/tag:Tag") if "gpu-t4-us-west-2a" in t.name]
     assert {t.name.removeprefix("torchfleet-aws-nodes-gpu-t4-us-west-2a-") for t in tags} == {
-        "label-torchfleet-io-pool", "label-torchfleet-io-gpu", "label-torchfleet-io-capacity",
-        "label-nvidia-com-gpu-present", "label-k8s-amazonaws-com-accelerator", "taint-nvidia-com-gpu",
+        "label-torchfleet-io-pool",
+        "label-torchfleet-io-gpu",
+        "label-torchfleet-io-capacity",
+        "label-nvidia-com-gpu-present",
+        "label-k8s-amazonaws-com-accelerator",
+        "taint-nvidia-com-gpu",
         "resources-nvidia-com-gpu",
+        "resources-ephemeral-storage",
     }
