@@ -135,3 +135,39 @@ def test_non_finite_steps_are_counted_once_and_a_give_up_is_named():
         "(--max-nonfinite-steps): the workers restarted from the last checkpoint")
     assert "Non-finite loss" not in dict(render(summarize(STEADY, 100)))  # said only when it happened
     assert json.loads(json.dumps(s.as_dict()))["nonfinite_steps"] == [31, 32]
+
+
+# In-place jobs (issue 23: the status view said `Restarts: 1` for an in-place run in which nothing
+# restarted). Every replica group prints its own events, with its `group` (elastic_trainer/inplace.py).
+def group_steps(first, last, world, t0, groups=(0, 1)):
+    return [ev("step", t0 + (s - first) * 0.05, step=s, group=g, world=world) for s in range(first, last + 1)
+            for g in groups]
+
+
+# Both groups in the job's first quorum at step 0: each announces the start (a run of `torchfleet demo
+# --recovery inplace` where neither group healed from the other).
+TOGETHER = [ev("start", 10.0, group=0, pid=1), ev("quorum", 10.1, group=0, step=0, participants=2, replica_rank=0),
+            ev("start", 10.2, group=1, pid=2), *group_steps(1, 30, 2, 11.0),
+            ev("ckpt", 12.0, step=20, gen=1, group=0, reason="periodic")]
+# The sequence of a demo run (its logs, trimmed): group 1 trains alone, group 0 heals from it, group 1 is
+# killed, the replacement starts after the survivor's last step, finds the final checkpoint, and ends.
+LATE_GROUP = [ev("start", 59.62, group=1, pid=9515), *group_steps(1, 5, 1, 59.67, groups=(1,)),
+              ev("healed", 59.93, group=0, pid=9521, step=5), *group_steps(6, 37, 2, 60.05),
+              *group_steps(38, 200, 1, 62.9, groups=(0,)), ev("done", 71.958, group=0, step=200),
+              ev("ckpt", 71.979, step=200, gen=2, group=0, reason="final"),
+              ev("resumed", 74.345, step=200, group=1, from_gen=2, source="store"),
+              ev("done", 74.346, group=1, step=200), ev("final_seen", 74.346, group=1, step=200, waited_s=0.0)]
+# What is a restart: the Lighthouse was lost, both groups' workers exited and resumed from the store.
+WHOLE_JOB = [*TOGETHER, ev("exit", 13.0, group=0, step=30, code=75, reason="no quorum"),
+             ev("exit", 13.0, group=1, step=30, code=75, reason="no quorum"),
+             ev("resumed", 20.0, step=20, group=0, from_gen=1, source="store"),
+             ev("resumed", 20.1, step=20, group=1, from_gen=1, source="store"), *group_steps(21, 25, 2, 21.0)]
+
+
+@pytest.mark.parametrize(("events", "step", "restarts", "lost", "done"), [
+    (TOGETHER, 30, 0, 0, False), (LATE_GROUP, 200, 0, 0, True), (WHOLE_JOB, 25, 1, 10, False)],
+    ids=["groups-start-together", "group-started-after-the-last-step", "whole-job-resumed-from-the-store"])
+def test_inplace_restarts_count_job_restarts_not_group_announcements(events, step, restarts, lost, done):
+    s = summarize(merge(events), 200)
+    assert (s.step, s.restarts, s.lost_steps, s.done) == (step, restarts, lost, done)
+    assert f"Restarts:        {restarts}; {lost} steps lost" in render_text(s)

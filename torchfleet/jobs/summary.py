@@ -8,6 +8,12 @@ those events, so `torchfleet status`, `--watch` and the demo's closing view show
 
 Lost steps: steps a worker group had trained past its last checkpoint when it was stopped, which the
 next group trains again after resuming (highest step seen before the resume, minus the resume step).
+
+In-place jobs (elastic_trainer/inplace.py) emit ``start``/``resumed`` once per replica group, with its
+``group``: the groups that join the job's first quorum together each announce it, and a group started
+after the last step reads the final checkpoint (``resumed`` at that step, then ``done``). Neither is a
+restart (issue 23: `Restarts: 1` for an in-place run in which nothing restarted). A survivor's peers
+heal from it (``healed``), which is no restart either.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ EVENT_PREFIX = "@@tf "  # elastic_trainer.events.PREFIX
 # world-size change, long enough to smooth one slow step.
 RATE_WINDOW = 20
 _STARTS = ("start", "resumed")
+_GROUP = "group"  # in-place events name their replica group; the restart mode's never do
 
 
 @dataclass(frozen=True)
@@ -125,11 +132,19 @@ def summarize(events: Sequence[Mapping[str, Any]], total_steps: int | None = Non
     scalars_failed: str | None = None
     nonfinite: set[int] = set()
     nonfinite_exits = 0
+    inplace_round = False  # an in-place group announced a (re)start and no step has been trained since
+    done_at: int | None = None
     for event in events:
         kind, wall = event.get("ev"), _number(event.get("wall"))
         last_wall = wall if wall is not None else last_wall
         at = _int(event.get("step"))
+        if kind in _STARTS and _GROUP in event:
+            late = kind == "resumed" and done_at is not None and at is not None and at >= done_at
+            if inplace_round or late:  # another group of the same (re)start, or one that found the job done
+                continue
+            inplace_round = True
         if kind in _STARTS:
+            done_at = None
             groups += 1
             rate_points = []
             done = False
@@ -137,6 +152,8 @@ def summarize(events: Sequence[Mapping[str, Any]], total_steps: int | None = Non
             if groups > 1:
                 lost += max(0, highest - resumed_at)
             step = resumed_at
+        if kind in ("step", "exit"):
+            inplace_round = False
         if kind == "step" and at is not None:
             step = at
             highest = max(highest, at)
@@ -144,7 +161,7 @@ def summarize(events: Sequence[Mapping[str, Any]], total_steps: int | None = Non
                 rate_points.append((wall, at))
             loss = _number(event.get("loss")) if "loss" in event else loss
         if kind == "done" and at is not None:
-            step, done = at, True
+            step, done, done_at = at, True, at
             highest = max(highest, at)
         if kind == "ckpt" and at is not None:
             checkpoint = Checkpoint(at, _int(event.get("gen")), wall)
