@@ -1,4 +1,5 @@
-"""`torchfleet synth`: preview a stack offline, printing every resource it would create as JSON."""
+"""`torchfleet synth`: preview a stack offline: a summary of what it would create, or every resource as JSON
+(``--json``, what scripts, CI and the tests read)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,14 @@ from torchfleet.jobs.errors import JobError, UsageError
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "synth",
-        help="run the program for a stack under mocks (no cloud, no Pulumi CLI) and print its resources",
-        description="Exit codes: 0 ok, 2 invalid stack config (problems on stderr, nothing on stdout).",
+        help="run the program for a stack under mocks (no cloud, no Pulumi CLI) and summarize its resources",
+        description="A summary by default (resources by type, pools, what destroy keeps); --json prints every "
+                    "resource. Exit codes: 0 ok, 2 invalid stack config (problems on stderr, nothing on stdout).",
     )
     stack_option(p)
+    p.add_argument("--json", action="store_true",
+                   help="print every resource with its inputs and options, the outputs and the destroy plan as "
+                        "JSON (for scripts) instead of the summary")
     p.add_argument("--out", type=Path,
                    help="also write the Kubernetes objects the program declares as YAML, one file per object "
                         "(not the Helm releases: Helm renders them at deploy time); the files of the previous "
@@ -77,8 +82,13 @@ def run(args: argparse.Namespace) -> int:
         for r in not_written(result.resources):
             print(f"--out: not written: {r.type} {r.name} (Helm renders it at deploy time; its chart, version and "
                   "values are in the JSON)", file=sys.stderr)
-    json.dump(result.to_json(), sys.stdout, indent=2, sort_keys=False, default=str)
-    sys.stdout.write("\n")
+    if args.json:
+        json.dump(result.to_json(), sys.stdout, indent=2, sort_keys=False, default=str)
+        sys.stdout.write("\n")
+    else:
+        from torchfleet import synth_summary
+
+        print(synth_summary.render(result, args.stack))
     return 0
 
 

@@ -189,7 +189,7 @@ def test_torchfleet_synth_output_walked_name_by_name(tmp_path):
     stack_file = tmp_path / f"Pulumi.{'s' * LONGEST['aws']}.yaml"
     stack_file.write_text(STACK_FILES["aws"].read_text())
     done = subprocess.run(
-        [sys.executable, "-m", "torchfleet", "synth", "--stack-file", str(stack_file)],
+        [sys.executable, "-m", "torchfleet", "synth", "--json", "--stack-file", str(stack_file)],
         cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
     )
     assert done.returncode == 0, done.stderr

@@ -124,7 +124,7 @@ def run_synth(stack: str, content: bytes) -> tuple[int, str, str]:
         path.write_bytes(content)
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(["synth", "--stack-file", str(path)])
+            code = main(["synth", "--json", "--stack-file", str(path)])
         return code, out.getvalue(), err.getvalue()
 
 

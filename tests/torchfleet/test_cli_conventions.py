@@ -189,12 +189,13 @@ def test_synth_and_check_take_the_default_stack(command, isolated, capsys, monke
     assert (code, out) == (2, "")
     assert "--stack: required: a stack's name or file" in err and "TORCHFLEET_STACK" in err
     write_config(isolated, "stack: local\n")
-    from_file = run([command], capsys)
+    json_flag = ["--json"] if command == "synth" else []
+    from_file = run([command, *json_flag], capsys)
     assert from_file[0] == 0 and (command == "check" or '"type": "kubernetes:' in from_file[1])
     monkeypatch.setenv("TORCHFLEET_STACK", "nope")  # the variable wins over the file, and is named
     code, _, err = run([command], capsys)
     assert code == 2 and "TORCHFLEET_STACK: no stack 'nope'" in err
-    from_flag = run([command, "--stack", "local"], capsys)  # the flag wins over both
+    from_flag = run([command, *json_flag, "--stack", "local"], capsys)  # the flag wins over both
     assert from_flag[0] == 0
     if command == "synth":  # the same resources (created in parallel: their order and generated values vary)
         resources = [sorted((r["type"], r["name"]) for r in json.loads(out)["resources"]) for out in (from_file[1],

@@ -1,6 +1,7 @@
 """`torchfleet synth`: the offline preview reviewers, forks and the tests rely on."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -14,7 +15,7 @@ from torchfleet.synth import manifest_filename
 
 
 def test_prints_resources_and_outputs_as_json(capsys):
-    assert main(["synth", "--stack-file", str(REPO / "stacks/Pulumi.aws-usw2.yaml")]) == 0
+    assert main(["synth", "--json", "--stack-file", str(REPO / "stacks/Pulumi.aws-usw2.yaml")]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["stack"] == "aws-usw2"
     groups = [r for r in doc["resources"] if r["type"] == "aws:eks/nodeGroup:NodeGroup"]
@@ -39,7 +40,7 @@ def test_prints_resources_and_outputs_as_json(capsys):
 
 
 def test_secret_inputs_print_as_placeholder(capsys):
-    assert main(["synth", "--stack-file", str(REPO / "stacks/Pulumi.aws-usw2.yaml")]) == 0
+    assert main(["synth", "--json", "--stack-file", str(REPO / "stacks/Pulumi.aws-usw2.yaml")]) == 0
     doc = json.loads(capsys.readouterr().out)
     [provider] = [r for r in doc["resources"] if r["type"] == "pulumi:providers:kubernetes"]
     assert provider["inputs"]["kubeconfig"] == "[secret]"
@@ -74,7 +75,7 @@ def test_missing_stack_file_exits_2(tmp_path, capsys):
 
 def test_out_writes_every_kubernetes_object_one_file_each(tmp_path, capsys):
     out = tmp_path / "manifests"
-    assert main(["synth", "--stack-file", str(REPO / "stacks/Pulumi.local.yaml"), "--out", str(out)]) == 0
+    assert main(["synth", "--json", "--stack-file", str(REPO / "stacks/Pulumi.local.yaml"), "--out", str(out)]) == 0
     doc = json.loads(capsys.readouterr().out)
     k8s_resources = [r for r in doc["resources"] if r["type"].startswith("kubernetes:") and "apiVersion" in r["inputs"]]
     files = sorted(out.glob("*.yaml"))
@@ -88,7 +89,7 @@ def test_out_writes_every_kubernetes_object_one_file_each(tmp_path, capsys):
 def test_runs_as_a_command_without_pulumi_cli(tmp_path):
     """The entry point works from a plain shell: no Pulumi CLI, credentials or network."""
     proc = subprocess.run(
-        [sys.executable, "-m", "torchfleet", "synth", "--stack-file", "stacks/Pulumi.local.yaml"],
+        [sys.executable, "-m", "torchfleet", "synth", "--json", "--stack-file", "stacks/Pulumi.local.yaml"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -118,7 +119,7 @@ def test_out_into_a_reused_folder_replaces_the_previous_synth_and_nothing_else(t
     # An edited index cannot make synth remove anything outside the folder or a file it did not write.
     index = out / synth.INDEX
     index.write_text(index.read_text() + "../outside.yaml\nmine.yaml.bak\n")
-    assert main(["synth", "--stack-file", str(REPO / "stacks/Pulumi.local.yaml"), "--out", str(out)]) == 0
+    assert main(["synth", "--json", "--stack-file", str(REPO / "stacks/Pulumi.local.yaml"), "--out", str(out)]) == 0
     local = {p.name for p in out.glob("*.yaml")} - {"mine.yaml"}
     assert local and aws - local  # aws-only objects existed, and are gone now
     doc = json.loads(capsys.readouterr().out)
@@ -141,9 +142,36 @@ def test_out_names_what_it_does_not_write(tmp_path, capsys):
 def test_synth_prints_the_propagation_wait_without_its_pickled_provider(capsys):
     """The GKE cluster waits for its KMS grant to take effect (issue 20); the wait is a Pulumi dynamic
     resource, whose provider the engine carries as a pickled blob that synth names instead of printing."""
-    assert main(["synth", "--stack-file", str(REPO / "stacks/Pulumi.gcp-usc1.yaml")]) == 0
+    assert main(["synth", "--json", "--stack-file", str(REPO / "stacks/Pulumi.gcp-usc1.yaml")]) == 0
     doc = json.loads(capsys.readouterr().out)
     [wait] = [r for r in doc["resources"] if r["type"] == "pulumi-python:dynamic:Resource"]
     assert wait["inputs"]["__provider"] == "[python dynamic provider]"
     cluster = next(r for r in doc["resources"] if r["type"] == "gcp:container/cluster:Cluster")
     assert f"{wait['type']}::{wait['name']}" in cluster["options"]["dependsOn"]
+
+
+def test_prints_a_summary_by_default_and_the_json_behind_a_flag(capsys):
+    """Regression (issue 22): synth printed 90 KB of JSON with no summary. The default is a screen:
+    resources by provider module, the stack's pools, what `pulumi destroy` keeps, and how to get the JSON."""
+    assert main(["synth", "--stack", "aws-usw2"]) == 0
+    out = capsys.readouterr().out
+    assert not out.lstrip().startswith("{") and len(out.splitlines()) < 40, out
+    assert out.startswith("stack aws-usw2: aws in us-west-2, ")
+    assert re.search(r"^ +\d+  aws:eks: .*NodeGroup 4", out, re.M), out
+    assert "  gpu-t4-us-west-2a  g4dn.xlarge (1 GPU/node), 0-8 nodes, spot" in out
+    assert "  manager  m6i.large, " in out
+    kept = next(line for line in out.splitlines() if line.startswith("  keeps (retainOnDelete"))
+    assert "aws:efs/fileSystem:FileSystem::" in kept and "aws:cloudwatch/logGroup:LogGroup::" in kept
+    assert out.rstrip().endswith("torchfleet synth --stack aws-usw2 --json")
+    # The summary's counts are the JSON's.
+    assert main(["synth", "--stack", "aws-usw2", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    deleted = doc["destroy"]["deleted"]
+    assert f"  deletes {deleted} resources" in out
+
+
+def test_summary_of_the_local_stack_says_it_makes_no_pools(capsys):
+    assert main(["synth", "--stack", "local"]) == 0
+    out = capsys.readouterr().out
+    assert "pools:\n  none made: the stack uses the nodes of the cluster it is deployed to" in out
+    assert "keeps none of them" in out

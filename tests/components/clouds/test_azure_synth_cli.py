@@ -15,7 +15,7 @@ from torchfleet.cli import main
 def _synth(stack_file):
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = main(["synth", "--stack-file", str(stack_file)])
+        rc = main(["synth", "--json", "--stack-file", str(stack_file)])
     return SimpleNamespace(returncode=rc, stdout=out.getvalue(), stderr=err.getvalue())
 
 

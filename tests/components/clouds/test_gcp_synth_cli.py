@@ -16,7 +16,7 @@ from torchfleet.preview import mock_gcp
 
 def _synth(stack_file) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "torchfleet", "synth", "--stack-file", str(stack_file)],
+        [sys.executable, "-m", "torchfleet", "synth", "--json", "--stack-file", str(stack_file)],
         cwd=REPO,
         capture_output=True,
         text=True,
