@@ -393,13 +393,13 @@ def test_sweep_members_each_get_their_egress_policy(capsys):
 # ---------------------------------------------------------------- README
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+LOCAL_GUIDE = Path(__file__).resolve().parents[2] / "docs" / "deploy-local.md"
 
 
 def _readme_commands(section: str) -> list[list[str]]:
     import shlex
 
-    text = README.read_text()
+    text = LOCAL_GUIDE.read_text()
     start = text.index(f"## {section}")
     end = text.find("\n## ", start + 1)
     body = text[start:end].replace("\\\n", " ")
@@ -408,7 +408,7 @@ def _readme_commands(section: str) -> list[list[str]]:
 
 
 def test_readme_local_quickstart_submit_is_a_valid_cpu_job(capsys):
-    """The quickstart's `torchfleet submit ... --stack local --cpu`, run as a dry run."""
+    """docs/deploy-local.md's `torchfleet submit ... --stack local --cpu`, run as a dry run."""
     (argv,) = _readme_commands("Local quickstart (kind)")
     assert argv[:2] == ["torchfleet", "submit"] and "--cpu" in argv and argv[argv.index("--stack") + 1] == "local"
     code, out, err = run([*argv[1:argv.index("--")], "--dry-run", *argv[argv.index("--"):]], capsys)
