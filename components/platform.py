@@ -7,6 +7,7 @@ import importlib
 import pulumi
 
 from components.clouds.base import CloudCluster
+from components.kube.dataset_volumes import DatasetVolumes
 from components.kube.training import TrainingLayer, TrainingLayerArgs
 from components.spec import PlatformSpec
 
@@ -35,6 +36,17 @@ class TrainingPlatform(pulumi.ComponentResource):
             TrainingLayerArgs(spec=spec, cluster=handle),
             pulumi.ResourceOptions(parent=self, providers=[handle.provider], depends_on=handle.ready),
         )
+        datasets = {}
+        if handle.datasets is not None:
+            volumes = DatasetVolumes(
+                f"{name}-datasets",
+                spec.training.namespace,
+                handle.datasets,
+                [*handle.ready, *training.namespace_ready],
+                pulumi.ResourceOptions(parent=self, providers=[handle.provider]),
+            )
+            # The CLI checks `--dataset NAME` against the stack file; this shows what was made.
+            datasets = {"datasets": {n: c.metadata.name for n, c in volumes.claims.items()}}
         self.outputs: dict[str, pulumi.Input] = {
             "cloud": spec.cloud,
             "clusterName": handle.name,
@@ -43,5 +55,6 @@ class TrainingPlatform(pulumi.ComponentResource):
             "gpuPools": [p.name for p in handle.gpu_pools],
             **training.outputs,
             **handle.outputs,
+            **datasets,
         }
         self.register_outputs(self.outputs)

@@ -21,6 +21,7 @@ from typing import Protocol
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.clouds.dataset_access import DatasetAccess
 from components.spec import GpuPoolSpec, PlatformSpec
 
 
@@ -60,6 +61,9 @@ class ClusterHandle:
     ready: list[pulumi.Resource] = field(default_factory=list)
     # Cloud-specific stack outputs (region, fileSystemId, ...).
     outputs: dict[str, pulumi.Input] = field(default_factory=dict)
+    # The stack's datasets (torchfleet:datasets): the CSI driver, the read-only binding, each PV
+    # source (clouds/dataset_access.py); None when the stack declares none.
+    datasets: DatasetAccess | None = None
 
 
 class CloudCluster(Protocol):

@@ -104,6 +104,7 @@ class TrainingLayer(pulumi.ComponentResource):
         check_store(settings, cluster.store)  # a wrong store fails here, before any resource exists
 
         first = [object_of(self._create_static(f, settings, ready)) for f in static.FIRST]
+        self.namespace_ready = first  # what else in the namespace waits for (kube/dataset_volumes.py)
         volume = self._create_shared_volume(settings, cluster.store, ready)
         # Training pods reach the store only through the claim: it waits for the store's owner Job
         # (when there is one), so no job can mount the store before the training user owns it.

@@ -44,12 +44,14 @@ RESOURCES: dict = {
 
 # What DescribeAddonVersions would name for a minor (the mock's stand-in: a real lookup needs AWS).
 MOCK_ADDON_VERSION = "v0.0.0-eksbuild.mock"
+# Add-ons whose version the program checks (clouds/aws/datasets.py wants the S3 driver at v2 or later).
+MOCK_ADDON_VERSIONS = {"aws-mountpoint-s3-csi-driver": "v2.7.0-eksbuild.mock"}
 
 CALLS: dict = {
     "aws:eks/getAddonVersion:getAddonVersion": lambda a: {
         "addonName": a.args["addonName"],
         "kubernetesVersion": a.args["kubernetesVersion"],
-        "version": MOCK_ADDON_VERSION,
+        "version": MOCK_ADDON_VERSIONS.get(a.args["addonName"], MOCK_ADDON_VERSION),
         "id": a.args["addonName"],
     },
     # storage.adopt: the file system an earlier destroy kept, found by its creation token.

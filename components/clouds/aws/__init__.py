@@ -9,6 +9,7 @@ import pulumi_kubernetes as k8s
 from components.clouds.aws.addons import create_addon
 from components.clouds.aws.autoscaling import EksAutoscaling
 from components.clouds.aws.cluster import EksControlPlane
+from components.clouds.aws.datasets import S3Datasets
 from components.clouds.aws.ebs import STORAGE_CLASS, EbsVolumes
 from components.clouds.aws.efs import EfsStore
 from components.clouds.aws.network import AwsNetwork
@@ -89,6 +90,13 @@ class AwsCluster(pulumi.ComponentResource):
             node_groups,
             pulumi.ResourceOptions(parent=self),
         )
+        # Buckets jobs mount read-only (torchfleet:datasets): the S3 CSI add-on runs on the nodes,
+        # and the training pods' credentials come through the Pod Identity agent.
+        datasets = (
+            S3Datasets(f"{name}-datasets", spec, control.cluster, partition,
+                       [*node_groups, control.pod_identity_agent], child)
+            if spec.datasets else None
+        )
         self.handle = ClusterHandle(
             name=control.cluster.name,
             kubeconfig=control.kubeconfig,
@@ -105,5 +113,6 @@ class AwsCluster(pulumi.ComponentResource):
                 ebs.storage_class,
             ],
             outputs={"region": spec.region, "fileSystemId": efs.file_system.id},
+            datasets=datasets.access if datasets else None,
         )
         self.register_outputs({"clusterName": control.cluster.name, "fileSystemId": efs.file_system.id})
