@@ -10,12 +10,14 @@ RESTClientObject.request, which records it and answers like an API server would.
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
 from kubernetes.client import rest
 
+from tests.harness import REPO
 from torchfleet.cli import main as cli_main
 
 NS = "elastic-job"
@@ -43,6 +45,7 @@ class Call:
     body: object
     timeout: object
     content_type: str | None = None
+    host: str = ""  # the API server the client was pointed at
 
 
 class FakeUrllib3Response:
@@ -71,7 +74,7 @@ class FakeApiServer:
     def request(self, _rest, method, url, headers=None, body=None, post_params=None, _request_timeout=None):
         parts = urlsplit(url)
         self.calls.append(Call(method, parts.path, parse_qs(parts.query), body, _request_timeout,
-                               (headers or {}).get("Content-Type")))
+                               (headers or {}).get("Content-Type"), parts.netloc))
         status, payload, text, chunks = self.routes.get(
             (method, parts.path), (404, {"kind": "Status", "message": f"{parts.path} not found"}, None, None))
         if callable(payload):  # an answer that depends on the query (a label selector)
@@ -357,3 +360,39 @@ def test_status_of_an_inplace_job_shows_its_lighthouse(server, kubeconfig, capsy
     assert main(["status", "--kubeconfig", kubeconfig, "pair", "-o", "json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert (shown["recovery"], shown["lighthouse"], shown["kind"]) == ("inplace", [], "Job")
+
+
+# ---------------------------------------------------------------- the local stack (issue 22)
+
+
+@pytest.mark.parametrize("context", [None, "other"])
+def test_list_of_the_local_stack_needs_no_pulumi_cli(server, tmp_path, capsys, monkeypatch, context):
+    """Regression (issue 22): `list --stack local` read the kubeconfig from the stack's outputs through the
+    Pulumi CLI, absent on a researcher's laptop, although the local stack deploys to the kubeconfig's current
+    context (components/clouds/local.py), or to the context its kubernetes:context names."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "kind",
+        "clusters": [{"name": "kind", "cluster": {"server": "https://kind.example.test:6443"}},
+                     {"name": "other", "cluster": {"server": "https://other.example.test:6443"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "kind", "context": {"cluster": "kind", "user": "u"}},
+                     {"name": "other", "context": {"cluster": "other", "user": "u"}}],
+    }))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    # the client reads $KUBECONFIG once, when it is imported: as it would have in a new process
+    monkeypatch.setattr("kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
+    monkeypatch.delenv("TORCHFLEET_CONTEXT", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")  # no Pulumi CLI
+    stack = "local"
+    if context:
+        stack = str(tmp_path / "Pulumi.local.yaml")
+        Path(stack).write_text((REPO / "stacks" / "Pulumi.local.yaml").read_text()
+                               + f"  kubernetes:context: {context}\n")
+    server.on("GET", BATCH, payload={"apiVersion": "batch/v1", "kind": "JobList", "metadata": {}, "items": []})
+    server.on("GET", PODS, payload={"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": []})
+    code = cli_main(["list", "--stack", stack])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.strip() == "no Jobs in namespace elastic-job"
+    assert {c.host for c in server.calls} == {f"{context or 'kind'}.example.test:6443"}

@@ -20,7 +20,7 @@ import yaml
 from components import spec as platform
 from components.clouds.traits import CLOUD_TRAITS
 from torchfleet import cost
-from torchfleet.jobs import flag_checks, manifests, schema
+from torchfleet.jobs import flag_checks, manifests, schema, workdir, workdir_pack
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs import target as targets
 from torchfleet.jobs.errors import EXIT_OK, JobError, NameTakenError, UsageError
@@ -72,6 +72,10 @@ def _job_options(p: argparse.ArgumentParser) -> None:
                         "as REPO:TAG, a fixed version, not latest (or image: in -f FILE, $TORCHFLEET_IMAGE, the "
                         "config file)")
     p.add_argument("--zone", default=None, help="run every pod in this zone (default: wherever the first lands)")
+    p.add_argument("--workdir", type=Path, default=None, metavar="DIR",
+                   help="your code without building an image: pack DIR (what git would commit: .gitignore applies; "
+                        f"at most {workdir_pack.MAX_BYTES >> 20} MiB), unpack it on the shared store under the job and "
+                        "run the command there, in --image (training-image/README.md, Your code with --workdir)")
     p.add_argument("--env", action="append", default=[], metavar="K=V", help="environment variable (repeatable)")
     p.add_argument("--mount", default=jobspec.DEFAULT_MOUNT, help="where the shared claim is mounted")
     p.add_argument("--run-as-user", type=int, default=platform.TRAINING_UID, metavar="UID",
@@ -133,16 +137,21 @@ def training_command(args: argparse.Namespace) -> list[str]:
 class Session:
     target: targets.Target
     kubeconfig_data: Any = None
+    context: str | None = None  # the local stack's kubernetes:context, when its config sets one
 
 
 def resolve_target(args: argparse.Namespace, *, need_cluster: bool) -> Session:
     """The target from --stack (file, then Pulumi outputs when a cluster is needed) or the defaults."""
-    data = None
+    data = context = None
     if args.context is not None and not args.context.strip():
         raise UsageError("--context: empty; give a context of the kubeconfig (`kubectl config get-contexts`)")
     if args.stack is not None:
         t = targets.from_stack(args.stack, args.stacks_dir)
-        if need_cluster and not (args.kubeconfig or args.context):
+        if need_cluster and not (args.kubeconfig or args.context) and t.cloud == "local":
+            # The local stack deploys to the kubeconfig's current context, or to its kubernetes:context
+            # (components/clouds/local.py): the same cluster, reached without the Pulumi CLI (issue 22).
+            context = targets.local_context(args.stack, args.stacks_dir)
+        elif need_cluster and not (args.kubeconfig or args.context):
             outputs = targets.read_stack_outputs(t.stack or args.stack)  # a path names its stack too
             t = targets.with_outputs(t, outputs)
             data = outputs.get("kubeconfig")
@@ -158,23 +167,24 @@ def resolve_target(args: argparse.Namespace, *, need_cluster: bool) -> Session:
         t = replace(t, namespace=args.namespace, etcd_endpoint=targets.default_etcd_endpoint(args.namespace))
     if args.operator:
         t = replace(t, operator=args.operator)
-    return Session(t, data)
+    return Session(t, data, context)
 
 
 def job_client(args: argparse.Namespace, session: Session):
     from torchfleet.jobs.cluster import JobClient, connect
 
-    api = connect(args.kubeconfig, args.context, session.kubeconfig_data)
+    api = connect(args.kubeconfig, args.context or session.context, session.kubeconfig_data)
     return JobClient(api, session.target.namespace, session.target.operator)
 
 
 def _request(args: argparse.Namespace, t: targets.Target, name: str, command: Sequence[str],
-             overrides: Sequence[str] = (), sweep: str | None = None) -> jobspec.JobRequest:
+             overrides: Sequence[str] = (), sweep: str | None = None,
+             code: workdir.Workdir | None = None) -> jobspec.JobRequest:
     return jobspec.build_request(
         t, name=name, gpu=args.gpu, nodes=args.nodes, gpus_per_node=args.gpus_per_node, image=args.image,
         command=command, zone=args.zone, env=args.env, mount=args.mount, overrides=overrides, sweep=sweep,
         run_as_user=args.run_as_user, cpu=args.cpu, cpus=args.cpus, memory=args.memory,
-        allow_egress=args.allow_egress, recovery=args.recovery,
+        allow_egress=args.allow_egress, recovery=args.recovery, workdir=code,
     )
 
 
@@ -263,11 +273,59 @@ def _remove_policies(jobs, policies: list[dict[str, Any]]) -> None:
             print(f"warning: could not remove network policy {policy['metadata']['name']}: {error}", file=sys.stderr)
 
 
-def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Planned]) -> int:
+class Code:
+    """``--workdir``: the folder packed once for the whole submit (a sweep's jobs share it)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        folder = getattr(args, "workdir", None)
+        self.packed = workdir_pack.pack(folder) if folder is not None else None
+        self.ref = (workdir.reference(args.name, self.packed.data, self.packed.sha256)
+                    if self.packed is not None else None)
+
+    def notes(self) -> list[str]:
+        if self.packed is None:
+            return []
+        p = self.packed
+        return [*p.notes, f"{workdir_pack.FLAG}: {p.files} files, {p.size} bytes, packed to {len(p.data)} "
+                          f"(sha256 {p.sha256[:workdir.SHORT]}; {p.how}) in {self.ref.parts} ConfigMap(s)"]
+
+    def config_maps(self, planned: Planned, t: targets.Target) -> list[dict[str, Any]]:
+        if self.packed is None:
+            return []
+        first = planned[0][0]
+        owner = {manifests.LABEL_SWEEP: first.sweep} if first.sweep else {platform.LABEL_JOB: first.name}
+        return workdir.config_maps(self.ref, self.packed.data, t.namespace,
+                                   {manifests.MANAGED_BY: "torchfleet", **owner})
+
+
+def _create_config_maps(jobs, maps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The workdir's ConfigMaps, before any job: a pod must find them. All or none."""
+    made: list[dict[str, Any]] = []
+    try:
+        for document in maps:
+            jobs.create_config_map(document)
+            made.append(document)
+    except JobError:
+        _remove_config_maps(jobs, made)
+        raise
+    return made
+
+
+def _remove_config_maps(jobs, maps: list[dict[str, Any]]) -> None:
+    """Best effort after a failed submit, when no job owns them yet (one that does takes them along)."""
+    for document in maps:
+        try:
+            jobs.delete_config_map(document)
+        except JobError as error:
+            print(f"warning: could not remove ConfigMap {document['metadata']['name']}: {error}", file=sys.stderr)
+
+
+def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Planned], code: Code | None = None) -> int:
     """Validate everything against the stack file first (no Pulumi, no cluster), then connect."""
+    code = code or Code(argparse.Namespace(workdir=None))
     session = resolve_target(args, need_cluster=False)
     planned = plan(session.target)
-    for note in planned[0][0].notes:
+    for note in [*planned[0][0].notes, *code.notes()]:
         print(f"note: {note}", file=sys.stderr)
     estimate = cost.for_jobs(session.target, [req for req, _, _ in planned])  # issue 13: cost at a glance
     if estimate is not None:
@@ -280,7 +338,8 @@ def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Plann
 
             sys.stdout.write(job_file.dump(args, args.parser, training_command(args)))
             return EXIT_OK
-        _print_yaml([doc for _, job, policies in planned for doc in (job, *policies)])
+        _print_yaml([*code.config_maps(planned, session.target),
+                     *(doc for _, job, policies in planned for doc in (job, *policies))])
         return EXIT_OK
     if args.output == "job":
         raise UsageError("-o job: only with --dry-run (it writes the job file and submits nothing)")
@@ -296,14 +355,35 @@ def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Plann
             f"NAME: job(s) {', '.join(taken)} already exist in namespace {t.namespace}; choose another name "
             "or delete them first (nothing was submitted)"
         )
-    for req, job, owned in planned:
-        _create_job(jobs, job, owned)
-        s = req.sizing
-        what = f"CPU ({s.cpu_millis}m, {s.memory_mib}Mi)" if req.cpu else f"{req.gpus_per_node} {req.gpu} ({s.machine})"
-        mode = " with its Lighthouse (recovery inplace)" if req.recovery == "inplace" else ""
-        print(f"submitted {job['kind']} {req.name}{mode} to namespace {t.namespace}: {req.min_nodes}-{req.max_nodes} "
-              f"x {what}; checkpoints in {req.checkpoint_dir}")
+    maps = _create_config_maps(jobs, code.config_maps(planned, t))
+    owned = False  # whether a job owns the ConfigMaps yet: until then a failure removes them here
+    try:
+        for req, job, documents in planned:
+            _submit_one(jobs, req, job, documents, maps, t)
+            owned = True
+    except JobError:
+        if not owned:
+            _remove_config_maps(jobs, maps)
+        raise
     return EXIT_OK
+
+
+def _submit_one(jobs, req: jobspec.JobRequest, job: dict[str, Any], owned: list[dict[str, Any]],
+                maps: list[dict[str, Any]], t: targets.Target) -> None:
+    """One job, then its share of the workdir's ConfigMaps (each job of a sweep is one more owner)."""
+    created = _create_job(jobs, job, owned)
+    try:
+        for document in maps:
+            jobs.add_owner(document, created)
+    except JobError:
+        jobs.remove_created(created)
+        raise
+    s = req.sizing
+    what = f"CPU ({s.cpu_millis}m, {s.memory_mib}Mi)" if req.cpu else f"{req.gpus_per_node} {req.gpu} ({s.machine})"
+    mode = " with its Lighthouse (recovery inplace)" if req.recovery == "inplace" else ""
+    code = f"; code in {req.workdir.target(req.job_dir)}" if req.workdir else ""
+    print(f"submitted {job['kind']} {req.name}{mode} to namespace {t.namespace}: {req.min_nodes}-{req.max_nodes} "
+          f"x {what}; checkpoints in {req.checkpoint_dir}{code}")
 
 
 # ---------------------------------------------------------------- commands
@@ -311,29 +391,32 @@ def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Plann
 
 def run_submit(args: argparse.Namespace) -> int:
     command = training_command(args)
+    code = Code(args)
 
     def plan(t: targets.Target) -> Planned:
-        req = _request(args, t, args.name, command)
+        req = _request(args, t, args.name, command, code=code.ref)
         return [(req, *_documents(req, t))]
 
-    return _submit_all(args, plan)
+    return _submit_all(args, plan, code)
 
 
 def run_sweep(args: argparse.Namespace) -> int:
     command = training_command(args)
     combos = flag_checks.combinations(flag_checks.parse_params(args.param))
+    code = Code(args)
 
     def plan(t: targets.Target) -> Planned:
         planned = []
         for i, overrides in enumerate(combos):
-            req = _request(args, t, f"{args.name}-{i}", command, overrides=overrides, sweep=args.name)
+            req = _request(args, t, f"{args.name}-{i}", command, overrides=overrides, sweep=args.name,
+                           code=code.ref)
             planned.append((req, *_documents(req, t)))
         return planned
 
     shown = plan(resolve_target(args, need_cluster=False).target)
     for req, _, _ in shown:
         print(f"{req.name}: {' '.join(req.overrides)}", file=sys.stderr)
-    return _submit_all(args, plan)
+    return _submit_all(args, plan, code)
 
 
 def _now() -> datetime:

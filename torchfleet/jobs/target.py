@@ -102,6 +102,15 @@ def from_stack(stack: str, stacks_dir: Path = STACKS_DIR) -> Target:
 
 
 
+def local_context(stack: str, stacks_dir: Path = STACKS_DIR) -> str | None:
+    """The kubeconfig context a local stack deploys to: its ``kubernetes:context``, or None for the
+    current one (the Kubernetes provider's own config, read as the program's provider reads it)."""
+    from torchfleet.preview.runner import stack_config
+
+    _, config, _ = stack_config(stack_file(stack, stacks_dir))
+    return config.get("kubernetes:context") or None
+
+
 def with_outputs(target: Target, outputs: dict[str, Any]) -> Target:
     """Prefer what the deployed stack reports over what its file implies."""
     changes: dict[str, Any] = {}
