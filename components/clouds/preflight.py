@@ -99,6 +99,8 @@ def _gcp(spec: PlatformSpec) -> list[Need]:
     m = spec.manager_pool
     out.append(Need(f"Compute Engine quota CPUS ({spec.region}): room for {m.max_nodes} x {m.machine_type}", None))
     out += [Need(f"API {api}", None) for api in APIS["gcp"]]
+    if spec.datasets:  # clouds/gcp/datasets.py: the private zone for Cloud Storage, the bucket grants
+        out += [Need("API dns.googleapis.com", None), Need("API storage.googleapis.com", None)]
     return out
 
 

@@ -20,6 +20,7 @@ import pulumi_kubernetes as k8s
 
 from components.clouds.base import ClusterHandle
 from components.clouds.gcp.access import create_admins
+from components.clouds.gcp.datasets import GcsDatasets
 from components.clouds.gcp.filestore import GcpFilestore
 from components.clouds.gcp.kms import GcpSecretsKey, database_encryption
 from components.clouds.gcp.kubeconfig import kubeconfig
@@ -139,6 +140,10 @@ class GcpCluster(pulumi.ComponentResource):
             ).apply(lambda args: kubeconfig(*args))
         )
         provider = k8s.Provider(f"{name}-k8s", kubeconfig=config, opts=pulumi.ResourceOptions(parent=self))
+        datasets = (
+            GcsDatasets(f"{name}-datasets", spec, self.network.vpc.id, pulumi.ResourceOptions(parent=self))
+            if spec.datasets else None
+        )
         self.admins = create_admins(f"{name}-admin", spec, provider, self)
         self.handle = ClusterHandle(
             name=self.cluster.name,
@@ -157,6 +162,7 @@ class GcpCluster(pulumi.ComponentResource):
                 "project": spec.project,
                 "filestoreInstance": self.filestore.instance.id,
             },
+            datasets=datasets.access if datasets else None,
         )
         self.register_outputs({"clusterName": self.cluster.name, **self.handle.outputs})
 
@@ -200,6 +206,8 @@ class GcpCluster(pulumi.ComponentResource):
             addons_config={
                 "gcp_filestore_csi_driver_config": {"enabled": True},
                 "gce_persistent_disk_csi_driver_config": {"enabled": True},
+                # Cloud Storage FUSE for torchfleet:datasets (datasets.py), only where a stack declares some.
+                **({"gcs_fuse_csi_driver_config": {"enabled": True}} if spec.datasets else {}),
             },
             cluster_autoscaling=autoscaling_config(),
             maintenance_policy={"recurring_window": MAINTENANCE_WINDOW},
