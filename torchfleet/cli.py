@@ -23,8 +23,8 @@ from torchfleet.user_files import relabel
 
 # Each module exposes register(subparsers), which adds its command(s) and sets `func`.
 COMMAND_MODULES = ["torchfleet.synth", "torchfleet.check", "torchfleet.gpus", "torchfleet.jobs.commands",
-                   "torchfleet.jobs.inspect_commands", "torchfleet.jobs.tensorboard", "torchfleet.completion",
-                   "torchfleet.demo"]
+                   "torchfleet.jobs.inspect_commands", "torchfleet.jobs.tensorboard", "torchfleet.jobs.results",
+                   "torchfleet.completion", "torchfleet.demo"]
 DEBUG_ENV = "TORCHFLEET_DEBUG"
 REPORT = (f"this is a bug in torchfleet: please report it in the project's issue tracker with the command line "
           f"and what {DEBUG_ENV}=1 prints")
@@ -37,6 +37,8 @@ EXAMPLES = """examples:
   torchfleet submit -f job.yaml                          the same, from a job file
   torchfleet status resnet --watch                       step, steps/s, ETA, world size, restarts
   torchfleet logs resnet --all-ranks -f
+  torchfleet checkpoints resnet                          its checkpoints: step, size, age, verified
+  torchfleet cp resnet:output ./resnet-output            download outputs (final model, TensorBoard events)
   torchfleet demo                                        an elastic job surviving a kill, on this machine
 
 defaults: $TORCHFLEET_STACK, _IMAGE, _NAMESPACE, _CONTEXT, then ~/.config/torchfleet/config.yaml

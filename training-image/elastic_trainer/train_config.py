@@ -16,6 +16,7 @@ from pathlib import Path
 # Set on every pod of a job the torchfleet CLI submits (torchfleet/jobs/manifests.py environment()).
 ENV_CHECKPOINT_DIR = "TORCHFLEET_CHECKPOINT_DIR"
 ENV_LOADER_WORKERS = "TORCHFLEET_DATALOADER_WORKERS"
+ENV_OUTPUT_DIR = "TORCHFLEET_OUTPUT_DIR"  # the final model goes there (outputs.py)
 CHECKPOINT_FORMATS = ("single", "sharded")
 
 
@@ -56,6 +57,8 @@ class TrainConfig:
     checkpoint_format: str = "single"  # one of CHECKPOINT_FORMATS
     max_nonfinite_steps: int = 10  # NaN/inf losses in a row whose updates are skipped (nonfinite.py)
     clip_grad_norm: float | None = None  # the gradient's largest L2 norm (over all parameters); None: no clipping
+    output_dir: Path | None = None  # the final model is exported there (outputs.py); None: not exported
+    eval_every: int = 0  # steps between the task's evaluate() calls; 0: after the last step only
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,6 +87,12 @@ class TrainConfig:
         parser.add_argument("--clip-grad-norm", type=_positive_float, default=None, metavar="NORM",
                             help="scale the gradient down to this L2 norm (over all parameters) when it is "
                                  "larger, before each update (default: no clipping)")
+        parser.add_argument("--output-dir", type=Path, default=os.environ.get(ENV_OUTPUT_DIR) or None,
+                            help=f"rank 0 exports the final model to DIR/model after the last step (default: "
+                                 f"${ENV_OUTPUT_DIR}; none without it)")
+        parser.add_argument("--eval-every", type=_at_least(0), default=0,
+                            help="steps between the task's evaluate() calls, if it has one (default 0: after the "
+                                 "last step only)")
         parser.add_argument("--max-nonfinite-steps", type=_at_least(0), default=10,
                             help="steps in a row whose NaN or infinite loss only skips their update; one more "
                                  "ends the worker without saving, to resume from the last checkpoint (default: 10)")
@@ -97,4 +106,5 @@ class TrainConfig:
             num_workers=args.num_workers, step_delay_s=args.step_delay_s, progress_every=args.progress_every,
             async_checkpoint=args.async_checkpoint, checkpoint_format=args.checkpoint_format,
             max_nonfinite_steps=args.max_nonfinite_steps, clip_grad_norm=args.clip_grad_norm,
+            output_dir=args.output_dir, eval_every=args.eval_every,
         )

@@ -35,7 +35,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from elastic_trainer import EXIT_MEMBERSHIP_CHANGE, EXIT_NONFINITE
+from elastic_trainer import EXIT_MEMBERSHIP_CHANGE, EXIT_NONFINITE, outputs
 from elastic_trainer.checkpoint import Checkpoint
 from elastic_trainer.checkpoint_verify import CorruptCheckpointError
 from elastic_trainer.checkpointing import LoopCheckpoints
@@ -250,7 +250,8 @@ class _Run:
     def _loop(self, ddp_model, model, optimizer, scheduler, sampler, loader, step, generation, scale) -> int:
         cfg = self.cfg
         if step >= cfg.total_steps:
-            if self.rank == 0:
+            if self.rank == 0:  # resumed from the final checkpoint: the export may not have happened
+                outputs.finish(model, cfg.output_dir, step, self.world)
                 emit("done", step=step, world=self.world, gen=generation)
             return 0
         ddp_model.train()
@@ -294,6 +295,7 @@ class _Run:
                 if grad_norm is not None and not guard.in_a_row:
                     self.scalars.add("train/grad_norm", grad_norm, step)  # before clipping
                 self.scalars.add("train/world_size", self.world, step)
+                outputs.custom_scalars(self.task, model, optimizer, step, self.scalars)
             if guard.gave_up:  # nothing is saved: resume from the newest checkpoint, of finite weights
                 if self.rank == 0:
                     log.error("the loss or gradient was not finite for %d steps in a row (--max-nonfinite-steps=%d): "
@@ -316,6 +318,8 @@ class _Run:
                 code = self.checkpoints.save(model, optimizer, scheduler, sampler, step, generation, reason)
                 if code:
                     return code
+            if not stopping and (reason == "final" or (cfg.eval_every and step % cfg.eval_every == 0)):
+                outputs.evaluate(self.task, model, self.device, step, self.scalars, self.rank)
             if stopping:
                 # a stop is rare: make sure rank 0's commit is done before anyone leaves
                 dist.barrier()
@@ -328,6 +332,7 @@ class _Run:
             emit("exit", rank=self.rank, step=step, code=self.checkpoints.failed_save)
             return self.checkpoints.failed_save
         if self.rank == 0:
+            outputs.finish(model, cfg.output_dir, step, self.world)
             emit("done", step=step, world=self.world, gen=generation)
         return 0
 

@@ -9,6 +9,10 @@ so an exact resume needs the saved RNG states as well as the weights.
 Its gradient is clipped to norm 1 unless ``--clip-grad-norm`` says otherwise: with SGD at lr 0.05
 and momentum 0.9, global batches of 8 or fewer samples otherwise diverge to NaN within a few
 hundred steps.
+
+It also shows the library's optional hooks (training-image/README.md, "Outputs"): ``evaluate`` (the
+mean squared error on held-out samples, every ``--eval-every`` steps and after the last) and
+``scalars`` (the learning rate, beside the training loss in TensorBoard).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ class SyntheticRegression:
         weights = torch.randn(features, 1, generator=generator)
         targets = torch.tanh(inputs @ weights) + 0.05 * torch.randn(samples, 1, generator=generator)
         self.dataset = TensorDataset(inputs, targets)
+        held_out = torch.randn(256, features, generator=generator)  # drawn after the training data: it is unchanged
+        self.held_out = (held_out, torch.tanh(held_out @ weights))
         self.features = features
 
     def build_model(self) -> nn.Module:
@@ -43,6 +49,13 @@ class SyntheticRegression:
     def loss_sum(self, model: nn.Module, batch, device: torch.device) -> torch.Tensor:
         inputs, targets = (t.to(device) for t in batch)
         return nn.functional.mse_loss(model(inputs), targets, reduction="sum")
+
+    def evaluate(self, model: nn.Module, device: torch.device, step: int) -> dict[str, float]:
+        inputs, targets = (t.to(device) for t in self.held_out)
+        return {"mse": nn.functional.mse_loss(model(inputs), targets).item()}
+
+    def scalars(self, model: nn.Module, optimizer: torch.optim.Optimizer, step: int) -> dict[str, float]:
+        return {"train/lr": optimizer.param_groups[0]["lr"]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,152 @@
+"""The short-lived pod through which `checkpoints` and `cp` read a job's folder on a cluster's shared store.
+
+The store is an NFS claim only the cluster can mount, so each command starts one pod that mounts it
+read-only, runs store_script.py in it through the API server's exec subresource (the websocket
+`kubectl cp` uses, here through the kubernetes client's stream module, binary), and deletes it on the
+way out, Ctrl-C included. The pod:
+
+- meets the `restricted` Pod Security level the namespace enforces (non-root as the training image's
+  user, whose group can read the store; no privilege escalation, every capability dropped,
+  RuntimeDefault seccomp) and has a read-only root, the claim and its mount read-only, and no
+  service-account token: it can read the store and nothing else;
+- needs no network: exec reaches it through the kubelet, so the namespace's default-deny policy needs
+  no exception, and it carries none of the job's role labels, so the job's policies do not admit it;
+- runs the job's own image (built on the training image: it has Python) on the manager pool
+  (on-demand, never reclaimed under a download);
+- is owned by the job when the job still exists (deleting the job removes a pod this command could not),
+  and ends by itself after MAX_LIFETIME_S in any case (activeDeadlineSeconds).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from components import spec as platform
+from torchfleet.jobs import manifests
+from torchfleet.jobs.errors import ClusterError
+
+LABEL_READER = "torchfleet.io/reader"
+CONTAINER = "reader"
+# Long enough for a large download at NFS speeds (a few TB at 100-300 MiB/s); a pod the CLI could not
+# delete (killed with SIGKILL, the laptop closed) is stopped by the kubelet after this long.
+MAX_LIFETIME_S = 6 * 3600
+READY_TIMEOUT_S = 300
+SCRATCH = "/tmp"  # noqa: S108 (an emptyDir volume: Python's scratch files)
+# PID 1 ignores a SIGTERM it has no handler for: exit on it so the deletion is quick.
+IDLE = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); "
+        f"time.sleep({MAX_LIFETIME_S})")
+
+
+def pod_name(job: str) -> str:
+    # a random suffix: two downloads of one job at once are fine
+    return f"{job}-reader-{secrets.token_hex(3)}"
+
+
+def build_pod(name: str, job: str, mount: str, image: str, target, owner: dict[str, Any] | None) -> dict[str, Any]:
+    """The reader pod: a pure function of its inputs, like the job builders."""
+    local = target.cloud == "local"
+    container = {
+        "name": CONTAINER,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent" if local else "Always",  # as the job pods (manifests.pod_template)
+        "command": ["python", "-c", IDLE],
+        "env": [{"name": "HOME", "value": SCRATCH}, {"name": "TMPDIR", "value": SCRATCH},
+                {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        "securityContext": {**manifests.container_security(), "readOnlyRootFilesystem": True},
+        "volumeMounts": [
+            {"name": manifests.SHARED_VOLUME, "mountPath": mount, "readOnly": True},
+            {"name": "scratch", "mountPath": SCRATCH},
+        ],
+    }
+    spec: dict[str, Any] = {
+        "serviceAccountName": manifests.SERVICE_ACCOUNT,
+        "automountServiceAccountToken": False,
+        "restartPolicy": "Never",
+        "activeDeadlineSeconds": MAX_LIFETIME_S,
+        "terminationGracePeriodSeconds": 5,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": platform.TRAINING_UID,
+                            "runAsGroup": platform.TRAINING_UID, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": [
+            {"name": manifests.SHARED_VOLUME, "persistentVolumeClaim": {"claimName": target.claim, "readOnly": True}},
+            {"name": "scratch", "emptyDir": {"sizeLimit": "256Mi"}},
+        ],
+    }
+    if not local:  # the local stack's node carries no pool label
+        spec["nodeSelector"] = {platform.LABEL_POOL: platform.MANAGER_POOL_NAME}
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": target.namespace,
+        "labels": {LABEL_READER: job, manifests.MANAGED_BY: "torchfleet"},
+    }
+    if owner is not None:
+        meta = owner["metadata"]
+        metadata["ownerReferences"] = [{"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"],
+                                        "uid": meta["uid"], "blockOwnerDeletion": False}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+@contextlib.contextmanager
+def running(jobs, pod: dict[str, Any], timeout: float = READY_TIMEOUT_S) -> Iterator[str]:
+    """Create the pod, wait until it runs, yield its name; delete it however the block ends."""
+    name = pod["metadata"]["name"]
+    jobs.create_pod(pod)
+    try:
+        _wait_running(jobs, name, timeout)
+        yield name
+    finally:
+        jobs.delete_pod(name)
+        print(f"deleted reader pod {name}", file=sys.stderr)
+
+
+def _wait_running(jobs, name: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        pod = jobs.read_pod(name)
+        phase = (pod.status and pod.status.phase) or "Pending"
+        if phase in ("Failed", "Succeeded"):
+            raise ClusterError(f"the reader pod {name} ended ({phase}) before it could read; "
+                               f"`kubectl describe pod {name}` shows why")
+        if phase == "Running":
+            return
+        waiting = [s.state.waiting.reason for s in (pod.status and pod.status.container_statuses) or []
+                   if s.state and s.state.waiting and s.state.waiting.reason]
+        if time.monotonic() > deadline:
+            why = f", waiting: {', '.join(waiting)}" if waiting else ""
+            raise ClusterError(f"the reader pod {name} was not running within {timeout:.0f} s (phase {phase}{why}); "
+                               f"`kubectl describe pod {name}` shows why")
+        time.sleep(1)
+
+
+def exec_chunks(jobs, pod: str, command: list[str], stderr: list[bytes]) -> Iterator[bytes]:
+    """``command``'s stdout in the pod, as it comes (binary); its stderr appended to ``stderr``;
+    finally its exit code as the generator's return value (``StopIteration.value``)."""
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.stream import stream
+
+    try:
+        ws = stream(jobs.core.connect_get_namespaced_pod_exec, pod, jobs.namespace, container=CONTAINER,
+                    command=command, stdin=False, stdout=True, stderr=True, tty=False,
+                    _preload_content=False, binary=True, capture_all=False)
+    except ApiException as error:
+        raise ClusterError(f"exec in the reader pod {pod} was refused: {error.reason}") from None
+    try:
+        while ws.is_open():
+            ws.update(timeout=5)
+            if out := ws.read_stdout(timeout=0):
+                yield out
+            if err := ws.read_stderr(timeout=0):
+                stderr.append(err)
+        if out := ws.read_stdout(timeout=0):
+            yield out
+        if err := ws.read_stderr(timeout=0):
+            stderr.append(err)
+        return ws.returncode
+    finally:
+        ws.close()
