@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components.clouds.aws import iam
 from components.clouds.aws.addons import create_addon_with_identity
+from components.clouds.settle import CSI_VOLUME_SECONDS, DeleteSettle
 
 EBS_CSI_CONTROLLER_SA = "ebs-csi-controller-sa"
 STORAGE_CLASS = "torchfleet-gp3"
@@ -52,9 +53,14 @@ class EbsVolumes(pulumi.ComponentResource):
             partition=partition,
             depends_on=nodes,
         )
+        # On destroy, the driver outlives the volumes it deletes: everything using the class is
+        # deleted first, then this waits, then the add-on goes (settle.py; AWS review m5).
+        self.settle = DeleteSettle(
+            f"{name}-csi-settle", CSI_VOLUME_SECONDS, [self.csi_addon], pulumi.ResourceOptions(parent=self)
+        )
         self.storage_class = k8s.storage.v1.StorageClass(
             f"{name}-gp3",
             **storage_class_manifest(),
-            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[self.csi_addon]),
+            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[self.settle]),
         )
         self.register_outputs({"storageClass": STORAGE_CLASS})

@@ -117,6 +117,17 @@ def test_etcd_runs_only_on_the_manager_pool(result):
         assert pod_spec(one(result, "Deployment", "elasticjob-controller")).get("nodeSelector", {}) == selector
 
 
+def test_every_statefulset_deletes_its_claims_with_it(result):
+    """Regression (issue 20, AWS review m5, GCP review F16): claims from volumeClaimTemplates are no
+    Pulumi resource, and the default retention (Retain) left etcd's disks billing after `pulumi
+    destroy`. The class: every StatefulSet the layer renders that makes claims deletes them with it."""
+    with_claims = [s for s in objects(result, "StatefulSet") if s["spec"].get("volumeClaimTemplates")]
+    assert with_claims, "etcd keeps its data on claims"
+    for sts in with_claims:
+        policy = sts["spec"].get("persistentVolumeClaimRetentionPolicy", {})
+        assert policy.get("whenDeleted") == "Delete", sts["metadata"]["name"]
+
+
 def test_etcd_is_pinned_3_5_with_the_v2_api(result):
     container = pod_spec(one(result, "StatefulSet", "etcd"))["containers"][0]
     # Kubernetes' etcd image (bash as /bin/sh, etcdctl) for the start script that rejoins a member.
