@@ -18,6 +18,7 @@ from pulumi_azure_native import authorization
 
 from components.clouds.azure import naming
 from components.clouds.azure.cluster import MANAGER_SELECTOR, AksCluster
+from components.clouds.azure.datasets import BlobDatasets
 from components.clouds.azure.device_plugin import create_device_plugin
 from components.clouds.azure.files import AzureFilesStore
 from components.clouds.azure.network import AzureNetwork
@@ -52,6 +53,11 @@ class AzureCluster(pulumi.ComponentResource):
         )
         plugin = create_device_plugin(name, self, aks.provider, depends_on=[aks.cluster])
         store = AzureFilesStore(f"{name}-files", spec, net, client, child)
+        issuer = aks.cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else None)
+        datasets = (
+            BlobDatasets(f"{name}-datasets", spec, net.resource_group.name, issuer, client, child)
+            if spec.datasets else None
+        )
         self.handle = ClusterHandle(
             name=aks.cluster.name,
             kubeconfig=aks.kubeconfig,
@@ -72,9 +78,10 @@ class AzureCluster(pulumi.ComponentResource):
                 "storageAccount": store.account.name,
                 "shareName": store.share.name,
                 "storageResourceGroup": store.resource_group.name,
-                "oidcIssuerUrl": aks.cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else None),
+                "oidcIssuerUrl": issuer,
                 "topologyZones": topology_zones(spec),
                 "agentPools": agent_pool_map(spec),
             },
+            datasets=datasets.access if datasets else None,
         )
         self.register_outputs({"clusterName": self.handle.name, **self.handle.outputs})

@@ -155,7 +155,12 @@ def cluster_args(spec: PlatformSpec, subnet_id: pulumi.Input[str], identity_id: 
         "disable_local_accounts": True,
         "oidc_issuer_profile": {"enabled": True},
         "security_profile": {"workload_identity": {"enabled": True}},
-        "storage_profile": {"file_csi_driver": {"enabled": True}, "disk_csi_driver": {"enabled": True}},
+        # Blob CSI (blobfuse2) only where a stack declares datasets (datasets.py).
+        "storage_profile": {
+            "file_csi_driver": {"enabled": True},
+            "disk_csi_driver": {"enabled": True},
+            **({"blob_csi_driver": {"enabled": True}} if spec.datasets else {}),
+        },
         "network_profile": network_profile(spec),
         "api_server_access_profile": api_server_access(spec),
         "auto_scaler_profile": autoscaler_profile(spec),
