@@ -22,6 +22,7 @@ import yaml
 
 from components.spec import LABEL_ROLE
 from tests.controlplane import build
+from torchfleet.jobs.reader_pod import LABEL_READER
 
 NODE_ANNOTATION = "kwok.x-k8s.io/node"  # kwok manages the nodes that carry it (value "fake")
 EXIT_CODE_ANNOTATION = "torchfleet.test/exit-code"
@@ -95,12 +96,14 @@ def kwok_source() -> Path:
 
 
 def _one_shot_complete(stages: Path) -> str:
-    """kwok's pod-complete, narrowed to Job pods that are not training pods."""
+    """kwok's pod-complete, narrowed to Job pods that are not training pods, nor the reader pods of
+    `torchfleet checkpoints | cp` a job owns (they idle until the CLI deletes them: reader_pod.py)."""
     stage = yaml.safe_load((stages / "pod/fast/pod-complete.yaml").read_text())
     stage["metadata"]["name"] = "pod-complete-one-shot"
-    stage["spec"]["selector"]["matchExpressions"].append(
-        {"key": f'.metadata.labels["{LABEL_ROLE}"]', "operator": "DoesNotExist"}
-    )
+    stage["spec"]["selector"]["matchExpressions"] += [
+        {"key": f'.metadata.labels["{LABEL_ROLE}"]', "operator": "DoesNotExist"},
+        {"key": f'.metadata.labels["{LABEL_READER}"]', "operator": "DoesNotExist"},
+    ]
     return yaml.safe_dump(stage)
 
 
