@@ -320,6 +320,28 @@ class JobClient:
             self._call(self.networking.delete_namespaced_network_policy, name, self.namespace, job=name,
                        resource=_resource_of(policy))
 
+    # ------------------------------------------------------------ the workdir's ConfigMaps (workdir.py)
+
+    def create_config_map(self, document: dict[str, Any]) -> None:
+        name = document["metadata"]["name"]
+        self._call(self.core.create_namespaced_config_map, self.namespace, document, field_manager=FIELD_MANAGER,
+                   field_validation="Strict", job=name, creating=True, resource=_resource_of(document))
+
+    def add_owner(self, document: dict[str, Any], owner: dict[str, Any]) -> None:
+        """One more owner: a strategic merge patch adds to ownerReferences (merged by uid), so the
+        ConfigMaps a sweep's jobs share stay until the last of them is deleted. An immutable ConfigMap
+        still takes metadata changes (only data and binaryData are frozen)."""
+        name = document["metadata"]["name"]
+        self._call(self.core.patch_namespaced_config_map, name, self.namespace,
+                   {"metadata": {"ownerReferences": _owner_references(owner)}}, field_manager=FIELD_MANAGER,
+                   _content_type="application/strategic-merge-patch+json", job=name, resource=_resource_of(document))
+
+    def delete_config_map(self, document: dict[str, Any]) -> None:
+        name = document["metadata"]["name"]
+        with contextlib.suppress(JobNotFoundError):  # gone already: what was wanted
+            self._call(self.core.delete_namespaced_config_map, name, self.namespace, job=name,
+                       resource=_resource_of(document))
+
     # ------------------------------------------------------------ pods, nodes, events, logs
 
     def create_pod(self, pod: dict[str, Any]) -> None:

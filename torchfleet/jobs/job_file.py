@@ -24,7 +24,8 @@ WHAT = "a job file holds name, command and the submit flags' values, e.g. nodes:
 # The submit/sweep flags a job file may set: every one that describes the job and where it goes.
 # Not --dry-run, --yes or -o (what this run does), nor -f itself.
 FLAG_KEYS = ("stack", "gpu", "nodes", "gpus-per-node", "cpu", "cpus", "memory", "allow-egress", "image", "zone",
-             "env", "mount", "run-as-user", "cloud", "kubeconfig", "context", "namespace", "operator", "recovery")
+             "env", "mount", "run-as-user", "cloud", "kubeconfig", "context", "namespace", "operator", "recovery",
+             "workdir")
 KEYS = ("name", *FLAG_KEYS, "command", "params")
 _INTS = ("gpus-per-node", "run-as-user")
 _LISTS = ("allow-egress",)
@@ -55,7 +56,10 @@ def apply(args: argparse.Namespace, parser: argparse.ArgumentParser, given: set[
         if dest in given:
             continue  # the command line wins
         flag = "--param" if key == "params" else "NAME" if key == "name" else f"--{key}"
-        setattr(args, dest, _value(parser, key, value, where))
+        value = _value(parser, key, value, where)
+        if key == "workdir":  # relative to the job file, which lives with the code (workdir: .)
+            value = path.parent / value
+        setattr(args, dest, value)
         given.add(dest)
         sources[flag] = where
     if "command" not in document:
@@ -92,7 +96,7 @@ def _value(parser: argparse.ArgumentParser, key: str, value: Any, where: str) ->
     action = _action(parser, key)
     if action.choices and text not in action.choices:
         raise UsageError(f"{where}: one of {', '.join(map(str, action.choices))}, got {text!r}")
-    return Path(text) if key == "kubeconfig" else text
+    return Path(text) if key in ("kubeconfig", "workdir") else text
 
 
 def _command(value: Any, where: str) -> list[str]:

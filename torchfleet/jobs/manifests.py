@@ -12,6 +12,7 @@ from typing import Any
 
 from components import spec as platform
 from components.kube import manifests as kube_manifests
+from torchfleet.jobs import workdir
 from torchfleet.jobs.egress import ip_block
 from torchfleet.jobs.spec import JobRequest
 from torchfleet.jobs.target import Target
@@ -233,6 +234,8 @@ def pod_template(req: JobRequest, target: Target) -> dict[str, Any]:
     affinity = _affinity(req, target)
     if affinity:
         spec["affinity"] = affinity
+    if req.workdir is not None:  # --workdir: an init container unpacks the code, the command runs in it
+        workdir.apply(spec, req.workdir, req.job_dir, SHARED_VOLUME)
     if req.recovery == "inplace" or target.operator == "job":
         # A Job with a pod failure policy requires Never; the Job controller replaces failed pods. The
         # operators set the pods' policy from the replica spec's ExitCode themselves and record a

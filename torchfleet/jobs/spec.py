@@ -32,6 +32,7 @@ from torchfleet.jobs.flag_checks import (
 from torchfleet.jobs.mounts import DEFAULT_MOUNT, normalize_mount
 from torchfleet.jobs.sizing import Sizing, size, size_cpu
 from torchfleet.jobs.target import Target
+from torchfleet.jobs.workdir import Workdir
 
 # A CPU job (--cpu) is sized by hand; the defaults fit two workers on a laptop's kind node.
 DEFAULT_CPUS = "1"
@@ -73,6 +74,7 @@ class JobRequest:
     # "inplace": survivors keep training (torchft), an Indexed Job and a Lighthouse (inplace_job.py)
     recovery: str = "restart"
     rdzv_id: str = ""  # restart mode: the rendezvous of this submission (new_rdzv_id), set by build_request
+    workdir: Workdir | None = None  # --workdir: the packed code the pods unpack and run in (workdir.py)
     notes: tuple[str, ...] = field(default=(), compare=False)  # said to the user, not errors
 
     @property
@@ -244,6 +246,7 @@ def build_request(
     memory: str | None = None,
     allow_egress: Sequence[str] = (),
     recovery: str = "restart",
+    workdir: Workdir | None = None,
 ) -> JobRequest:
     """A job request; ``cpu=True`` makes a CPU job (no GPU, sized from ``cpus``/``memory``).
 
@@ -285,7 +288,7 @@ def build_request(
     common = dict(
         name=name, min_nodes=lo, max_nodes=hi, image=image, command=script + tuple(overrides), env=env_pairs,
         mount=mount_path, overrides=tuple(overrides), sweep=sweep, run_as_user=run_as_user, egress=egress,
-        recovery=recovery, rdzv_id=new_rdzv_id(name) if recovery == "restart" else "",
+        recovery=recovery, rdzv_id=new_rdzv_id(name) if recovery == "restart" else "", workdir=workdir,
     )
     if cpu:
         zone_label = None
