@@ -23,11 +23,17 @@ _PROVIDER_KEYS = ("aws:region", "aws:profile", "aws:assumeRoles", "aws:assumeRol
 _CLOUD_NAMESPACES = {ns for traits in CLOUD_TRAITS.values() for ns in traits.config_namespaces}
 
 
+def _int_or_text(text: str) -> int | str:
+    # A number past any config value's (int64 has 19 digits) stays its text, so spec names its key;
+    # int() of more than 4,300 digits raises ValueError, which json.loads passes on (issue 23).
+    return text if len(text.lstrip("-")) > 20 else int(text)
+
+
 def decode_value(value: Any) -> Any:
     """Structured values reach the program as JSON text; scalars stay strings."""
     if isinstance(value, str) and value[:1] in "[{":
         try:
-            return json.loads(value)
+            return json.loads(value, parse_int=_int_or_text)
         except json.JSONDecodeError:
             return value
     return value

@@ -45,6 +45,8 @@ class CloudTraits:
     max_nodes_per_pool: int | None = None
     max_disk_gb: int | None = None
     storage_max_gb: dict[str, int] = field(default_factory=dict)
+    # The most CIDRs the cluster's API endpoint allow-list takes (network.publicAccessCidrs), cited below.
+    max_public_access_cidrs: int | None = None
     # Prefix lengths the cloud accepts for the VPC/VNet (AWS: /16 to /28).
     network_prefix_range: tuple[int, int] = (8, 29)
     # Provider config namespaces of this cloud: keys of another cloud's namespace are errors.
@@ -75,6 +77,9 @@ CLOUD_TRAITS: dict[str, CloudTraits] = {
         max_zones=4,
         # "Nodes per managed node group: 450": https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html
         max_nodes_per_pool=450,
+        # "Public endpoint access CIDR ranges per cluster: 40", not adjustable (quota L-93A74D60):
+        # https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html (read 2026-11-25)
+        max_public_access_cidrs=40,
         # gp3 volumes up to 16 TiB: https://docs.aws.amazon.com/ebs/latest/userguide/ebs-volume-types.html
         max_disk_gb=16384,
         # "the allowed block size is between a /16 netmask and /28 netmask":
@@ -111,6 +116,10 @@ CLOUD_TRAITS: dict[str, CloudTraits] = {
         ),
         # "Nodes per node pool zone: 1,000": https://cloud.google.com/kubernetes-engine/quotas
         max_nodes_per_pool=1000,
+        # "Public clusters can have up to 50 authorized network CIDR ranges; private clusters can have
+        # up to 100": https://cloud.google.com/kubernetes-engine/docs/how-to/authorized-networks
+        # (Limitations, read 2026-11-25). gcp/cluster.py always makes nodes private (a private cluster).
+        max_public_access_cidrs=100,
         # Persistent Disk up to 64 TiB: https://cloud.google.com/compute/docs/disks#introduction
         max_disk_gb=65536,
         # Basic tiers up to 63.9 TiB, zonal and regional up to 100 TiB (the same service-tiers page).
@@ -132,6 +141,9 @@ CLOUD_TRAITS: dict[str, CloudTraits] = {
         default_storage_tier="Premium_LRS",
         # "Maximum nodes per node pool: 1,000": https://learn.microsoft.com/azure/aks/quotas-skus-regions
         max_nodes_per_pool=1000,
+        # "You can specify up to 200 authorized IP ranges":
+        # https://learn.microsoft.com/azure/aks/api-server-authorized-ip-ranges (read 2026-11-25)
+        max_public_access_cidrs=200,
         # osDiskSizeGB maximum 2048: https://learn.microsoft.com/rest/api/aks/agent-pools/create-or-update
         max_disk_gb=2048,
         # A premium file share holds up to 100 TiB:

@@ -10,6 +10,7 @@ from components.spec.model import NS
 
 # Past this a number counts nothing real, and would leave the program as a float (maxSize: 1e+20).
 _INT_CEILING = 2**31 - 1
+_CEILING_WHY = "the largest number a config value takes"
 _r = cloud_limits.short_repr
 
 
@@ -48,8 +49,17 @@ def _int(
         return default
     if isinstance(value, bool) or not isinstance(value, int):
         # Top-level scalars arrive from Pulumi as strings.
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 20:
-            value = int(value)
+        text = value.strip() if isinstance(value, str) else ""
+        digits = text.removeprefix("-")
+        if digits.isascii() and digits.isdigit() and len(digits) >= 20:
+            # Past int64 and any count (issue 23: a 5,000-digit maxNodes failed naming no key); the
+            # readers keep such numbers as their text (torchfleet/preview/stack_file.py, components/config.py).
+            limit = _INT_CEILING if maximum is None else maximum
+            bound = f">= {minimum}" if text.startswith("-") else f"<= {limit} ({why or _CEILING_WHY})"
+            p.add(key, f"must be {bound}, got a {len(digits)}-digit number")
+            return default
+        if digits.isascii() and digits.isdigit():
+            value = int(text)
         else:
             p.add(key, f"expected a whole number, got {_r(value)}")
             return default
@@ -58,8 +68,7 @@ def _int(
         return value
     limit = _INT_CEILING if maximum is None else maximum
     if value > limit:
-        reason = why or "the largest number a config value takes"
-        p.add(key, f"must be <= {limit} ({reason}), got {_r(value)}")
+        p.add(key, f"must be <= {limit} ({why or _CEILING_WHY}), got {_r(value)}")
         return default
     return value
 

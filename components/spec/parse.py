@@ -77,7 +77,7 @@ def parse(raw: dict[str, Any], stack: str = "dev") -> PlatformSpec:
     storage = _parse_storage(p, raw.get(_k("storage")), traits)
     training = _parse_training(p, raw.get(_k("training")), cloud, traits)
     network = _parse_network(p, raw.get(_k("network")), cloud, traits)
-    autoscaler = _parse_autoscaler(p, raw.get(_k("autoscaler")))
+    autoscaler = _parse_autoscaler(p, raw.get(_k("autoscaler")), cloud)
     if not traits.autoscaler_timings and isinstance(raw.get(_k("autoscaler")), dict):
         for name in raw[_k("autoscaler")]:
             p.add(f"{_k('autoscaler')}.{name}", f"{cloud}'s built-in autoscaler has no such setting; remove this key")

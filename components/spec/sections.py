@@ -9,6 +9,7 @@ from typing import Any
 from components import cloud_limits, limits
 from components.catalog import regions
 from components.clouds.traits import MAX_ETCD_MEMBERS, CloudTraits
+from components.spec.durations import duration_problem
 from components.spec.fields import _bool, _int, _k, _obj, _Problems, _r, _str_list
 from components.spec.model import (
     DEFAULT_CLAIM,
@@ -20,9 +21,9 @@ from components.spec.model import (
     StorageSpec,
     TrainingSpec,
 )
+from components.spec.namespaces import reserved_namespace
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DURATION = re.compile(r"^\d+(s|m|h)$")
 # Allowed keys of each structured value; anything else is a typo worth reporting.
 _STORAGE_KEYS = {"protect", "tier", "sizeGb", "adopt"}
 _TRAINING_KEYS = {"operator", "namespace", "etcdReplicas"}
@@ -109,6 +110,9 @@ def _parse_training(p: _Problems, value: Any, cloud: str, traits: CloudTraits) -
             f"shared store to the training user is named {job!r}, and a Job's name becomes its pods' job-name label "
             "(63 characters at most); shorten the namespace",
         )
+    elif (why := reserved_namespace(namespace)) is not None:
+        p.add(f"{key}.namespace", f"{why}; the layer would declare it and put a default-deny policy in it: "
+              f"give a namespace of the training jobs' own, e.g. {DEFAULT_NAMESPACE}")
     replicas = _int(
         p, f"{key}.etcdReplicas", obj.get("etcdReplicas"), traits.etcd_members, minimum=1,
         maximum=MAX_ETCD_MEMBERS, why="etcd's own advice: no more than seven members, https://etcd.io/docs/v3.5/faq/",
@@ -142,6 +146,13 @@ def _parse_network(p: _Problems, value: Any, cloud: str, traits: CloudTraits) ->
             ipaddress.ip_network(c)
         except ValueError:
             p.add(f"{key}.publicAccessCidrs", f"expected CIDRs like 203.0.113.0/24, got {_r(c)}")
+    most = traits.max_public_access_cidrs
+    if public and most is not None and len(public) > most:
+        p.add(
+            f"{key}.publicAccessCidrs",
+            f"at most {most} CIDRs on {cloud} (the API endpoint's allow-list; components/clouds/traits.py cites "
+            f"the limit), got {len(public)}: merge neighbouring ranges into wider ones",
+        )
     nat = obj.get("natGateways", default.nat)
     if nat not in ("single", "perZone"):
         p.add(f"{key}.natGateways", f"must be 'single' (cheaper) or 'perZone' (zone-redundant), got {_r(nat)}")
@@ -152,7 +163,7 @@ def _parse_network(p: _Problems, value: Any, cloud: str, traits: CloudTraits) ->
     )
 
 
-def _parse_autoscaler(p: _Problems, value: Any) -> AutoscalerSpec:
+def _parse_autoscaler(p: _Problems, value: Any, cloud: str) -> AutoscalerSpec:
     key = _k("autoscaler")
     obj = _obj(p, key, value, _AUTOSCALER_KEYS)
     default = AutoscalerSpec()
@@ -162,8 +173,8 @@ def _parse_autoscaler(p: _Problems, value: Any) -> AutoscalerSpec:
         ("scaleDownDelayAfterAdd", "scale_down_delay_after_add"),
     ):
         v = obj.get(name, getattr(default, attr))
-        if not isinstance(v, str) or not _DURATION.match(v):
-            p.add(f"{key}.{name}", f"expected a duration like 5m, 300s or 1h, got {_r(v)}")
+        if (why := duration_problem(v, cloud)) is not None:
+            p.add(f"{key}.{name}", why)
         out[attr] = v
     return AutoscalerSpec(**out)
 

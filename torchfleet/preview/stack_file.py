@@ -124,6 +124,21 @@ class BudgetLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# No config value is a number of more than 20 digits (int64 has 19): such a number stays its text,
+# and components/spec names the key it was given for (issue 23: a 5,000-digit maxNodes stopped
+# the reader on Python's 4,300-digit int() limit, naming only the file).
+LONGEST_NUMBER = 20
+
+
+def _construct_int(loader: BudgetLoader, node: yaml.ScalarNode) -> int | str:
+    text = loader.construct_scalar(node)
+    if len(text.replace("_", "").lstrip("+-")) > LONGEST_NUMBER:
+        return text
+    return yaml.SafeLoader.construct_yaml_int(loader, node)
+
+
+BudgetLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
 # Dates stay strings: "2025-01-01" is what Pulumi passes to the program.
 BudgetLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
