@@ -41,6 +41,11 @@ class SharedStore:
     # a POSIX user). Otherwise the store's root is root-owned 0755 and the Kubernetes layer runs
     # a one-shot job that hands it to spec.TRAINING_UID, or training pods could not write to it.
     owner_enforced: bool = False
+    # The same store under a volumeHandle of its own, for the store-owner Job's PersistentVolume:
+    # kubelet stages a CSI volume by its handle, so two PVs with one handle on one node share (and
+    # unstage) one mount, and AKS asks for a handle unique in the cluster (Azure review 7). None
+    # where the driver's handle has a fixed form (then both PVs carry volume_source).
+    owner_volume_source: pulumi.Input[dict] | None = None
 
 
 @dataclass

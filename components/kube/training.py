@@ -167,7 +167,8 @@ class TrainingLayer(pulumi.ComponentResource):
         namespace = self._create_object("store-owner-namespace", store_owner.namespace(), depends_on)
         in_namespace = [*depends_on, namespace]
         deny_all = self._create_object("store-owner-deny-all", store_owner.deny_all_policy(), in_namespace)
-        pv = pulumi.Output.from_input(store.volume_source).apply(
+        source = store.volume_source if store.owner_volume_source is None else store.owner_volume_source
+        pv = pulumi.Output.from_input(source).apply(
             lambda source: store_owner.persistent_volume(ns, claim, source, store.capacity, store.mount_options)
         )
         volume = k8s.core.v1.PersistentVolume(

@@ -32,6 +32,17 @@ SHARE_NAME = "shared"
 # nconnect=4 spreads I/O over four TCP connections; actimeo=30 caches attributes for checkpoint
 # listings; noresvport lets the client reconnect from any port after a network blip.
 NFS_MOUNT_OPTIONS = ("nconnect=4", "actimeo=30", "noresvport")
+# The driver reads a handle as rg#account#share#diskName#uuid#namespace#subscription and ignores
+# the uuid field (azurefile-csi-driver pkg/azurefile GetFileShareInfo); diskName stays empty (a
+# name there means a VHD on the share).
+OWNER_HANDLE_SUFFIX = "store-owner"
+
+
+def volume_source(rg: str, account: str, share: str, unique: str = "") -> dict:
+    """The share as a static NFS CSI volume; `unique` makes another handle for the same share."""
+    handle = f"{rg}#{account}#{share}" + (f"##{unique}" if unique else "")
+    attributes = {"resourceGroup": rg, "storageAccount": account, "shareName": share, "protocol": "nfs"}
+    return {"csi": {"driver": CSI_DRIVER, "volumeHandle": handle, "volumeAttributes": attributes}}
 PRIVATE_DNS_ZONE = "privatelink.file.core.windows.net"
 
 
@@ -176,25 +187,14 @@ class AzureFilesStore(pulumi.ComponentResource):
     def shared_store(self, spec: PlatformSpec, endpoint_cidr: str) -> SharedStore:
         """The store as the Kubernetes layer needs it: a static ReadWriteMany CSI volume."""
         rg, account, share = self.resource_group.name, self.account.name, self.share.name
+        names = pulumi.Output.all(rg, account, share)
         return SharedStore(
             kind="azurefiles",
             # Static provisioning of an existing NFS share; volumeHandle must be unique per
             # cluster, documented form "{resource-group}#{account}#{share}".
             # https://learn.microsoft.com/azure/aks/azure-csi-files-storage-provision#create-a-persistent-volume
-            volume_source=pulumi.Output.all(rg, account, share).apply(
-                lambda v: {
-                    "csi": {
-                        "driver": CSI_DRIVER,
-                        "volumeHandle": f"{v[0]}#{v[1]}#{v[2]}",
-                        "volumeAttributes": {
-                            "resourceGroup": v[0],
-                            "storageAccount": v[1],
-                            "shareName": v[2],
-                            "protocol": "nfs",
-                        },
-                    }
-                }
-            ),
+            volume_source=names.apply(lambda v: volume_source(*v)),
+            owner_volume_source=names.apply(lambda v: volume_source(*v, unique=OWNER_HANDLE_SUFFIX)),
             mount_options=NFS_MOUNT_OPTIONS,
             capacity=f"{spec.storage.size_gb}Gi",
             nfs_cidrs=(endpoint_cidr,),

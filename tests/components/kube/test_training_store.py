@@ -111,12 +111,42 @@ def test_job_mounts_the_store_through_a_volume_like_the_training_one(stack):
     assert pv["spec"]["claimRef"] == {"namespace": store_owner.NAMESPACE, "name": claim["metadata"]["name"]}
     assert pv["spec"]["storageClassName"] == claim["spec"]["storageClassName"] == ""
     training = training_pv(result)["spec"]
-    # The same store, mounted the same way: source and mount options equal, only the binding differs.
-    assert {k: v for k, v in pv["spec"].items() if k not in PV_BINDING} == {
-        k: v for k, v in training.items() if k not in PV_BINDING
-    }
+    # The same store, mounted the same way: source and mount options equal, only the binding
+    # (and, where the driver allows one, the handle: test below) differs.
+    assert _without_handle({k: v for k, v in pv["spec"].items() if k not in PV_BINDING}) == _without_handle(
+        {k: v for k, v in training.items() if k not in PV_BINDING}
+    )
     (container,) = pod["containers"]
     assert container["volumeMounts"] == [{"name": volume["name"], "mountPath": store_owner.MOUNT_PATH}]
+
+
+def _without_handle(spec: dict) -> dict:
+    if "csi" not in spec:
+        return spec
+    return {**spec, "csi": {k: v for k, v in spec["csi"].items() if k != "volumeHandle"}}
+
+
+# CSI drivers whose volume handle has a fixed form, so a second handle for the same share cannot be
+# made: the Filestore driver refuses an id of other than 4 "/"-separated tokens
+# (gcp-filestore-csi-driver pkg/csi_driver/utils.go getFileInstanceFromID). Its two PVs rely on the
+# store-owner Job running before any job exists (the training claim waits for it).
+FIXED_FORM_HANDLES = {"filestore.csi.storage.gke.io"}
+
+
+def test_no_two_persistent_volumes_share_a_csi_handle(stack):
+    """Regression (issue 20, Azure review 7): the training PV and the store-owner PV carried one
+    volumeHandle; kubelet stages a CSI volume by its handle, so on one node the two share (and
+    unstage) one mount, and AKS asks for a handle unique in the cluster. The class: every CSI
+    PersistentVolume a stack renders has its own handle, where the driver can take one."""
+    result, _ = stack
+    seen: dict[tuple[str, str], str] = {}
+    for pv in result.of_type(PV):
+        csi = pv.inputs["spec"].get("csi")
+        if not csi or csi["driver"] in FIXED_FORM_HANDLES:
+            continue
+        key = (csi["driver"], csi["volumeHandle"])
+        assert key not in seen, f"{pv.name} and {seen[key]} share {key}"
+        seen[key] = pv.name
 
 
 def test_job_gives_the_store_root_to_the_training_uid(stack):
