@@ -51,6 +51,39 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def spawn_group(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start a tool in a process group of its own, output to `log`, killed if the test process dies.
+
+    Every process the tier starts (the control plane's and the operators') goes through here, so a
+    crashed or interrupted test run leaves none behind.
+    """
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as handle:
+        return subprocess.Popen(
+            argv,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env=None if env is None else {**os.environ, **env},
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+
+
+def stop_groups(popens: list[subprocess.Popen], grace_s: float = 20) -> None:
+    """SIGTERM each process group, in the order given, then SIGKILL what is left after `grace_s`."""
+    for popen in popens:
+        if popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(popen.pid, signal.SIGTERM)
+    for popen in popens:
+        try:
+            popen.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(popen.pid, signal.SIGKILL)
+            popen.wait()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -65,24 +98,24 @@ def binary(name: str) -> str:
     return str(path)
 
 
-def _openssl(*args: str, cwd: Path) -> None:
+def openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
 def make_pki(folder: Path) -> None:
     """A CA, the API server's serving certificate for 127.0.0.1, and the service-account key pair."""
     folder.mkdir(parents=True, exist_ok=True)
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
              "-days", "3", "-subj", "/CN=torchfleet-test-ca", cwd=folder)  # fmt: skip
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "apiserver.key", "-out", "apiserver.csr",
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "apiserver.key", "-out", "apiserver.csr",
              "-subj", "/CN=kube-apiserver", cwd=folder)  # fmt: skip
     (folder / "san.ext").write_text(
         "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc\n"
     )
-    _openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+    openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
              "-out", "apiserver.crt", "-days", "3", "-extfile", "san.ext", cwd=folder)  # fmt: skip
-    _openssl("genrsa", "-out", "sa.key", "2048", cwd=folder)
-    _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=folder)
+    openssl("genrsa", "-out", "sa.key", "2048", cwd=folder)
+    openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=folder)
     (folder / "tokens.csv").write_text(f"{ADMIN_TOKEN},torchfleet-test-admin,1000,system:masters\n")
 
 
@@ -139,12 +172,7 @@ class ControlPlane:
     # ---- lifecycle -------------------------------------------------------------------------------
     def _spawn(self, name: str, argv: list[str]) -> _Process:
         log = self.workdir / f"{name}.log"
-        handle = log.open("wb")
-        popen = subprocess.Popen(
-            argv, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent
-        )
-        handle.close()
-        process = _Process(name, popen, log)
+        process = _Process(name, spawn_group(argv, log), log)
         self._processes.append(process)
         return process
 
@@ -238,17 +266,7 @@ class ControlPlane:
                 raise ControlPlaneError(f"{process.name} exited {process.popen.returncode}:\n{process.tail()}")
 
     def stop(self) -> None:
-        for process in reversed(self._processes):
-            if process.popen.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.popen.pid, signal.SIGTERM)
-        for process in reversed(self._processes):
-            try:
-                process.popen.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.popen.pid, signal.SIGKILL)
-                process.popen.wait()
+        stop_groups([process.popen for process in reversed(self._processes)])
         self._processes.clear()
 
     # ---- use -----------------------------------------------------------------------------------------

@@ -29,7 +29,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
-import signal
 import subprocess
 import time
 import urllib.request
@@ -42,7 +41,7 @@ import yaml
 
 from components.kube.kubeflow import TRAINING_OPERATOR_NAMESPACE
 from tests.controlplane import build
-from tests.controlplane.cluster import ControlPlane, binary, free_port
+from tests.controlplane.cluster import ControlPlane, binary, free_port, openssl, spawn_group, stop_groups
 from tests.controlplane.layer import kubectl
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,25 +100,12 @@ class Operator:
         raise OperatorError(f"{self.name}: {what} not after {timeout_s} s:\n{self.tail()}")
 
     def stop(self) -> None:
-        if self.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.popen.pid, signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.popen.pid, signal.SIGKILL)
-                self.popen.wait()
+        stop_groups([self.popen])
 
 
 def _spawn(name: str, argv: list[str], workdir: Path, env: dict[str, str]) -> Operator:
-    workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / f"{name}.log"
-    with log.open("wb") as handle:
-        popen = subprocess.Popen(
-            argv, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ, **env}, start_new_session=True
-        )
-    return Operator(name, popen, log, workdir)
+    return Operator(name, spawn_group(argv, log, env), log, workdir)
 
 
 # ---- the ElasticJob controller -------------------------------------------------------------------
@@ -230,10 +216,6 @@ def standalone_overlay(cp: ControlPlane) -> list[dict]:
     return [obj for obj in yaml.safe_load_all(rendered) if obj]
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
 def webhook_pki(folder: Path, namespace: str = TRAINING_OPERATOR_NAMESPACE) -> dict[str, bytes]:
     """A CA and the webhook's serving pair, in the Secret's keys (ca.crt, ca.key, tls.crt, tls.key).
 
@@ -244,15 +226,15 @@ def webhook_pki(folder: Path, namespace: str = TRAINING_OPERATOR_NAMESPACE) -> d
     # PKCS#1 keys: the rotator reads the CA key with x509.ParsePKCS1PrivateKey (OpenSSL 3 writes
     # PKCS#8 unless told otherwise).
     for key in ("ca.key", "tls.key"):
-        _openssl("genrsa", "-traditional", "-out", key, "2048", cwd=folder)
-    _openssl("req", "-x509", "-key", "ca.key", "-out", "ca.crt", "-days", "365", "-subj", f"/CN={CA_NAME}",
+        openssl("genrsa", "-traditional", "-out", key, "2048", cwd=folder)
+    openssl("req", "-x509", "-key", "ca.key", "-out", "ca.crt", "-days", "365", "-subj", f"/CN={CA_NAME}",
              "-addext", f"subjectAltName=DNS:{CA_NAME}", cwd=folder)  # fmt: skip
-    _openssl("req", "-new", "-key", "tls.key", "-out", "tls.csr", "-subj", f"/CN={WEBHOOK_SERVICE}.{namespace}.svc",
+    openssl("req", "-new", "-key", "tls.key", "-out", "tls.csr", "-subj", f"/CN={WEBHOOK_SERVICE}.{namespace}.svc",
              cwd=folder)  # fmt: skip
     (folder / "server.ext").write_text(
         f"subjectAltName=DNS:{WEBHOOK_SERVICE}.{namespace}.svc,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"
     )
-    _openssl("x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+    openssl("x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
              "-out", "tls.crt", "-days", "365", "-extfile", "server.ext", cwd=folder)  # fmt: skip
     return {name: (folder / name).read_bytes() for name in ("ca.crt", "ca.key", "tls.crt", "tls.key")}
 
