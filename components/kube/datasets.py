@@ -16,6 +16,9 @@ from components.kube.manifests import PART_OF, _training_pods
 CAPACITY = "1Ti"
 HTTPS_PORT = 443
 LABEL_DATASET = "torchfleet.io/dataset"
+# Annotations a pod mounting a dataset needs, per cloud. GKE injects the Cloud Storage FUSE sidecar
+# only into pods that ask: https://cloud.google.com/kubernetes-engine/docs/how-to/cloud-storage-fuse-csi-driver-pv
+POD_ANNOTATIONS = {"gcp": {"gke-gcsfuse/volumes": "true"}}
 
 
 def claim_name(dataset: str) -> str:

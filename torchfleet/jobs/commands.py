@@ -20,6 +20,7 @@ import yaml
 from components import spec as platform
 from components.clouds.traits import CLOUD_TRAITS
 from torchfleet import cost
+from torchfleet.jobs import datasets as job_datasets
 from torchfleet.jobs import flag_checks, manifests, schema, workdir, workdir_pack
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs import target as targets
@@ -78,6 +79,9 @@ def _job_options(p: argparse.ArgumentParser) -> None:
                         "run the command there, in --image (training-image/README.md, Your code with --workdir)")
     p.add_argument("--env", action="append", default=[], metavar="K=V", help="environment variable (repeatable)")
     p.add_argument("--mount", default=jobspec.DEFAULT_MOUNT, help="where the shared claim is mounted")
+    p.add_argument("--dataset", default=None, metavar="NAME[:PATH]",
+                   help="mount one of the stack's datasets (torchfleet:datasets, a bucket) read-only at PATH "
+                        f"(default {job_datasets.DEFAULT_ROOT}/NAME; docs/data.md)")
     p.add_argument("--run-as-user", type=int, default=platform.TRAINING_UID, metavar="UID",
                    help=f"the pods' uid, 1 to {flag_checks.UID_MAX} (default {platform.TRAINING_UID}, the training "
                         f"image's user; the group stays {platform.TRAINING_UID}, which owns the shared store)")
@@ -188,10 +192,19 @@ def _request(args: argparse.Namespace, t: targets.Target, name: str, command: Se
     )
 
 
-def _documents(req: jobspec.JobRequest, t: targets.Target) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _dataset(args: argparse.Namespace, t: targets.Target, req: jobspec.JobRequest) -> job_datasets.DatasetMount | None:
+    """``--dataset``, checked against the stack's datasets (exit 2 before anything is sent)."""
+    item = getattr(args, "dataset", None)
+    if item is None:
+        return None
+    return job_datasets.parse_dataset(item, t.datasets, t.cloud, t.stack, req.mount)
+
+
+def _documents(req: jobspec.JobRequest, t: targets.Target, dataset: job_datasets.DatasetMount | None = None,
+               ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The job and what it owns: its network policies (its own, then the --allow-egress one if
     asked) and, in-place, its Lighthouse (manifests.owned_documents)."""
-    job = manifests.build(req, t)
+    job = job_datasets.mount_into(manifests.build(req, t), dataset)
     if not manifests.is_indexed_job(job):  # an operator's resource: its CRD's schema (batch/v1 is the API server's)
         schema.validate(job)  # before anything is sent, and before a dry run prints it
     _check_label_values(job)
@@ -395,7 +408,7 @@ def run_submit(args: argparse.Namespace) -> int:
 
     def plan(t: targets.Target) -> Planned:
         req = _request(args, t, args.name, command, code=code.ref)
-        return [(req, *_documents(req, t))]
+        return [(req, *_documents(req, t, _dataset(args, t, req)))]
 
     return _submit_all(args, plan, code)
 
@@ -410,7 +423,7 @@ def run_sweep(args: argparse.Namespace) -> int:
         for i, overrides in enumerate(combos):
             req = _request(args, t, f"{args.name}-{i}", command, overrides=overrides, sweep=args.name,
                            code=code.ref)
-            planned.append((req, *_documents(req, t)))
+            planned.append((req, *_documents(req, t, _dataset(args, t, req))))
         return planned
 
     shown = plan(resolve_target(args, need_cluster=False).target)

@@ -43,6 +43,7 @@ class Target:
     max_gpus: int | None = None  # the stack's guardrail
     region: str | None = None  # Azure zone labels carry it
     zones: tuple[str, ...] | None = None  # the stack's zones, as its config names them; None: no stack
+    datasets: tuple[str, ...] | None = None  # the stack's torchfleet:datasets names; None: no stack
 
     @property
     def etcd_host(self) -> str:
@@ -98,6 +99,7 @@ def from_stack(stack: str, stacks_dir: Path = STACKS_DIR) -> Target:
         max_gpus=spec.guardrails.max_gpus,
         region=spec.region,
         zones=tuple(spec.zones),
+        datasets=tuple(d.name for d in spec.datasets),
     )
 
 

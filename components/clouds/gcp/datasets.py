@@ -20,6 +20,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.clouds.dataset_access import TRAINING_SERVICE_ACCOUNT, DatasetAccess, DatasetVolume
+from components.kube import datasets as kube_datasets
 from components.spec import DatasetSpec, PlatformSpec
 
 DRIVER = "gcsfuse.csi.storage.gke.io"
@@ -28,9 +29,6 @@ READ_ROLE = "roles/storage.objectViewer"
 PRIVATE_GOOGLEAPIS = "199.36.153.8/30"
 PRIVATE_GOOGLEAPIS_IPS = ("199.36.153.8", "199.36.153.9", "199.36.153.10", "199.36.153.11")
 STORAGE_DOMAIN = "storage.googleapis.com."
-# The sidecar is injected only into pods that ask for it:
-# https://cloud.google.com/kubernetes-engine/docs/how-to/cloud-storage-fuse-csi-driver-pv
-POD_ANNOTATIONS = {"gke-gcsfuse/volumes": "true"}
 
 
 def training_principal(project_number: str, project: str, namespace: str) -> str:
@@ -115,6 +113,6 @@ class GcsDatasets(pulumi.ComponentResource):
             volumes=tuple(DatasetVolume(d.name, csi_source(d), mount_options(d)) for d in spec.datasets),
             ready=[*self.grants, self.record],
             egress_cidrs=(PRIVATE_GOOGLEAPIS,),
-            pod_annotations=dict(POD_ANNOTATIONS),
+            pod_annotations=dict(kube_datasets.POD_ANNOTATIONS["gcp"]),
         )
         self.register_outputs({})
