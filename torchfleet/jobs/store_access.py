@@ -179,7 +179,13 @@ def download(runner: Runner, job_dir: str, path: str, local: Path, progress_stre
     try:
         try:
             with tarfile.open(fileobj=io.BufferedReader(stream, store_script.CHUNK), mode="r|") as tar:
-                tar.extractall(staging, filter="data")
+                for member in tar:  # only what was asked for: NAME and what is under it
+                    if member.name != name and not member.name.startswith(f"{name}/"):
+                        raise ClusterError(f"the download of {path or '.'} sent {member.name!r}, which is not "
+                                           f"under {name}: refused")
+                    tar.extract(member, staging, filter="data")
+        except tarfile.FilterError as error:  # a link out, an absolute or device member: PEP 706's data filter
+            raise ClusterError(f"the download of {path or '.'} sent what cannot be unpacked safely: {error}") from None
         except tarfile.TarError as error:
             code = stream.finish()
             raise (_failed("the download", code, stderr, path) if code else
