@@ -12,9 +12,12 @@ from tests.checks.tools import run, run_json, tool
 from tests.harness import REPO
 
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.y*ml"))
-# `uses: owner/repo[/path]@<40 hex> # v1.2.3`: a tag can be moved, a commit cannot
+# `uses: owner/repo[/path]@<40 hex> # v1.2.3`, optionally `(YYYY-MM-DD)`, the release's date: a tag can be moved,
+# a commit cannot
 # (https://docs.github.com/en/actions/security-for-github-actions/security-guides/security-hardening-for-github-actions#using-third-party-actions).
-PINNED = re.compile(r"^\s*(?:-\s+)?uses:\s+[\w.-]+/[\w./-]+@[0-9a-f]{40}\s+#\s+v\d+(\.\d+)*\s*$")
+PINNED = re.compile(
+    r"^\s*(?:-\s+)?uses:\s+[\w.-]+/[\w./-]+@[0-9a-f]{40}\s+#\s+v\d+(\.\d+)*(\s+\(\d{4}-\d{2}-\d{2}\))?\s*$"
+)
 
 BAD_WORKFLOW = """\
 name: bad
@@ -31,8 +34,8 @@ jobs:
 """
 
 
-def test_there_are_the_two_workflows():
-    assert {w.name for w in WORKFLOWS} >= {"ci.yml", "preview.yml"}
+def test_there_are_the_three_workflows():
+    assert {w.name for w in WORKFLOWS} >= {"ci.yml", "preview.yml", "image.yml"}
 
 
 def test_actionlint_reports_nothing():
@@ -86,3 +89,23 @@ def test_preview_uses_oidc_and_never_long_lived_keys():
     for key in ("aws-access-key-id", "aws-secret-access-key", "credentials_json", "client-secret",
                 '"creds"', "PULUMI_ACCESS_TOKEN", "secrets."):
         assert key not in text, f"preview.yml must not use {key}"
+
+
+def test_the_image_is_pushed_on_a_tag_only_after_its_scan_with_the_jobs_own_token():
+    """image.yml (issue 21): a release tag builds the training image, Trivy fails the run on a fixable HIGH or
+    CRITICAL finding before anything is pushed, and the push uses the job's GITHUB_TOKEN, which may write
+    packages and read the code, nothing more."""
+    doc = yaml.safe_load((REPO / ".github" / "workflows" / "image.yml").read_text())
+    assert doc[True] == {"push": {"tags": ["v*.*.*"]}}
+    (job,) = doc["jobs"].values()
+    assert job["permissions"] == {"contents": "read", "packages": "write"}
+    steps = [s.get("uses", "").split("@")[0] or s.get("name", "") for s in job["steps"]]
+    build, scan, login = (steps.index(a) for a in ("docker/build-push-action", "aquasecurity/trivy-action",
+                                                   "docker/login-action"))
+    push = next(i for i, s in enumerate(job["steps"]) if "docker push" in s.get("run", ""))
+    assert build < scan < login < push
+    assert job["steps"][build]["with"]["push"] is False and job["steps"][build]["with"]["context"] == "training-image"
+    trivy = job["steps"][scan]["with"]
+    assert (trivy["exit-code"], trivy["severity"], trivy["ignore-unfixed"]) == ("1", "HIGH,CRITICAL", True)
+    assert job["steps"][login]["with"]["password"] == "${{ secrets.GITHUB_TOKEN }}"
+    assert "secrets." not in json.dumps([s for i, s in enumerate(job["steps"]) if i != login])
