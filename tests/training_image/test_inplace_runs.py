@@ -134,3 +134,19 @@ def test_no_group_exits_0_before_the_final_checkpoint_is_committed(tmp_path):
     assert len(seen) == 1 and seen[0]["group"] != final[0]["group"]
     # it waited out the writer's 3 s (the two processes' lines may reach the test in either order)
     assert seen[0]["waited_s"] >= 2.0 and seen[0]["wall"] >= final[0]["wall"] - 0.1
+
+
+def test_hold_for_world_keeps_a_lone_group_from_training_past_the_step_until_a_peer_joins(tmp_path):
+    # Issue 23: the in-place demo's survivor finished the job before its replacement joined (2 of 4
+    # runs on a loaded machine); the demo now holds it as the restart demo holds node0.
+    args = ["--total-steps=40", "--global-batch-size=32", "--checkpoint-every=10", "--step-delay-s=0.02"]
+    with InplaceJob(tmp_path / "job", args, groups=2, extra_env={"TORCHFLEET_HOLD_FOR_WORLD": "20:2"}) as job:
+        alone = job.start_group(0)
+        held = job.events.wait_for(lambda e: e.kind == "hold", TIMEOUT, describe="the lone group holding")
+        assert held["step"] == 20 and held["until_world"] == 2
+        time.sleep(1.0)  # it keeps holding, however long it waits
+        assert max(e["step"] for e in job.steps()) == 19
+        peer = job.start_group(1)
+        assert [alone.wait(TIMEOUT * 2), peer.wait(TIMEOUT * 2)] == [0, 0]
+        steps = job.steps()
+    assert {e["world"] for e in steps if e["step"] >= 20} == {2}  # every step from the held one on had both

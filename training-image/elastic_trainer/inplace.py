@@ -46,7 +46,12 @@ from elastic_trainer.inplace_addresses import advertised_host, manager_addresses
 from elastic_trainer.nonfinite import NonFiniteGuard, nan_steps
 from elastic_trainer.signals import StopRequest
 from elastic_trainer.staging import HostSnapshot
-from elastic_trainer.trainer import REQUIRED_KEYS, stall_commit_at  # the same checkpoints, the same fault hook
+from elastic_trainer.trainer import (  # the same checkpoints, the same fault and demo hooks
+    HOLD_FOR_WORLD,
+    REQUIRED_KEYS,
+    hold_for_world,
+    stall_commit_at,
+)
 
 # Which recovery a job uses: "restart" (torchrun restarts every worker, trainer.py) or "inplace".
 ENV_RECOVERY = "TORCHFLEET_RECOVERY"
@@ -161,6 +166,8 @@ class _InplaceRun:
         self.generation = 0  # claimed by the group that writes, at each new quorum
         self.writer_quorum = -1
         self.trained = False  # has this worker committed a step (the final checkpoint is then its to write)
+        self.hold = hold_for_world()  # (step, groups): tests and the demo (trainer.py's HOLD_FOR_WORLD)
+        self.holding = False
         if cfg.global_batch_size < self.groups:
             raise ValueError(f"--global-batch-size={cfg.global_batch_size} is smaller than {ENV_GROUPS}="
                              f"{self.groups}: every group needs at least one sample of each global batch")
@@ -380,6 +387,7 @@ class _InplaceRun:
             if quorum != last_quorum:
                 emit("quorum", group=self.group, step=step, participants=quorum[0], replica_rank=quorum[1])
                 last_quorum = quorum
+            held = self._held(step, quorum[0])
             self._average_gradients(loss.detach(), len(indices))
             self.snapshot.before_update()
             try:
@@ -391,7 +399,8 @@ class _InplaceRun:
                      pid=os.getpid())
                 self.healed = False
             if not committed:
-                emit("step_dropped", group=self.group, step=step + 1)
+                if not held:
+                    emit("step_dropped", group=self.group, step=step + 1)
                 continue
             # Read on the host now, before the update is queued: should_commit synchronised the
             # device, so these wait for nothing. After optimizer.step they would wait for it, and
@@ -437,6 +446,23 @@ class _InplaceRun:
                 continue  # the final checkpoint after the next quorum agrees we are done
             if step % cfg.checkpoint_every == 0 and quorum[1] == 0 and not self.guard.in_a_row:  # nonfinite.py
                 self._checkpoint(sampler, step, "periodic")
+
+    def _held(self, step: int, groups: int) -> bool:
+        """HOLD_FOR_WORLD: before its step, a quorum of fewer groups votes the step down and goes round again.
+
+        The whole quorum protocol still runs (a replacement that heals at such a quorum gets the
+        state at the commit vote, trainer.py's hold stops at a collective the same way); the step is
+        dropped everywhere by this group's error report (torchft's should_commit), so no group trains it.
+        """
+        if not (self.hold and step + 1 == self.hold[0] and groups < self.hold[1]):
+            self.holding = False
+            return False
+        if not self.holding:
+            emit("hold", group=self.group, step=self.hold[0], world=groups, until_world=self.hold[1])
+            self.holding = True
+        self.manager.report_error(RuntimeError(f"{HOLD_FOR_WORLD}: holding step {step + 1} for {self.hold[1]} groups"))
+        time.sleep(0.05)  # a quorum round each 50 ms, as the Lighthouse's tick (inplacerun.py)
+        return True
 
     _failed_save = 0
 

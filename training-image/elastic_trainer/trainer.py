@@ -55,7 +55,8 @@ REQUIRED_KEYS = ("model", "optimizer", "sampler", "rng", "step")
 # For tests and the demo: "<step>:<world>" makes a group of fewer than <world> ranks wait before
 # <step> until it is stopped (its agent restarts the workers when a node joins), so a slow
 # machine cannot finish the job before a replacement has joined; a group that size or larger
-# never waits.
+# never waits. In place (inplace.py), a quorum of fewer than <world> groups drops that step until
+# one has them (issue 23: the in-place demo's survivor finished before its replacement joined).
 HOLD_FOR_WORLD = "TORCHFLEET_HOLD_FOR_WORLD"
 
 
@@ -86,7 +87,7 @@ def warm_imports() -> None:
     torch.optim.AdamW([param], lr=0.1)
 
 
-def _hold_for_world() -> tuple[int, int] | None:
+def hold_for_world() -> tuple[int, int] | None:
     step, _, world = os.environ.get(HOLD_FOR_WORLD, "").partition(":")
     return (int(step), int(world)) if world else None
 
@@ -113,7 +114,7 @@ class _Run:
                                            stall=stall_commit_at())
         self.store = self.checkpoints.store
         self.scalars = Scalars(cfg.tensorboard_dir, self.rank)
-        self.hold = _hold_for_world()
+        self.hold = hold_for_world()
 
     # -- collectives helpers ----------------------------------------------------------------
     def _broadcast_object(self, obj: object) -> object:
