@@ -23,6 +23,7 @@ class MachineRules:
     families: tuple[str, ...]
     sizes: tuple[str, ...]
     examples: tuple[str, ...]
+    requirement: str = ""  # what the cloud demands of a manager machine beyond the name, if anything
 
     def problem(self, machine: str) -> str | None:
         """Why `machine` cannot be a manager machine on this cloud, or None when it can."""
@@ -37,6 +38,8 @@ class MachineRules:
             why = f"is of family {match.group('family')}, not a known x86_64 family ({', '.join(self.families)})"
         else:
             why = f"has size {match.group('size')}, not one of {', '.join(self.sizes)}"
+        if match and self.requirement:
+            why += f" ({self.requirement})"
         return f"{machine!r} {why}; {hint} (machine types: {self.source})"
 
 
@@ -53,6 +56,7 @@ def _machine_rules(cloud: str, row: dict[str, Any]) -> MachineRules:
         tuple(row["families"]),
         tuple(str(s) for s in row["sizes"]),
         tuple(row["examples"]),
+        row.get("requirement", ""),
     )
 
 

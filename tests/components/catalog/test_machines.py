@@ -11,7 +11,7 @@ import yaml
 from components import catalog
 from components.catalog import machines
 from components.spec import DEFAULT_MANAGER_MACHINE
-from tests.components.spec.configs import config, ok
+from tests.components.spec.configs import config, ok, only
 
 RAW = yaml.safe_load(machines.MACHINES_FILE.read_text())
 VENDOR_DOMAIN = {"aws": "docs.aws.amazon.com", "gcp": "cloud.google.com", "azure": "learn.microsoft.com"}
@@ -21,7 +21,8 @@ EXAMPLES = [(cloud, m) for cloud, row in sorted(RAW.items()) for m in row["examp
 @pytest.mark.parametrize("cloud", sorted(RAW))
 def test_cloud_row(cloud):
     row = RAW[cloud]
-    assert set(row) == {"source", "pattern", "families", "sizes", "examples"}
+    assert {"source", "pattern", "families", "sizes", "examples"} <= set(row) <= {
+        "source", "pattern", "families", "sizes", "examples", "requirement"}
     url = urlparse(row["source"])
     assert url.scheme == "https" and url.hostname == VENDOR_DOMAIN[cloud]
     assert set(re.compile(row["pattern"]).groupindex) == {"family", "size"}
@@ -56,3 +57,11 @@ def test_the_aws_pattern_is_the_naming_scheme_of_every_aws_gpu_machine_too():
     pattern = machines.rules("aws").pattern
     types = [m.type for g in catalog.load().values() if "aws" in g.offerings for m in g.offerings["aws"].machines]
     assert types and all(pattern.match(t) for t in types)
+
+
+@pytest.mark.parametrize("machine", ["Standard_D2s_v5", "Standard_B4ms_v2", "Standard_B2ms_v2", "Standard_F2s_v2"])
+def test_an_aks_system_pool_machine_below_its_minimum_is_refused(machine):
+    """Regression (issue 20, Azure review 12): 2-vCPU and B-series sizes passed for the manager pool,
+    which is the AKS system pool ("at least 4 vCPUs", "B series VMs aren't supported")."""
+    message = only(config("azure", managerPool={"machineType": machine}), "torchfleet:managerPool.machineType")
+    assert "at least 4 vCPUs and no B-series" in message and "use-system-pools" in message

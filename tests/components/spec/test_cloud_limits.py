@@ -215,7 +215,7 @@ def test_manager_machine_did_you_mean(cloud, machine):
 @pytest.mark.parametrize(
     "cloud, machine",
     [("aws", "t3.large"), ("aws", "c7i.2xlarge"), ("gcp", "n2-standard-8"), ("gcp", "c3-highmem-4"),
-     ("azure", "Standard_E8ads_v5"), ("azure", "Standard_B2ms_v2")],
+     ("azure", "Standard_E8ads_v5"), ("azure", "Standard_F4s_v2")],
 )
 def test_real_manager_machine_types_pass(cloud, machine):
     ok(config(cloud, managerPool={"machineType": machine}))
