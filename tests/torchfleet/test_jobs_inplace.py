@@ -321,13 +321,33 @@ def _events(text: str, kind: str) -> list[dict]:
             if line.startswith("@@tf ") and f'"ev": "{kind}"' in line]
 
 
+# A pod's process with its imports done ahead of its entrypoint: argv is READY GO MODULE ARGS...;
+# it imports torch and torchft, creates READY, waits for GO, then runs MODULE as `python -m` would.
+HELD_START = """
+import runpy, sys, time
+from pathlib import Path
+import torch, torchft
+ready, go, module, *args = sys.argv[1:]
+Path(ready).touch()
+while not Path(go).exists():
+    time.sleep(0.05)
+sys.argv = [module, *args]
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+
 @pytest.mark.slow
 def test_the_submitted_pods_train_and_heal_against_the_submitted_lighthouse(tmp_path):
     """What `submit --recovery inplace` creates, run as local processes: the Lighthouse from the
     Deployment's command, the pods from the Job's container (its command, args and environment;
     JOB_COMPLETION_INDEX and POD_IP as Kubernetes sets them, each pod its own address). Only the
     Lighthouse's address and the store's path are made local. Group 0 trains alone (--nodes 1:2),
-    group 1 joins later and heals from group 0 at its advertised pod IP, and both finish."""
+    group 1 joins later and heals from group 0 at its advertised pod IP, and both finish.
+
+    Group 1's process starts first and holds before its entrypoint runs, torch and torchft
+    imported: at load 16 its imports took longer than group 0's whole run, which then ended before
+    group 1 joined (the race this test must not depend on). Released once group 0 trains, it needs
+    only to reach the Lighthouse, a short fraction of group 0's 300 steps at any load."""
     import os
     import sys
 
@@ -356,21 +376,34 @@ def test_the_submitted_pods_train_and_heal_against_the_submitted_lighthouse(tmp_
     procs = [subprocess.Popen(lighthouse_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)]
     logs = [tmp_path / f"pod-{index}.log" for index in range(req.max_nodes)]
 
-    def start_pod(index: int) -> None:
+    assert pod_argv[1] == "-m", pod_argv  # the pod runs a module, which the held start runs in place
+    ready, go = tmp_path / "group-1.imported", tmp_path / "group-1.go"
+    held_start = [sys.executable, "-c", HELD_START, str(ready), str(go), *pod_argv[2:]]
+
+    def start_pod(index: int, argv: list[str]) -> subprocess.Popen:
         pod_env = {**os.environ, **env, "JOB_COMPLETION_INDEX": str(index), "POD_IP": f"127.0.0.{2 + index}",
                    "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(IMAGE_DIR),
                    "RUST_LOG": "error"}
         with logs[index].open("w") as log:
-            procs.append(subprocess.Popen(pod_argv, cwd=IMAGE_DIR, env=pod_env, stdout=log, stderr=subprocess.STDOUT))
+            return subprocess.Popen(argv, cwd=IMAGE_DIR, env=pod_env, stdout=log, stderr=subprocess.STDOUT)
+
+    def wait_until(done, what: str, proc: subprocess.Popen, log: Path) -> None:
+        deadline = time.monotonic() + 180
+        while not done():
+            assert proc.poll() is None, f"{what}: exited {proc.returncode}\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"{what}: not after 180 s\n{log.read_text()[-3000:]}"
+            time.sleep(0.2)
 
     try:
-        start_pod(0)
-        deadline = time.monotonic() + 120
-        while not [e for e in _events(logs[0].read_text(), "step") if e["step"] >= 5]:
-            assert time.monotonic() < deadline and procs[1].poll() is None, logs[0].read_text()[-3000:]
-            time.sleep(0.2)
-        start_pod(1)  # a replacement, or a node the autoscaler brought late
-        codes = [p.wait(timeout=180) for p in procs[1:]]
+        group1 = start_pod(1, held_start)  # a replacement, or a node the autoscaler brought late
+        procs.append(group1)
+        wait_until(ready.exists, "group 1's imports", group1, logs[1])
+        group0 = start_pod(0, pod_argv)
+        procs.append(group0)
+        wait_until(lambda: [e for e in _events(logs[0].read_text(), "step") if e["step"] >= 5],
+                   "group 0's fifth step", group0, logs[0])
+        go.touch()
+        codes = [group0.wait(timeout=180), group1.wait(timeout=180)]
         texts = [log.read_text() for log in logs]
         assert codes == [0, 0], "\n\n".join(t[-3000:] for t in texts)
         for text in texts:
