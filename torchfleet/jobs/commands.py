@@ -76,7 +76,7 @@ def _job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workdir", type=Path, default=None, metavar="DIR",
                    help="your code without building an image: pack DIR (what git would commit: .gitignore applies; "
                         f"at most {workdir_pack.MAX_BYTES >> 20} MiB), unpack it on the shared store under the job and "
-                        "run the command there, in --image (training-image/README.md, Your code with --workdir)")
+                        "run the command there, in --image (docs/workdir.md)")
     p.add_argument("--env", action="append", default=[], metavar="K=V", help="environment variable (repeatable)")
     p.add_argument("--mount", default=jobspec.DEFAULT_MOUNT, help="where the shared claim is mounted")
     p.add_argument("--dataset", default=None, metavar="NAME[:PATH]",
