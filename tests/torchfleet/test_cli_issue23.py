@@ -84,3 +84,51 @@ def test_a_5000_digit_max_nodes_names_the_key(tmp_path, capsys):
     code, out, err = run(["synth", "--stack", str(path)], capsys)
     assert (code, out) == (2, "")
     assert "  - torchfleet:managerPool.maxNodes: must be <= 1000 (" in err and "got a 5000-digit number" in err
+
+
+# ---------------------------------------------------------------- submit's doubtful inputs
+
+SUBMIT = ["submit", "x", "--stack", "aws-usw2", "--gpu", "t4", "--nodes", "1:2", "--dry-run"]
+CMD = ["--", "python", "train.py"]
+
+
+@pytest.mark.parametrize(
+    ("cidr", "says"),
+    [
+        ("::ffff:169.254.169.254/128", "is the IPv4-mapped form of 169.254.169.254/32, AWS, GCP and Azure instance"),
+        ("::ffff:a9fe:a9fe/128", "is the IPv4-mapped form of 169.254.169.254/32"),
+        ("::ffff:169.254.169.252/128", "is the IPv4-mapped form of 169.254.169.252/32, the GKE metadata server"),
+        ("::ffff:168.63.129.16/128", "is the IPv4-mapped form of 168.63.129.16/32, Azure's WireServer"),
+        ("::ffff:10.0.0.0/104", "is the IPv4-mapped IPv6 form of 10.0.0.0/8; write 10.0.0.0/8"),
+        ("::ffff:0:0/96", "is the IPv4-mapped IPv6 form of 0.0.0.0/0; write 0.0.0.0/0"),
+    ],
+)
+def test_ipv4_mapped_egress_is_refused_naming_the_ipv4_form(cidr, says, capsys):
+    # Doubt of issue 23, decided: Kubernetes' stricter IP validation (KEP-4858) rejects IPv4-mapped
+    # IPv6 in NetworkPolicy CIDRs, and ::ffff:169.254.169.254 was accepted though it names IMDS.
+    code, out, err = run([*SUBMIT, "--image", "r/t:1", "--allow-egress", cidr, *CMD], capsys)
+    assert (code, out) == (2, "")
+    assert f"--allow-egress: {cidr!r} {says}" in err
+
+
+def test_plain_ipv6_egress_is_still_accepted(capsys):
+    code, out, _ = run([*SUBMIT, "--image", "r/t:1", "--allow-egress", "2600:1f00::/24", *CMD], capsys)
+    assert code == 0 and "2600:1f00::/24" in out
+
+
+def test_an_image_whose_first_part_has_capitals_is_refused(capsys):
+    # Doubt of issue 23, decided: UPPER/case:tag fits the reference grammar, but the runtime takes
+    # 'UPPER' for a registry host (distribution/reference normalize.go splitDockerDomain), so the
+    # pull would go to https://UPPER/ and fail long after submit said yes.
+    code, out, err = run([*SUBMIT, "--image", "UPPER/case:tag", *CMD], capsys)
+    assert (code, out) == (2, "")
+    assert "--image: 'UPPER/case:tag' is not an image reference: 'UPPER' has capitals" in err
+    assert "Docker Hub names are lowercase (upper/case)" in err
+
+
+@pytest.mark.parametrize(
+    "image", ["Registry.Example.com/team/t:1", "LOCALHOST:5000/t:1", "localhost/t:1", "upper/case:Tag"]
+)
+def test_a_registry_host_with_a_dot_or_port_may_have_capitals(image, capsys):
+    code, _, err = run([*SUBMIT, "--image", image, *CMD], capsys)
+    assert code == 0, err

@@ -43,6 +43,20 @@ METADATA_ENDPOINTS = (
 )
 
 
+# IPv4-mapped IPv6 (RFC 4291 2.5.5.2): an IPv4 address written as IPv6. Kubernetes' stricter IP
+# validation rejects them in NetworkPolicy ipBlocks ("could allow for smuggling IP addresses past
+# validation checks": KEP-4858, keps/sig-network/4858-ip-cidr-validation, read 2026-11-25), and a
+# plugin may read ::ffff:169.254.169.254/128 as the metadata address. So the IPv4 form is asked for,
+# and checked (issue 23: the mapped forms of the metadata addresses were accepted).
+IPV4_MAPPED = ipaddress.ip_network("::ffff:0:0/96")
+
+
+def _ipv4_form(network: Network) -> ipaddress.IPv4Network | None:
+    if network.version != 6 or not network.subnet_of(IPV4_MAPPED):
+        return None
+    return ipaddress.IPv4Network((network.network_address.ipv4_mapped, network.prefixlen - 96))
+
+
 def metadata_inside(network: Network) -> list[Network]:
     """The metadata endpoints strictly inside ``network``: its excepts."""
     return [m.network for m in METADATA_ENDPOINTS
@@ -66,7 +80,14 @@ def parse_egress(items: Sequence[str]) -> tuple[str, ...]:
         if network is None:
             raise UsageError(f"--allow-egress: expected a CIDR such as 52.216.0.0/15 (one address: {item}/32), "
                              f"got {item!r}")
-        metadata = _metadata_containing(network)
+        ipv4 = _ipv4_form(network)
+        metadata = _metadata_containing(ipv4 or network)
+        if metadata is not None and ipv4 is not None:
+            raise UsageError(f"--allow-egress: {item!r} is the IPv4-mapped form of {ipv4}, {metadata.what} "
+                             f"({metadata.network}), which hands out the node's credentials and stays closed to jobs")
+        if ipv4 is not None:
+            raise UsageError(f"--allow-egress: {item!r} is the IPv4-mapped IPv6 form of {ipv4}; write {ipv4} "
+                             "(Kubernetes refuses IPv4-mapped addresses in a NetworkPolicy, KEP-4858)")
         if metadata is not None:
             raise UsageError(f"--allow-egress: {item!r} is {metadata.what} ({metadata.network}), which hands out "
                              "the node's credentials and stays closed to jobs; give the networks the job needs")

@@ -61,6 +61,17 @@ def parse(reference: str) -> ImageRef:
             f"and . _ - between slashes and TAG is up to 128 letters, digits, _ . - (e.g. {EXAMPLE})"
         )
     name, tag, digest = match.groups()
+    first, slash, rest = name.partition("/")
+    if slash and first != first.lower() and not any(c in first for c in ".:"):
+        # The grammar takes UPPER/case (the domain may have capitals), and so does the runtime, as a
+        # registry host: distribution/reference normalize.go splitDockerDomain reads the first part as
+        # a host when it has a '.' or ':', is localhost, or has capitals. A Docker Hub namespace typed
+        # in capitals would be pulled from https://UPPER/ and fail at the pull (issue 23, a doubt).
+        raise UsageError(
+            f"{bad}: {first!r} has capitals, so the container runtime takes it for a registry host, not a Docker "
+            f"Hub namespace; Docker Hub names are lowercase ({first.lower()}/{rest}), and a registry host has a "
+            f"dot or a port, e.g. {EXAMPLE}"
+        )
     domain, path = _NAME.fullmatch(name).groups()
     if len(path) > PATH_MAX:
         raise UsageError(f"{bad}: the repository path is {len(path)} characters, at most {PATH_MAX}")
