@@ -95,7 +95,8 @@ def test_the_indexed_job_is_what_the_trainer_reads(case):
     # a group exits 0 only after the final checkpoint (test_inplace_runs.py): one success is the job's
     assert spec["successPolicy"] == {"rules": [{"succeededCount": 1}]}
     (container,) = spec["template"]["spec"]["containers"]
-    fail_job, ignore = spec["podFailurePolicy"]["rules"]
+    # a reclaimed pod is ignored whatever its exit code: the disruption rule comes first (first match decides)
+    ignore, fail_job = spec["podFailurePolicy"]["rules"]
     assert fail_job["onExitCodes"] == {"containerName": container["name"], "operator": "In",
                                        "values": [trainer_inplace.EXIT_BAD_SETTINGS]}
     assert ignore == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}

@@ -83,8 +83,9 @@ def indexed_job(req: JobRequest, target: Target) -> dict[str, Any]:
     # (training-image/elastic_trainer/inplace.py, _finish), so the first index to succeed means the job
     # did: without the success policy, an index whose retries ran out (a crash-looping node) would mark a
     # finished job Failed. Exit 2 (bad input) fails the job at once: every group would fail the same way;
-    # a spot reclaim, preemption or node drain replaces the pod without spending a retry.
-    rules = [on_exit_codes("FailJob", [EXIT_BAD_INPUT]), DISRUPTION_IGNORED]
+    # a spot reclaim, preemption or node drain replaces the pod without spending a retry. Disruptions
+    # come first, as in restart_failure_rules: a reclaimed pod's exit code is whatever the kill left.
+    rules = [DISRUPTION_IGNORED, on_exit_codes("FailJob", [EXIT_BAD_INPUT])]
     return shell(req, target, recovery="inplace", failure_rules=rules, template=manifests.pod_template(req, target))
 
 
