@@ -48,6 +48,9 @@ SKIPPED: list[tuple[str, str]] = [
     (r"python3\.11 -m venv policy/venv", "installs the CrossGuard pack's venv; tests/policy runs the pack in-process"),
     (r"torchfleet (list|status|logs|delete|tensorboard)\b",
      "needs a cluster; tests/torchfleet/test_jobs_cluster.py runs each against a mocked Kubernetes API"),
+    (r"torchfleet (checkpoints|cp)\b",
+     "needs a job's folder: a cluster's (tests/controlplane/test_reader_pod.py) or a local run's "
+     "(tests/training_image/test_results_run.py runs both commands on one)"),
     (r"\.venv/bin/python bench/", "a benchmark (minutes): README.md's Figures come from it, never from a test"),
     (r"PYTHONPATH=training-image \.venv/bin/python -m elastic_trainer\.launcher",
      "a real training run: tests/training_image/test_custom_example.py runs the same command (slow)"),
