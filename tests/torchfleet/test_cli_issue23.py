@@ -132,3 +132,19 @@ def test_an_image_whose_first_part_has_capitals_is_refused(capsys):
 def test_a_registry_host_with_a_dot_or_port_may_have_capitals(image, capsys):
     code, _, err = run([*SUBMIT, "--image", image, *CMD], capsys)
     assert code == 0, err
+
+
+@pytest.mark.parametrize("namespace", ["kube-system", "default", "torchfleet-system", "kube-public"])
+def test_submit_into_a_namespace_the_cluster_or_platform_owns_is_refused(namespace, capsys):
+    # Doubt of issue 23, decided: `submit -n kube-system` was accepted; the namespace is not the
+    # training namespace, so the job escaped its restricted Pod Security and default-deny policies.
+    code, out, err = run([*SUBMIT, "--image", "r/t:1", "-n", namespace, *CMD], capsys)
+    assert (code, out) == (2, "")
+    assert f"--namespace: {namespace!r} is " in err and "jobs run in the stack's training namespace" in err
+
+
+def test_a_reserved_namespace_from_the_environment_names_the_variable(capsys, monkeypatch):
+    monkeypatch.setenv("TORCHFLEET_NAMESPACE", "kube-system")
+    code, out, err = run([*SUBMIT, "--image", "r/t:1", *CMD], capsys)
+    assert (code, out) == (2, "")
+    assert "TORCHFLEET_NAMESPACE: 'kube-system' is Kubernetes' own" in err

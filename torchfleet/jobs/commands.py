@@ -19,6 +19,7 @@ import yaml
 
 from components import spec as platform
 from components.clouds.traits import CLOUD_TRAITS
+from components.spec.namespaces import reserved_namespace
 from torchfleet import cost
 from torchfleet.jobs import datasets as job_datasets
 from torchfleet.jobs import flag_checks, manifests, schema, workdir, workdir_pack
@@ -168,6 +169,11 @@ def resolve_target(args: argparse.Namespace, *, need_cluster: bool) -> Session:
         if not _DNS_LABEL.fullmatch(args.namespace):
             raise UsageError(f"--namespace: must be a DNS label (lowercase letters, digits, '-'), "
                              f"got {args.namespace!r}")
+        if (why := reserved_namespace(args.namespace)) is not None:
+            # Issue 23: `submit -n kube-system` was accepted; a job there escapes the training
+            # namespace's restricted Pod Security and default-deny policies (components/spec/namespaces.py).
+            raise UsageError(f"--namespace: {why}; jobs run in the stack's training namespace "
+                             f"(training.namespace, default {platform.DEFAULT_NAMESPACE})")
         t = replace(t, namespace=args.namespace, etcd_endpoint=targets.default_etcd_endpoint(args.namespace))
     if args.operator:
         t = replace(t, operator=args.operator)
