@@ -143,6 +143,28 @@ def test_manager_is_the_only_inline_pool(three):
     assert "scaleSetPriority" not in m  # on-demand
 
 
+# Label prefixes AKS reserves: "The following prefixes are reserved for AKS use and can't be used for
+# any node: kubernetes.azure.com/, kubernetes.io/" (Azure Architecture Center, AKS for Amazon EKS
+# professionals, node pools, "Reserved system labels":
+# https://learn.microsoft.com/azure/architecture/aws-professional/eks-to-aks/node-pools).
+AKS_RESERVED_LABEL_PREFIXES = ("kubernetes.azure.com/", "kubernetes.io/")
+
+
+@pytest.mark.parametrize("fixture", ["example", "three"])
+def test_no_pool_declares_a_label_aks_reserves(request, fixture):
+    """Azure review 15 proposed declaring the spot label kubernetes.azure.com/scalesetpriority on spot
+    pools against drift; AKS refuses any label under its prefixes, so that would fail the pool's
+    create, and there is no drift to avoid (azure-native's refresh moves into the inputs only what
+    changed between the old and new outputs: provider.go Read, steps 2-5). The class: no pool, inline
+    or separate, declares a label AKS reserves."""
+    result = request.getfixturevalue(fixture)
+    pools = [*result.one(CLUSTER).inputs["agentPoolProfiles"], *(p.inputs for p in result.of_type(POOL))]
+    assert len(pools) > 1
+    for pool in pools:
+        reserved = [k for k in pool.get("nodeLabels") or {} if k.startswith(AKS_RESERVED_LABEL_PREFIXES)]
+        assert reserved == [], pool.get("name") or pool.get("agentPoolName")
+
+
 @pytest.mark.parametrize("fixture", ["example", "three"])
 def test_every_pool_encrypts_at_host(request, fixture):
     """Temp disks and caches encrypted on the host, on the system pool and every GPU (spot) pool."""
