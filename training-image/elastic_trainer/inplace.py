@@ -40,6 +40,7 @@ from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_MEMBERSHIP_CHANGE, EXIT
 from elastic_trainer.async_writer import AsyncWriter, WriteOutcome
 from elastic_trainer.checkpoint import CheckpointStore, CheckpointWriteError
 from elastic_trainer.data.sampler import ElasticBatchSampler
+from elastic_trainer.deadline import Deadline
 from elastic_trainer.events import Scalars, emit, log, setup_logging
 from elastic_trainer.fence import StaleGenerationError
 from elastic_trainer.inplace_addresses import advertised_host, manager_addresses
@@ -72,6 +73,17 @@ ENV_BACKEND = "TORCHFLEET_INPLACE_BACKEND"
 # How long a group that does not write the final checkpoint waits for it before it exits (_finish):
 # the writer's final save of a large state to a network store can take minutes.
 ENV_FINAL_WAIT_S = "TORCHFLEET_INPLACE_FINAL_WAIT_S"
+# How long a worker waits for a Lighthouse that refuses connections before it exits for its node to
+# start it again (replica_node.py; a retry, up to --max_restarts): a Lighthouse pod rescheduled onto
+# a new node pulls its image and starts within minutes; one away longer is reported, not waited on
+# in silence (issue 23: every wait in the recovery path is bounded).
+ENV_LIGHTHOUSE_WAIT_S = "TORCHFLEET_INPLACE_LIGHTHOUSE_WAIT_S"
+# The most one torchft call may take before the worker exits (deadline.py: start_quorum, wait_quorum
+# and should_commit have no timeout of their own). 300 s: the restart mode's process-group timeout
+# (launcher.py, TORCHFLEET_PG_TIMEOUT_S: a peer that stalls longer has failed), far above the bounds
+# of what runs inside one call (quorum + configure + heal metadata + transfer: 40 s by default), with
+# room for a heal of a large state over a slow link (longer torchft timeouts raise the default).
+ENV_STALL_S = "TORCHFLEET_INPLACE_STALL_S"
 EXIT_BAD_SETTINGS = 2  # the node does not start the worker again (replica_node.FINAL_CODES)
 
 
@@ -150,6 +162,12 @@ class _InplaceRun:
         self.timeout = timedelta(seconds=_env_seconds(ENV_TIMEOUT_S, 10.0))
         self.quorum_timeout = timedelta(seconds=_env_seconds(ENV_QUORUM_TIMEOUT_S, 10.0))
         self.final_wait_s = _env_seconds(ENV_FINAL_WAIT_S, 600.0)
+        self.lighthouse_wait_s = _env_seconds(ENV_LIGHTHOUSE_WAIT_S, 600.0)
+        inner = self.quorum_timeout.total_seconds() + 3 * self.timeout.total_seconds()
+        self.stall_s = _env_seconds(ENV_STALL_S, max(300.0, inner + 60))
+        if self.stall_s <= inner:  # it would end calls that are still within torchft's own bounds
+            raise ValueError(f"{ENV_STALL_S}={self.stall_s:g}: must exceed {ENV_QUORUM_TIMEOUT_S} + 3 x "
+                             f"{ENV_TIMEOUT_S} ({inner:g} s), what one torchft call may take by its own timeouts")
         self.lighthouse = os.environ.get(ENV_LIGHTHOUSE, "")
         if not self.lighthouse:
             raise ValueError(f"{ENV_LIGHTHOUSE} is not set: the in-place mode needs the job's Lighthouse address")
@@ -203,25 +221,32 @@ class _InplaceRun:
         self.optimizer = task.build_optimizer(self.model)
         self.scheduler = task.build_scheduler(self.optimizer, cfg.total_steps)
         self.healed = False
-        self._wait_for_lighthouse()
+        try:
+            self._wait_for_lighthouse()
+        except TimeoutError as exc:
+            log.error("%s", exc)
+            emit("exit", group=self.group, step=0, code=EXIT_MEMBERSHIP_CHANGE, reason="no lighthouse")
+            return EXIT_MEMBERSHIP_CHANGE
         if self.stop:  # stopped while waiting: nothing trained, nothing to save
             emit("exit", group=self.group, step=0, code=128 + self.stop.signum)
             return 128 + self.stop.signum
         # The group's own store (one worker per group): torchft keeps the manager's address in it.
         store = torch.distributed.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
         pg = ProcessGroupNCCL(timeout=timeout) if self.backend == "nccl" else ProcessGroupGloo(timeout=timeout)
-        self.manager = Manager(
-            pg=pg, load_state_dict=self._load_state_dict, state_dict=self._state_dict,
-            min_replica_size=self.min_groups,
-            # the quorum is computed while the batch loads and forward and backward run (_run)
-            use_async_quorum=True,
-            timeout=timeout, quorum_timeout=quorum_timeout, connect_timeout=quorum_timeout,
-            rank=0, world_size=1, store_port=store.port,
-            lighthouse_addr=self.lighthouse, replica_id=f"group{self.group}",
-            # the pod IP on Kubernetes, where no other pod resolves this one's hostname (inplace_addresses.py)
-            **manager_addresses(timeout),
-            init_sync=False,  # the weights are made from the seed, identical everywhere
-        )
+        self.bound = Deadline(self.stall_s, EXIT_MEMBERSHIP_CHANGE, ENV_STALL_S, group=self.group)
+        with self.bound("starting torchft's Manager (its Lighthouse connection)"):
+            self.manager = Manager(
+                pg=pg, load_state_dict=self._load_state_dict, state_dict=self._state_dict,
+                min_replica_size=self.min_groups,
+                # the quorum is computed while the batch loads and forward and backward run (_run)
+                use_async_quorum=True,
+                timeout=timeout, quorum_timeout=quorum_timeout, connect_timeout=quorum_timeout,
+                rank=0, world_size=1, store_port=store.port,
+                lighthouse_addr=self.lighthouse, replica_id=f"group{self.group}",
+                # the pod IP on Kubernetes, where no other pod resolves this one's hostname (inplace_addresses.py)
+                **manager_addresses(timeout),
+                init_sync=False,  # the weights are made from the seed, identical everywhere
+            )
         try:
             return self._run()
         finally:
@@ -230,7 +255,8 @@ class _InplaceRun:
             self.manager.shutdown(wait=False)
 
     def _wait_for_lighthouse(self) -> None:
-        """Block until the Lighthouse accepts connections (or a stop is requested).
+        """Block until the Lighthouse accepts connections (or a stop is requested), at most
+        ``TORCHFLEET_INPLACE_LIGHTHOUSE_WAIT_S``: past it, TimeoutError.
 
         A worker that lost its Lighthouse exits and is started again by its node; without this
         wait it would fail again at once, and a Lighthouse away for minutes (its pod rescheduled)
@@ -240,6 +266,10 @@ class _InplaceRun:
         address = (parsed.hostname or "127.0.0.1", parsed.port or 29510)
         waiting_since = None
         while not self.stop:
+            if waiting_since is not None and time.monotonic() - waiting_since > self.lighthouse_wait_s:
+                raise TimeoutError(f"the Lighthouse at {self.lighthouse} ({ENV_LIGHTHOUSE}) refused connections for "
+                                   f"{self.lighthouse_wait_s:g} s ({ENV_LIGHTHOUSE_WAIT_S}): exiting for the node "
+                                   f"to start this worker again")
             try:
                 with socket.create_connection(address, timeout=1.0):
                     break
@@ -325,7 +355,8 @@ class _InplaceRun:
         tail[0].copy_(loss_sum.reshape(()))
         tail[1].fill_(float(count))
         if not self._alone():
-            self.manager.allreduce(flat, reduce_op=torch.distributed.ReduceOp.SUM).wait()
+            with self.bound("the gradient all-reduce"):
+                self.manager.allreduce(flat, reduce_op=torch.distributed.ReduceOp.SUM).wait()
         groups = self.manager.num_participants()
         if groups > 1:
             flat[:-2].div_(groups)
@@ -355,9 +386,10 @@ class _InplaceRun:
         last_quorum = None
         while True:
             try:
-                manager.start_quorum()
-                if not started:
-                    manager.wait_quorum()
+                with self.bound("the quorum (torchft's start_quorum)"):
+                    manager.start_quorum()
+                    if not started:
+                        manager.wait_quorum()
             except Exception as exc:
                 return self._no_quorum(exc)
             self.grads.zero_()  # the parameters' gradients are views of it (_bind_gradients)
@@ -380,7 +412,8 @@ class _InplaceRun:
                 loss = loss * float("nan")
             (loss / len(indices)).backward()  # this group's mean; the groups' means are averaged
             try:
-                manager.wait_quorum()
+                with self.bound("the quorum (torchft's wait_quorum)"):
+                    manager.wait_quorum()
             except Exception as exc:
                 return self._no_quorum(exc)
             quorum = (manager.num_participants(), manager.participating_rank())
@@ -391,7 +424,8 @@ class _InplaceRun:
             self._average_gradients(loss.detach(), len(indices))
             self.snapshot.before_update()
             try:
-                committed = manager.should_commit()  # applies a healing group's pending state first
+                with self.bound("the commit vote (torchft's should_commit)"):
+                    committed = manager.should_commit()  # applies a healing group's pending state first
             except Exception as exc:
                 return self._no_quorum(exc)
             if self.healed:
