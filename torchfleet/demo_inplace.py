@@ -44,7 +44,14 @@ def run_demo(args: argparse.Namespace, workdir: Path, timeline: demo._Timeline) 
         return demo.run_watched(job, _watch, lambda killed: _timeline(args, job, killed, timeline))
 
 
-def _step(job, since: float, world: int, node: str | None = None, timeout: float = 300):
+# Each wait of the demo covers a phase of seconds (a worker's start, the Lighthouse's 1 s heartbeat
+# timeout, a heal); 120 s is several times the slowest seen on a 2-core machine at a load average of 9
+# (32 s to the first step, 23 s to a join) and, unlike the 300-600 s it was, ends a hang with the demo's
+# own message and the logs' ends (demo.run_watched) before the in-place demo test's 300 s (issue 23).
+WAIT_S = 120
+
+
+def _step(job, since: float, world: int, node: str | None = None, timeout: float = WAIT_S):
     return job.events.wait_for(
         lambda e: e.kind == "step" and e["world"] == world and (node is None or e.node == node), timeout, since,
         describe=f"a step with {world} group(s)" + (f" on {node}" if node else ""))
@@ -57,7 +64,7 @@ def _timeline(args: argparse.Namespace, job, killed: set[str], timeline: demo._T
     first = _step(job, 0.0, world=2)
     timeline.say(f"training with 2 groups (step {first['step']})", first.t)
     target = first["step"] + every + every // 2  # mid checkpoint interval: restart mode would lose steps here
-    job.events.wait_for(lambda e: e.kind == "step" and e["step"] >= target, 300)
+    job.events.wait_for(lambda e: e.kind == "step" and e["step"] >= target, WAIT_S, describe=f"step {target}")
 
     workers = job.workers(survivor)
     last = max(e["step"] for e in job.steps(survivor.name))
@@ -77,7 +84,7 @@ def _timeline(args: argparse.Namespace, job, killed: set[str], timeline: demo._T
     timeline.say(f"started {replacement.name} as the replacement", replacement.started_at)
     joined = job.events.wait_for(
         lambda e: e.t > replacement.started_at and (e.kind == "done" or (e.kind == "step" and e["world"] == 2)),
-        300, describe="the replacement training with the survivor")
+        WAIT_S, describe="the replacement training with the survivor")
     healed = [e for e in job.events.snapshot() if e.node == replacement.name and e.kind == "healed"]
     read_store = [e for e in job.events.snapshot() if e.node == replacement.name and e.kind == "resumed"]
     if joined.kind == "done":
@@ -87,7 +94,7 @@ def _timeline(args: argparse.Namespace, job, killed: set[str], timeline: demo._T
         at = f"at step {healed[0]['step']} " if healed else ""
         timeline.say(f"{replacement.name} healed {at}from {source}; 2 groups again at step {joined['step']}, "
                      f"{joined.t - replacement.started_at:.1f} s after it started", joined.t)
-    done = job.events.wait_for(lambda e: e.kind == "done", 600, describe="the job's last step")
+    done = job.events.wait_for(lambda e: e.kind == "done", WAIT_S, describe="the job's last step")
     codes = {node.name: node.wait(60) for node in job.nodes if node is not victim}
     timeline.say(f"finished: all {done['step']} steps; exit codes {codes}", done.t)
     print(f"\nthe survivor's next step {went_on.t - killed_at:.1f} s after the kill, {redone} steps redone, "
