@@ -26,6 +26,7 @@ from torchfleet.jobs import flag_checks, manifests, schema, workdir, workdir_pac
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs import target as targets
 from torchfleet.jobs.errors import EXIT_OK, JobError, NameTakenError, UsageError
+from torchfleet.jobs.workdir_submit import Code, create_config_maps, remove_config_maps
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 EXIT_DOC = "Exit codes: 0 ok; 2 usage or validation error (nothing submitted); 1 cluster error."
@@ -292,53 +293,6 @@ def _remove_policies(jobs, policies: list[dict[str, Any]]) -> None:
             print(f"warning: could not remove network policy {policy['metadata']['name']}: {error}", file=sys.stderr)
 
 
-class Code:
-    """``--workdir``: the folder packed once for the whole submit (a sweep's jobs share it)."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        folder = getattr(args, "workdir", None)
-        self.packed = workdir_pack.pack(folder) if folder is not None else None
-        self.ref = (workdir.reference(args.name, self.packed.data, self.packed.sha256)
-                    if self.packed is not None else None)
-
-    def notes(self) -> list[str]:
-        if self.packed is None:
-            return []
-        p = self.packed
-        return [*p.notes, f"{workdir_pack.FLAG}: {p.files} files, {p.size} bytes, packed to {len(p.data)} "
-                          f"(sha256 {p.sha256[:workdir.SHORT]}; {p.how}) in {self.ref.parts} ConfigMap(s)"]
-
-    def config_maps(self, planned: Planned, t: targets.Target) -> list[dict[str, Any]]:
-        if self.packed is None:
-            return []
-        first = planned[0][0]
-        owner = {manifests.LABEL_SWEEP: first.sweep} if first.sweep else {platform.LABEL_JOB: first.name}
-        return workdir.config_maps(self.ref, self.packed.data, t.namespace,
-                                   {manifests.MANAGED_BY: "torchfleet", **owner})
-
-
-def _create_config_maps(jobs, maps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The workdir's ConfigMaps, before any job: a pod must find them. All or none."""
-    made: list[dict[str, Any]] = []
-    try:
-        for document in maps:
-            jobs.create_config_map(document)
-            made.append(document)
-    except JobError:
-        _remove_config_maps(jobs, made)
-        raise
-    return made
-
-
-def _remove_config_maps(jobs, maps: list[dict[str, Any]]) -> None:
-    """Best effort after a failed submit, when no job owns them yet (one that does takes them along)."""
-    for document in maps:
-        try:
-            jobs.delete_config_map(document)
-        except JobError as error:
-            print(f"warning: could not remove ConfigMap {document['metadata']['name']}: {error}", file=sys.stderr)
-
-
 def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Planned], code: Code | None = None) -> int:
     """Validate everything against the stack file first (no Pulumi, no cluster), then connect."""
     code = code or Code(argparse.Namespace(workdir=None))
@@ -357,7 +311,7 @@ def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Plann
 
             sys.stdout.write(job_file.dump(args, args.parser, training_command(args)))
             return EXIT_OK
-        _print_yaml([*code.config_maps(planned, session.target),
+        _print_yaml([*code.config_maps(planned[0][0], session.target.namespace),
                      *(doc for _, job, policies in planned for doc in (job, *policies))])
         return EXIT_OK
     if args.output == "job":
@@ -374,7 +328,7 @@ def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Plann
             f"NAME: job(s) {', '.join(taken)} already exist in namespace {t.namespace}; choose another name "
             "or delete them first (nothing was submitted)"
         )
-    maps = _create_config_maps(jobs, code.config_maps(planned, t))
+    maps = create_config_maps(jobs, code.config_maps(planned[0][0], t.namespace))
     owned = False  # whether a job owns the ConfigMaps yet: until then a failure removes them here
     try:
         for req, job, documents in planned:
@@ -382,7 +336,7 @@ def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Plann
             owned = True
     except JobError:
         if not owned:
-            _remove_config_maps(jobs, maps)
+            remove_config_maps(jobs, maps)
         raise
     return EXIT_OK
 
