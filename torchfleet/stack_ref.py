@@ -2,8 +2,8 @@
 (``stacks/Pulumi.aws-usw2.yaml``, any path), accepted by ``--stack`` on every command.
 
 A name is looked up in the checkout's stacks/ (Pulumi.yaml: ``stackConfigDir: stacks``); anything
-with a '/' or ending in .yaml/.yml is a path. ``submit --stack stacks/Pulumi.aws-usw2.yaml`` used to
-look for ``stacks/Pulumi.stacks/Pulumi.aws-usw2.yaml.yaml``.
+with a '/' or ending in .yaml/.yml is a path (a .yml one is refused: Pulumi never reads it here).
+``submit --stack stacks/Pulumi.aws-usw2.yaml`` used to look for ``stacks/Pulumi.stacks/Pulumi.aws-usw2.yaml.yaml``.
 """
 
 from __future__ import annotations
@@ -46,6 +46,14 @@ def resolve(value: str, stacks_dir: Path = STACKS_DIR, flag: str = "--stack") ->
             what = "is not a regular file" if path.exists() else "does not exist"
             raise UsageError(f"{flag}: {value} {what}; give a stack name ({known_stacks(stacks_dir)}) or a "
                              f"stack file, e.g. {EXAMPLE}")
+        if path.suffix == ".yml":
+            # Issue 23 (a doubt, decided): the Pulumi CLI names a stack's settings file after the
+            # project file, Pulumi.<stack> plus its extension (pulumi/pulumi sdk/go/common/workspace/
+            # paths.go DetectProjectStackPath), and this project's is Pulumi.yaml: `pulumi up` never
+            # reads a .yml file, so synth and check would preview settings no deploy uses.
+            raise UsageError(f"{flag}: {value} ends in .yml, which the Pulumi CLI never reads for this project "
+                             f"(its Pulumi.yaml makes stack files Pulumi.<stack>.yaml); rename it to "
+                             f"{path.with_suffix('.yaml').name}")
         return path
     if not _STACK_NAME.fullmatch(value) or value.startswith("."):
         raise UsageError(f"{flag}: {value!r} is not a stack name (letters, digits, '-', '_', '.') or a path; "

@@ -102,6 +102,11 @@ def _parse_gpu_pools(p: _Problems, value: Any, cloud: str, traits: CloudTraits, 
         spot = _bool(p, f"{pk}.spot", entry.get("spot"), True)
         disk = _int(p, f"{pk}.diskSizeGb", entry.get("diskSizeGb"), 200, minimum=50, **_disk_max(traits)) or 200
         pool_zones = _str_list(p, f"{pk}.zones", entry.get("zones"))
+        if pool_zones == []:
+            # Issue 23 (a doubt, decided): [] silently meant every zone, where an empty
+            # network.publicAccessCidrs means none; name no zone by leaving the key out.
+            p.add(f"{pk}.zones", f"an empty list names no zone; leave the key out for every zone of {_k('zones')} "
+                  f"{zones}, or list this pool's, e.g. [{zones[0] if zones else 'a zone'}]")
         for z in pool_zones or []:
             if z not in zones:
                 p.add(f"{pk}.zones", f"{_r(z)} is not one of {_k('zones')} {zones}")

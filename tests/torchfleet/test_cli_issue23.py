@@ -148,3 +148,14 @@ def test_a_reserved_namespace_from_the_environment_names_the_variable(capsys, mo
     code, out, err = run([*SUBMIT, "--image", "r/t:1", *CMD], capsys)
     assert (code, out) == (2, "")
     assert "TORCHFLEET_NAMESPACE: 'kube-system' is Kubernetes' own" in err
+
+
+@pytest.mark.parametrize("command", ["synth", "check"])
+def test_a_yml_stack_file_is_refused_naming_the_yaml_name(tmp_path, capsys, command):
+    # Doubt of issue 23, decided: the Pulumi CLI names stack files after the project file
+    # (Pulumi.<stack> + Pulumi.yaml's extension), so `pulumi up` never reads a .yml one.
+    path = tmp_path / "Pulumi.mine.yml"
+    path.write_text((REPO / "stacks" / "Pulumi.aws-usw2.yaml").read_text())
+    code, out, err = run([command, "--stack", str(path)], capsys)
+    assert (code, out) == (2, "")
+    assert f"{path} ends in .yml, which the Pulumi CLI never reads" in err and "rename it to Pulumi.mine.yaml" in err

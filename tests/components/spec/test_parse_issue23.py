@@ -132,3 +132,16 @@ def test_a_number_of_thousands_of_digits_names_its_key(digits):
 def test_a_long_negative_number_says_the_minimum():
     message = only(config("aws", managerPool={"maxNodes": "-" + "9" * 30}), "torchfleet:managerPool.maxNodes")
     assert message == "must be >= 1, got a 30-digit number"
+
+
+# ---------------------------------------------------------------- a pool's zones
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp", "azure"])
+def test_an_empty_pool_zone_list_is_refused_not_read_as_every_zone(cloud):
+    # Doubt of issue 23, decided: gpuPools[].zones: [] silently meant every zone, where an empty
+    # network.publicAccessCidrs means none; leaving the key out still means every zone.
+    message = only(config(cloud, gpuPools=[{"gpu": "t4", "maxNodes": 2, "zones": []}]), "torchfleet:gpuPools[0].zones")
+    assert message.startswith("an empty list names no zone; leave the key out for every zone of torchfleet:zones")
+    spec = ok(config(cloud, gpuPools=[{"gpu": "t4", "maxNodes": 2}]))
+    assert {pool.zone for pool in spec.gpu_pools} == set(BASE[cloud]["torchfleet:zones"])
