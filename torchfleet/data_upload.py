@@ -91,8 +91,10 @@ def dataset_bucket(dest: str, stack: str | None, stacks_dir: Path) -> Bucket:
     return Bucket(spec.cloud, d.bucket, d.prefix + (f"{sub}/" if sub else ""))
 
 
-def bucket_command(source: Path, b: Bucket, which=shutil.which) -> list[str]:
-    """The cloud CLI's command that makes the bucket prefix hold what ``source`` holds (no deletes)."""
+def bucket_command(source: Path, b: Bucket, which=None) -> list[str]:
+    """The cloud CLI's command that makes the bucket prefix hold what ``source`` holds (no deletes);
+    ``which`` finds a tool (shutil.which by default)."""
+    which = which or shutil.which
     if b.cloud == "aws" and which("aws"):
         return ["aws", "s3", "sync", str(source), b.url]
     if b.cloud == "gcp":
@@ -191,10 +193,15 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     bucket = parse_bucket(dest) if scheme else dataset_bucket(dest, args.stack, args.stacks_dir)
     files_under(source)  # links refused before the tool starts
-    command = bucket_command(source, bucket)
     if args.dry_run:
+        try:
+            command = bucket_command(source, bucket)
+        except UsageError as missing:  # show what would run once the tool is installed
+            command = bucket_command(source, bucket, which=lambda tool: True)
+            print(f"note: {missing}", file=sys.stderr)
         print(shlex.join(command))
         return EXIT_OK
+    command = bucket_command(source, bucket)
     print(f"$ {shlex.join(command)}", file=sys.stderr)
     done = subprocess.run(command, check=False)
     if done.returncode != 0:

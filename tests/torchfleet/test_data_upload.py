@@ -199,3 +199,18 @@ def test_a_copy_that_fails_leaves_nothing(tmp_path, folder, monkeypatch):
     with pytest.raises(OSError, match="No space left"):
         data_upload.copy_folder(folder, tmp_path / "store")
     assert list((tmp_path / "store").iterdir()) == []
+
+
+def test_dry_run_without_the_cli_shows_the_command_and_what_to_install(tmp_path, folder, monkeypatch, capsys):
+    monkeypatch.setattr(data_upload.shutil, "which", lambda t: None)
+    assert data_upload.run(args(tmp_path, folder, "gs://corp-data", dry_run=True)) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == f"gcloud storage rsync --recursive {folder} gs://corp-data/"
+    assert "needs the Google Cloud CLI" in err
+
+
+def test_a_real_run_without_the_cli_is_refused(tmp_path, folder, monkeypatch):
+    monkeypatch.setattr(data_upload.shutil, "which", lambda t: None)
+    monkeypatch.setattr(data_upload.subprocess, "run", lambda *a, **k: pytest.fail("ran a command"))
+    with pytest.raises(UsageError, match="needs AzCopy"):
+        data_upload.run(args(tmp_path, folder, "az://corpdata/imagenet"))
