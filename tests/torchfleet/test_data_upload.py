@@ -214,3 +214,12 @@ def test_a_real_run_without_the_cli_is_refused(tmp_path, folder, monkeypatch):
     monkeypatch.setattr(data_upload.subprocess, "run", lambda *a, **k: pytest.fail("ran a command"))
     with pytest.raises(UsageError, match="needs AzCopy"):
         data_upload.run(args(tmp_path, folder, "az://corpdata/imagenet"))
+
+
+def test_the_command_line_has_upload(capsys):
+    from torchfleet.cli import main
+
+    assert main(["upload", "training-image", "s3://my-team-datasets/examples", "--dry-run"]) == 0
+    assert capsys.readouterr().out.split()[-1] == "s3://my-team-datasets/examples/"
+    assert main(["upload", "training-image", "s3://My_Bucket", "--dry-run"]) == 2
+    assert "DEST: 'My_Bucket' is not a bucket name aws accepts" in capsys.readouterr().err
