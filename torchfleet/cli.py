@@ -17,7 +17,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from torchfleet import __version__
+from torchfleet import __version__, extras
 from torchfleet.jobs.errors import EXIT_CLUSTER, JobError
 from torchfleet.user_files import relabel
 
@@ -208,11 +208,21 @@ def run(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # `torchfleet synth ... | head`: the reader left; nothing to say
         _silence_stdout()
         return EXIT_CLUSTER
-    except Exception as error:  # the last line of defence: one line, not a traceback
-        if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
-            traceback.print_exc()
-        print(f"torchfleet {args.command}: unexpected error ({_one_line(error)}); {REPORT}", file=sys.stderr)
+    except ModuleNotFoundError as error:  # an extra this install lacks (extras.py), else a bug like any other
+        missing = extras.hint(error.name)
+        if missing is None:
+            return _unexpected(args, error)
+        print(f"torchfleet {args.command}: {missing}", file=sys.stderr)
         return EXIT_CLUSTER
+    except Exception as error:  # the last line of defence: one line, not a traceback
+        return _unexpected(args, error)
+
+
+def _unexpected(args: argparse.Namespace, error: Exception) -> int:
+    if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+        traceback.print_exc()
+    print(f"torchfleet {args.command}: unexpected error ({_one_line(error)}); {REPORT}", file=sys.stderr)
+    return EXIT_CLUSTER
 
 
 def _silence_stdout() -> None:
