@@ -132,6 +132,7 @@ class GcpCluster(pulumi.ComponentResource):
             node_range=self.network.plan.nodes,
             store_block=self.network.plan.store,
             labels=labels,
+            node_service_account=self.identity.email,
             opts=pulumi.ResourceOptions(parent=self),
         )
         config = pulumi.Output.secret(

@@ -81,6 +81,21 @@ def service_protection(storage: StorageSpec) -> dict:
     return {"deletion_protection_enabled": True, "deletion_protection_reason": "torchfleet storage.protect"}
 
 
+def nfs_callback_allows() -> list[dict]:
+    """What the Filestore instance may open toward the nodes (GCP review F9).
+
+    NFSv3 "supports bidirectional communication between the client and server" and "uses multiple
+    ports"; its locks are the Network Lock Manager's
+    (https://cloud.google.com/filestore/docs/about-supported-protocols): the server calls back the
+    client's rpcbind (111), lockd and statd. A custom-mode VPC denies all ingress by default and
+    GKE's own rules admit only cluster traffic, so without this rule blocking fcntl locks and lock
+    recovery stall. lockd's and statd's ports are chosen at boot on GKE's node images (not pinned),
+    so every TCP and UDP port is open, but only from the instance's reserved range, which holds
+    nothing but the Filestore instance.
+    """
+    return [{"protocol": "tcp"}, {"protocol": "udp"}]
+
+
 def csi_volume_source(location: str, instance: str, ip: str) -> dict:
     return {
         "csi": {
@@ -100,6 +115,7 @@ class GcpFilestore(pulumi.ComponentResource):
         node_range: str,
         store_block: str,
         labels: dict[str, str],
+        node_service_account: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("torchfleet:clouds:GcpFilestore", name, None, opts)
@@ -131,6 +147,16 @@ class GcpFilestore(pulumi.ComponentResource):
             labels=labels,
             opts=store_options(storage, self, adopt),
         )
+        self.callbacks = gcp.compute.Firewall(
+            f"{name}-nfs-callbacks",
+            network=network,
+            direction="INGRESS",
+            description="Filestore NFSv3 server to its clients on the nodes (NLM locks, statd)",
+            source_ranges=[reserved_range(store_block, storage.tier)],
+            target_service_accounts=[node_service_account],
+            allows=nfs_callback_allows(),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         ip = self.instance.networks.apply(lambda nets: nets[0].ip_addresses[0])
         self.store = SharedStore(
             kind="filestore",
@@ -138,7 +164,10 @@ class GcpFilestore(pulumi.ComponentResource):
                 lambda args: csi_volume_source(location, args[0], args[1])
             ),
             capacity=f"{storage.size_gb}Gi",
-            nfs_cidrs=(ip.apply(lambda a: f"{a}/32"),),
+            # No training-to-store policy (GCP review F10): the export admits the node range only,
+            # and a pod's own NFS client sends from its Pod address, which GKE does not masquerade
+            # toward private ranges, so Filestore refuses it; the volume is mounted by the node.
+            nfs_cidrs=(),
             id=self.instance.id,
         )
         self.register_outputs({"instance": self.instance.id, "ip": ip})

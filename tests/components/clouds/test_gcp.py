@@ -20,6 +20,7 @@ from components import catalog
 from components.clouds.base import ClusterHandle
 from components.clouds.gcp import GcpCluster
 from components.clouds.gcp import kubeconfig as kubeconfig_mod
+from components.clouds.gcp.network import PODS_RANGE
 from components.clouds.gcp.pools import NODE_ROLES
 from components.spec import GPU_TAINT, PlatformSpec, parse
 from tests.harness import STACKS_DIR, synth_config, synth_stack
@@ -411,6 +412,42 @@ def test_filestore_tier_size_network_and_exports(stack):
     assert fs.inputs["location"] == expected_location
 
 
+def test_the_filestore_server_reaches_the_nodes_back(stack):
+    """Regression (issue 20, GCP review F9): NFSv3 is bidirectional (NLM locks, statd), and the
+    custom-mode VPC denied the server's calls to its clients: blocking locks stalled. The rule
+    admits the instance's reserved range only, toward the nodes' service account only."""
+    result, _ = stack
+    fs = result.one(FILESTORE)
+    (net,) = fs.inputs["networks"]
+    rule = result.one("gcp:compute/firewall:Firewall", "torchfleet-gcp-filestore-nfs-callbacks")
+    assert rule.inputs["direction"] == "INGRESS"
+    assert rule.inputs["sourceRanges"] == [net["reservedIpRange"]]
+    assert {a["protocol"] for a in rule.inputs["allows"]} == {"tcp", "udp"}
+    account = result.one("gcp:serviceaccount/account:Account")
+    [target] = rule.inputs["targetServiceAccounts"]
+    assert target.startswith(account.inputs["accountId"] + "@")
+    assert rule.inputs["network"] == result.one("gcp:compute/network:Network").inputs["name"]
+
+
+def test_no_pod_is_offered_a_store_route_the_export_refuses(stack):
+    """Regression (issue 20, GCP review F10): the training-to-store policy let pods reach the store,
+    but the export admits only the node range and pods send from the Pod range (not masqueraded
+    toward private ranges), so it opened nothing that works. The class: a policy toward the store
+    exists only when the export admits the Pod range."""
+    result, _ = stack
+    share = result.one(FILESTORE).inputs["fileShares"]
+    exported = [ipaddress.ip_network(r) for o in share["nfsExportOptions"] for r in o["ipRanges"]]
+    pods = next(
+        ipaddress.ip_network(r["ipCidrRange"])
+        for r in result.one(SUBNET).inputs["secondaryIpRanges"]
+        if r["rangeName"] == PODS_RANGE
+    )
+    policies = [p for p in result.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+                if p.inputs["metadata"]["name"] == "training-to-store"]
+    admitted = any(pods.subnet_of(e) for e in exported)
+    assert bool(policies) == admitted == False  # noqa: E712
+
+
 def test_filestore_and_its_vpc_kept_on_destroy_when_asked(stack):
     """Kept, never protected (issue 20); the VPC too, since GCP will not delete a network that a kept
     instance is peered to, and the data is reachable again only from it."""
@@ -453,7 +490,7 @@ def test_handle_gives_the_training_layer_a_filestore_csi_volume(handle):
             "volumeAttributes": {"ip": "10.20.32.2", "volume": "share"},
         }
     }
-    assert got["nfs_cidrs"] == ["10.20.32.2/32"]
+    assert got["nfs_cidrs"] == []  # no in-pod NFS client reaches it (test_no_pod_is_offered_...)
     assert h.manager_selector == {"torchfleet.io/pool": "manager"}
     assert got["kubeconfig_is_secret"] is True
     assert got["outputs"] == {
@@ -476,7 +513,7 @@ def test_handle_ready_holds_the_cluster_manager_pool_store_nat_and_webhook_rule(
 def test_webhook_port_open_from_the_control_plane_to_the_nodes(stack):
     """Issue 19 item 9: the training-operator's webhook (9443) was unreachable on private GKE."""
     result, _ = stack
-    rule = result.one("gcp:compute/firewall:Firewall")
+    rule = result.one("gcp:compute/firewall:Firewall", "torchfleet-gcp-webhooks")
     assert rule.inputs["direction"] == "INGRESS"
     assert rule.inputs["allows"] == [{"protocol": "tcp", "ports": ["9443"]}]
     assert rule.inputs["sourceRanges"] == [f"{mock_gcp.MOCK_PRIVATE_ENDPOINT}/32"]

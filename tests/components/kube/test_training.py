@@ -291,6 +291,9 @@ def test_training_pods_reach_the_store_on_nfs_where_it_is_remote(result):
     if result.stack == "local":
         assert store == []  # hostPath: nothing on the network
         return
+    if result.stack.startswith("gcp"):
+        assert store == []  # the Filestore export refuses pod addresses (test_gcp.py, GCP review F10)
+        return
     (policy,) = store
     assert selects(policy["spec"]["podSelector"], TRAINING_POD)
     (rule,) = policy["spec"]["egress"]
