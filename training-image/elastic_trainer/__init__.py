@@ -6,6 +6,8 @@ Modules, one purpose each:
 - ``rdzvconf``   the launcher's rendezvous settings by the job's maximum node count, and their checks
 - ``trainer``    the training loop: resume, reshard, periodic and on-signal checkpoints
 - ``train_config`` the trainer's flags (``TrainConfig``) and their defaults from the pod's environment
+- ``schedule``   the LR schedule of a resumed run, and what a changed ``--total-steps`` does to it
+- ``worker_exits`` what a worker says when started without a launcher, or when a peer is lost
 - ``checkpointing`` the loop's checkpoints: host copy, background write, what a failed one means
 - ``nonfinite``  a step with a NaN or infinite loss skips its update; too many in a row end the worker
 - ``rng``        every rank's RNG state: saved in a checkpoint, restored or reseeded on resume
@@ -29,7 +31,15 @@ This package must stay importable without torch (the launcher's argument handlin
 and ``localrun`` are used by tools that never train).
 """
 
-__all__ = ["EXIT_CHECKPOINT_FAILED", "EXIT_FENCED", "EXIT_MEMBERSHIP_CHANGE", "EXIT_NONFINITE", "EXIT_SIGTERM"]
+__all__ = ["ENV_WARM_MODULES", "EXIT_CHECKPOINT_FAILED", "EXIT_FENCED", "EXIT_MEMBERSHIP_CHANGE", "EXIT_NONFINITE",
+           "EXIT_SIGTERM"]
+
+# launcher -> forkserver: the modules warm.py imports after torch (each guarded, see warm.py). Here,
+# not in launcher.py: warm.py must not import the launcher. A worker forked from the forkserver
+# re-runs the launcher's module as __mp_main__ (multiprocessing's spawn.prepare for a `python -m`
+# parent), and runpy warned "'elastic_trainer.launcher' found in sys.modules" at every node start
+# when warm.py had imported it into the forkserver first (issue 22).
+ENV_WARM_MODULES = "TORCHFLEET_WARM_MODULES"
 
 # A worker that stopped for a spot notice exits like a process killed by SIGTERM
 # (128 + 15): both controllers retry 143 and treat exit code 1 as fatal (docs/facts.md, "Controllers and exit codes").

@@ -95,6 +95,7 @@ class LoopCheckpoints:
             "sampler": sampler.state_dict(step),
             "step": step,
             "epoch": epoch,
+            "total_steps": self.cfg.total_steps,  # the schedule's horizon, for a resume with another (schedule.py)
         }
         synchronous = reason != "periodic" or not self.cfg.async_checkpoint
         beside = () if synchronous else self._changed_by_the_optimizer_only(model, optimizer)

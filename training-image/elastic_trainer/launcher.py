@@ -65,6 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from elastic_trainer import ENV_WARM_MODULES, EXIT_MEMBERSHIP_CHANGE
 from elastic_trainer.rdzvconf import (
     LaunchError,
     check_rdzv_conf,
@@ -95,8 +96,6 @@ PRELOAD_MODULES: tuple[str, ...] = ("elastic_trainer.warm",)
 # user's code, whose import-time side effects (touching CUDA, reading data) must not run in the
 # forkserver. TORCHFLEET_PRELOAD_MODULES adds any module by name (comma-separated).
 ENV_PRELOAD_MODULES = "TORCHFLEET_PRELOAD_MODULES"
-# launcher -> forkserver: the modules warm.py imports after torch (each guarded, see warm.py)
-ENV_WARM_MODULES = "TORCHFLEET_WARM_MODULES"
 _OWN_PACKAGE = "elastic_trainer"
 # a user choosing how workers start keeps that choice
 _START_FLAGS = ("--run_path", "--run-path", "--start_method", "--start-method", "--no_python", "--no-python",
@@ -343,8 +342,50 @@ def _make_bad_input_final() -> None:
     LocalElasticAgent._monitor_workers = _monitor_workers  # type: ignore[method-assign]
 
 
+def _quiet_worker_exits() -> None:
+    """The agent's report of a worker that exited with a code: one line, no traceback (issue 22).
+
+    torchrun logs every failed worker with ``logger.exception`` (torch/distributed/elastic/
+    multiprocessing/api.py, ``_poll``): for a worker that raised, the traceback is the worker's and
+    stays; for one that exited with a code it is the agent's own ``join`` (7 lines after each node
+    loss, on every survivor). Exit 75 is the trainer's "a peer left": the worker has said so in one
+    line, so the agent's record goes. ``TORCHFLEET_DEBUG=1`` keeps everything. Idempotent.
+    """
+    import logging
+
+    from torch.multiprocessing.spawn import ProcessExitedException
+
+    from elastic_trainer.worker_exits import debug
+
+    class WorkerExits(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            exc = record.exc_info[1] if record.exc_info else None
+            if not isinstance(exc, ProcessExitedException) or debug():
+                return True
+            if exc.exit_code == EXIT_MEMBERSHIP_CHANGE:
+                return False
+            record.exc_info, record.exc_text = None, None
+            return True
+
+    agent_log = logging.getLogger("torch.distributed.elastic.multiprocessing.api")
+    if not any(type(f).__name__ == "WorkerExits" for f in agent_log.filters):
+        agent_log.addFilter(WorkerExits())
+
+
 def _exit_codes(failures: Mapping[int, object]) -> set[int]:
     return {getattr(failure, "exitcode", None) for failure in (failures or {}).values()} - {None}
+
+
+def closed_rendezvous_message(rdzv_id: str, endpoint: str) -> str:
+    """What a bare RendezvousClosedError means for this node, and what to do (issue 22)."""
+    return (
+        f"[torchfleet] the rendezvous {rdzv_id!r} (etcd {endpoint}) is closed (RendezvousClosedError): the run "
+        "under this id has already ended, finished or failed on another node, so this node cannot join it. A node "
+        "that starts after the last step (one that was Pending) meets this and loses nothing; the other nodes' logs "
+        "say how the run ended. A new run that reuses a finished run's --rdzv_id meets it too: etcd-v2 keeps a "
+        "closed rendezvous for 2 hours, so give every run its own id (torchfleet submit makes one per submission). "
+        f"Exit {EXIT_RDZV_UNAVAILABLE}, to be retried"
+    )
 
 
 def _run_torchrun(torchrun_args: list[str]) -> int:
@@ -353,11 +394,14 @@ def _run_torchrun(torchrun_args: list[str]) -> int:
     from torch.distributed.elastic.rendezvous.api import RendezvousClosedError, RendezvousConnectionError
     from torch.distributed.run import parse_args, run
 
+    config = parse_args(torchrun_args)
+
     @record
     def launch() -> None:
-        run(parse_args(torchrun_args))
+        run(config)
 
     _make_bad_input_final()
+    _quiet_worker_exits()
     # The store keys of every rendezvous round expire as its state does (rdzv_store_ttl.py): torch's
     # etcd-v2 store writes them without a TTL, and they piled up in etcd for good.
     from elastic_trainer import rdzv_store_ttl
@@ -373,9 +417,13 @@ def _run_torchrun(torchrun_args: list[str]) -> int:
     except ChildFailedError as exc:
         # @record has written the root cause to the error file and stderr
         return EXIT_BAD_INPUT if EXIT_BAD_INPUT in _exit_codes(exc.failures) else 1
-    except (RendezvousConnectionError, RendezvousClosedError) as exc:
-        print(f"[torchfleet] rendezvous unavailable ({type(exc).__name__}: {exc}); exit "
-              f"{EXIT_RDZV_UNAVAILABLE}, to be retried", file=sys.stderr, flush=True)
+    except RendezvousClosedError:
+        # torch raises it without a message (etcd_rendezvous_backend/dynamic_rendezvous): say what it means here
+        print(closed_rendezvous_message(config.rdzv_id, config.rdzv_endpoint), file=sys.stderr, flush=True)
+        return EXIT_RDZV_UNAVAILABLE
+    except RendezvousConnectionError as exc:
+        print(f"[torchfleet] rendezvous unavailable (RendezvousConnectionError): etcd at {config.rdzv_endpoint} "
+              f"cannot be reached ({exc}); exit {EXIT_RDZV_UNAVAILABLE}, to be retried", file=sys.stderr, flush=True)
         return EXIT_RDZV_UNAVAILABLE
     return 0
 

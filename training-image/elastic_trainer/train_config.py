@@ -18,6 +18,7 @@ ENV_CHECKPOINT_DIR = "TORCHFLEET_CHECKPOINT_DIR"
 ENV_LOADER_WORKERS = "TORCHFLEET_DATALOADER_WORKERS"
 ENV_OUTPUT_DIR = "TORCHFLEET_OUTPUT_DIR"  # the final model goes there (outputs.py)
 CHECKPOINT_FORMATS = ("single", "sharded")
+SCHEDULE_ON_EXTEND = ("rebuild", "keep")  # schedule.py: what a changed --total-steps does to the LR schedule
 
 
 def _at_least(minimum: int):
@@ -57,6 +58,7 @@ class TrainConfig:
     checkpoint_format: str = "single"  # one of CHECKPOINT_FORMATS
     max_nonfinite_steps: int = 10  # NaN/inf losses in a row whose updates are skipped (nonfinite.py)
     clip_grad_norm: float | None = None  # the gradient's largest L2 norm (over all parameters); None: no clipping
+    schedule_on_extend: str = "rebuild"  # one of SCHEDULE_ON_EXTEND (schedule.py)
     output_dir: Path | None = None  # the final model is exported there (outputs.py); None: not exported
     eval_every: int = 0  # steps between the task's evaluate() calls; 0: after the last step only
 
@@ -69,15 +71,25 @@ class TrainConfig:
                             default=env_checkpoint_dir, help=f"on the shared store (default: ${ENV_CHECKPOINT_DIR})")
         parser.add_argument("--total-steps", type=_at_least(1), required=True, help="global optimizer steps")
         parser.add_argument("--global-batch-size", type=_at_least(1), required=True, help="fixed at any world size")
-        parser.add_argument("--checkpoint-every", type=_at_least(1), default=50)
-        parser.add_argument("--keep-checkpoints", type=_at_least(1), default=3)
-        parser.add_argument("--seed", type=int, default=0)
-        parser.add_argument("--tensorboard-dir", type=Path, default=None)
+        # Every flag says its default (issue 22: these three showed neither help nor default); the script
+        # owns the parser, so its formatter cannot be chosen here.
+        parser.add_argument("--checkpoint-every", type=_at_least(1), default=50,
+                            help="steps between periodic checkpoints; a stop and the last step always save one "
+                                 "(default: 50)")
+        parser.add_argument("--keep-checkpoints", type=_at_least(1), default=3,
+                            help="newest committed checkpoints kept on the store, older ones pruned (default: 3)")
+        parser.add_argument("--seed", type=int, default=0,
+                            help="initial weights, data order and each rank's random streams; a resume must use "
+                                 "the checkpoint's (default: 0)")
+        parser.add_argument("--tensorboard-dir", type=Path, default=None,
+                            help="rank 0 writes TensorBoard scalars there (default: none written)")
         # argparse converts a string default with `type`: a bad value is a usage error naming the flag
         parser.add_argument("--num-workers", type=_at_least(0), default=os.environ.get(ENV_LOADER_WORKERS) or 0,
                             help=f"data-loader processes per rank (default: ${ENV_LOADER_WORKERS}, else 0)")
-        parser.add_argument("--step-delay-s", type=float, default=0.0)
-        parser.add_argument("--progress-every", type=_at_least(1), default=1, help="steps between progress events")
+        parser.add_argument("--step-delay-s", type=float, default=0.0,
+                            help="sleep per step, to pace demos and tests on a tiny model (default: 0)")
+        parser.add_argument("--progress-every", type=_at_least(1), default=1,
+                            help="steps between progress events (default: 1)")
         parser.add_argument("--async-checkpoint", action=argparse.BooleanOptionalAction, default=True,
                             help="write checkpoints in the background: training blocks only while the state is "
                                  "copied to host memory (default: on)")
@@ -93,6 +105,10 @@ class TrainConfig:
         parser.add_argument("--eval-every", type=_at_least(0), default=0,
                             help="steps between the task's evaluate() calls, if it has one (default 0: after the "
                                  "last step only)")
+        parser.add_argument("--schedule-on-extend", choices=SCHEDULE_ON_EXTEND, default="rebuild",
+                            help="resuming a checkpoint written for another --total-steps: rebuild the task's LR "
+                                 "schedule for the new total at the resumed step (warm-up not repeated), or keep the "
+                                 "saved one and its old horizon (default: rebuild; training-image/README.md)")
         parser.add_argument("--max-nonfinite-steps", type=_at_least(0), default=10,
                             help="steps in a row whose NaN or infinite loss only skips their update; one more "
                                  "ends the worker without saving, to resume from the last checkpoint (default: 10)")
@@ -106,5 +122,6 @@ class TrainConfig:
             num_workers=args.num_workers, step_delay_s=args.step_delay_s, progress_every=args.progress_every,
             async_checkpoint=args.async_checkpoint, checkpoint_format=args.checkpoint_format,
             max_nonfinite_steps=args.max_nonfinite_steps, clip_grad_norm=args.clip_grad_norm,
+            schedule_on_extend=args.schedule_on_extend,
             output_dir=args.output_dir, eval_every=args.eval_every,
         )

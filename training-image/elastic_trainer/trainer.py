@@ -35,7 +35,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from elastic_trainer import EXIT_MEMBERSHIP_CHANGE, EXIT_NONFINITE, outputs
+from elastic_trainer import EXIT_MEMBERSHIP_CHANGE, EXIT_NONFINITE, outputs, schedule, worker_exits
 from elastic_trainer.checkpoint import Checkpoint
 from elastic_trainer.checkpoint_verify import CorruptCheckpointError
 from elastic_trainer.checkpointing import LoopCheckpoints
@@ -210,9 +210,10 @@ class _Run:
                 sharded.restore_optimizer(model, optimizer, state["optimizer"])
             else:
                 optimizer.load_state_dict(state["optimizer"])
-            if scheduler is not None and state.get("scheduler") is not None:
-                scheduler.load_state_dict(state["scheduler"])
             step = ElasticBatchSampler.step_from_state(state["sampler"], len(task.dataset))
+            # a checkpoint of another --total-steps: the schedule's horizon follows the new one (schedule.py)
+            scheduler = schedule.restore(task, optimizer, scheduler, state, step, cfg.total_steps,
+                                         cfg.schedule_on_extend)
             if len(state["rng"]) == self.world:
                 set_rng_state(state["rng"][self.rank])  # same world size: continue exactly
             else:
@@ -393,6 +394,7 @@ def train(task: Task, cfg: TrainConfig) -> int:
 
     if recovery_mode() == "inplace":  # issue 14: survivors keep training (inplace.py)
         return train_inplace(task, cfg, stop)
+    worker_exits.exit_if_not_launched()  # `python train.py` alone: say how to launch it (issue 22)
     if cfg.checkpoint_format == "sharded":
         # torch.distributed.checkpoint takes seconds to import: pay it before joining the group
         from elastic_trainer import sharded  # noqa: F401
@@ -406,5 +408,9 @@ def train(task: Task, cfg: TrainConfig) -> int:
     dist.init_process_group(backend, timeout=timeout)
     try:
         return _Run(task, cfg, stop).run()
+    except Exception as exc:  # a collective met a node that is gone: one line, not a traceback (issue 22)
+        if not worker_exits.peer_lost(exc):
+            raise
+        return worker_exits.leave_after_peer_loss(exc, rank)
     finally:
         dist.destroy_process_group()

@@ -21,8 +21,8 @@ import torch.distributed  # noqa: E402
 import torch.nn.parallel  # noqa: E402
 import torch.utils.data  # noqa: E402
 
-from elastic_trainer import checkpoint, trainer  # noqa: E402, F401
-from elastic_trainer.launcher import ENV_WARM_MODULES  # noqa: E402
+# ENV_WARM_MODULES from the package, not the launcher (see its definition)
+from elastic_trainer import ENV_WARM_MODULES, checkpoint, trainer  # noqa: E402, F401
 
 trainer.warm_imports()
 torch.distributed.is_available()
