@@ -24,6 +24,7 @@ class MachineRules:
     types: dict[str, tuple[str, ...]]  # a name with {size} -> the sizes that exist
     examples: tuple[str, ...]
     requirement: str = ""  # what the cloud demands of a manager machine beyond the name, if anything
+    shapes: dict[str, tuple[int, float]] = field(default_factory=dict)  # type -> (vCPUs, memory GiB)
     names: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -34,7 +35,9 @@ class MachineRules:
         """The `types` template ``machine`` is named after and its size (t3.metal -> ("t3.{size}", "metal"))."""
         for template in self.types:
             before, _, after = template.partition(SIZE)
-            match = re.fullmatch(re.escape(before) + r"([A-Za-z0-9]+)" + re.escape(after), machine)
+            # vCPU-count sizes match digits only: Standard_D4ds_v5 is not a size "4d" of Standard_D*s_v5.
+            size = r"(\d+)" if all(s.isdigit() for s in self.types[template]) else r"([A-Za-z0-9]+)"
+            match = re.fullmatch(re.escape(before) + size + re.escape(after), machine)
             if match:
                 return template, match.group(1)
         return None
@@ -77,15 +80,27 @@ def load() -> dict[str, MachineRules]:
 
 
 def _machine_rules(cloud: str, row: dict[str, Any]) -> MachineRules:
+    types = {template: {str(size): shape for size, shape in sizes.items()} for template, sizes in row["types"].items()}
     return MachineRules(
         cloud,
         row["source"],
         re.compile(row["pattern"]),
-        {template: tuple(str(size) for size in sizes) for template, sizes in row["types"].items()},
+        {template: tuple(sizes) for template, sizes in types.items()},
         tuple(row["examples"]),
         row.get("requirement", ""),
+        {
+            template.replace(SIZE, size): (int(vcpus), float(memory_gib))
+            for template, sizes in types.items()
+            for size, (vcpus, memory_gib) in sizes.items()
+        },
     )
 
 
 def rules(cloud: str) -> MachineRules | None:
     return load().get(cloud)
+
+
+def shape(cloud: str, machine: str) -> tuple[int, float] | None:
+    """A manager machine type's (vCPUs, memory GiB), as the catalog's source gives them; None if unknown."""
+    found = rules(cloud)
+    return found.shapes.get(machine) if found else None

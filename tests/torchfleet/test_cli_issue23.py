@@ -159,3 +159,30 @@ def test_a_yml_stack_file_is_refused_naming_the_yaml_name(tmp_path, capsys, comm
     code, out, err = run([command, "--stack", str(path)], capsys)
     assert (code, out) == (2, "")
     assert f"{path} ends in .yml, which the Pulumi CLI never reads" in err and "rename it to Pulumi.mine.yaml" in err
+
+
+@pytest.mark.parametrize(
+    ("stack", "machine", "shape"),
+    [
+        ("aws-usw2", "m6i.large", "2 vCPUs and 8 GiB"),
+        ("gcp-usc1", "e2-standard-4", "4 vCPUs and 16 GiB"),
+        ("azure-eus", "Standard_D4s_v5", "4 vCPUs and 16 GiB"),
+    ],
+)
+def test_a_cpu_pod_larger_than_the_manager_machine_is_refused(stack, machine, shape, capsys):
+    # Doubt of issue 23, decided: --cpu --cpus 100000 --memory 100000Gi was accepted; the pod would
+    # stay Pending for good (no node of the manager pool, where CPU pods run, can hold it).
+    argv = ["submit", "x", "--stack", stack, "--cpu", "--nodes", "1:2", "--dry-run", "--image", "r/t:1"]
+    code, out, err = run([*argv, "--cpus", "100000", "--memory", "100000Gi", *CMD], capsys)
+    assert (code, out) == (2, "")
+    whose = f"a CPU job's pods run on the manager pool, whose {machine} has {shape}"
+    assert f"--cpus: 100000 cores per pod, but {whose}" in err and f"--memory: 102400000Mi per pod, but {whose}" in err
+    vcpus = int(shape.split()[0])
+    code, _, err = run([*argv, "--cpus", str(vcpus), "--memory", "2Gi", *CMD], capsys)
+    assert code == 0, err  # the bound is the machine's capacity: anything up to it is left to the scheduler
+
+
+def test_the_local_stack_has_no_cpu_bound(capsys):
+    argv = ["submit", "x", "--stack", "local", "--cpu", "--nodes", "1:2", "--dry-run", "--image", "r/t:1"]
+    code, _, err = run([*argv, "--cpus", "64", *CMD], capsys)
+    assert code == 0, err

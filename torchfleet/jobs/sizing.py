@@ -50,6 +50,28 @@ def _banded(total: float, bands: list[tuple[float, float]]) -> float:
     return reserved
 
 
+def cpu_fit_problems(node: tuple[str, int, float] | None, cpu_millis: int | None, memory_mib: int | None) -> list[str]:
+    """Why a CPU job's pod fits no node of the pool it runs on (``node``: its machine, vCPUs, GiB).
+
+    A pod is scheduled whole on one node: asking more than a node has leaves it Pending for good,
+    and the cluster autoscaler adds no node for it, since a new node of the pool would not fit it
+    either (issue 23: `--cpu --cpus 100000 --memory 100000Gi` was accepted). The bound is the
+    machine's whole capacity, which no pod can exceed whatever the cloud reserves; what a node
+    leaves to pods (its allocatable) is less, by an amount each cloud sets.
+    """
+    if node is None:
+        return []
+    machine, vcpus, memory_gib = node
+    where = f"a CPU job's pods run on the manager pool, whose {machine} has {vcpus} vCPUs and {memory_gib:g} GiB"
+    fix = "ask for less (the node keeps some for itself), or pick a larger torchfleet:managerPool.machineType"
+    problems = []
+    if cpu_millis is not None and cpu_millis > vcpus * 1000:
+        problems.append(f"--cpus: {cpu_millis / 1000:g} cores per pod, but {where}; {fix}")
+    if memory_mib is not None and memory_mib > memory_gib * 1024:
+        problems.append(f"--memory: {memory_mib}Mi per pod, but {where}; {fix}")
+    return problems
+
+
 def size(machine: catalog.Machine, gpus_per_node: int) -> Sizing:
     """Requests for a pod using ``gpus_per_node`` of the machine's GPUs: its share of what is allocatable.
 

@@ -30,7 +30,7 @@ from torchfleet.jobs.flag_checks import (
     training_command,
 )
 from torchfleet.jobs.mounts import DEFAULT_MOUNT, normalize_mount
-from torchfleet.jobs.sizing import Sizing, size, size_cpu
+from torchfleet.jobs.sizing import Sizing, cpu_fit_problems, size, size_cpu
 from torchfleet.jobs.target import Target
 from torchfleet.jobs.workdir import Workdir
 
@@ -276,6 +276,8 @@ def build_request(
             problems.add("--cpu: a CPU job asks for no GPU; drop --gpus-per-node (or drop --cpu)")
         cpu_millis = problems.check(parse_cpus, DEFAULT_CPUS if cpus is None else cpus)
         memory_mib = problems.check(parse_memory, DEFAULT_MEMORY if memory is None else memory)
+        for problem in cpu_fit_problems(target.cpu_node, cpu_millis, memory_mib):
+            problems.add(problem)
     else:
         for flag, value in (("--cpus", cpus), ("--memory", memory)):
             if value is not None:

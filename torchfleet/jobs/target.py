@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from components import spec as platform
+from components.catalog import machines
 from components.clouds.traits import CLOUD_TRAITS
 from components.kube import manifests as kube_manifests
 from torchfleet import stack_ref
@@ -44,6 +45,9 @@ class Target:
     region: str | None = None  # Azure zone labels carry it
     zones: tuple[str, ...] | None = None  # the stack's zones, as its config names them; None: no stack
     datasets: tuple[str, ...] | None = None  # the stack's torchfleet:datasets names; None: no stack
+    # The node a CPU job's pods run on: the manager pool's machine type and its (vCPUs, memory GiB)
+    # from components/catalog/machines.yaml; None without a cloud stack.
+    cpu_node: tuple[str, int, float] | None = None
 
     @property
     def etcd_host(self) -> str:
@@ -100,7 +104,14 @@ def from_stack(stack: str, stacks_dir: Path = STACKS_DIR) -> Target:
         region=spec.region,
         zones=tuple(spec.zones),
         datasets=tuple(d.name for d in spec.datasets),
+        cpu_node=_cpu_node(spec),
     )
+
+
+def _cpu_node(spec: platform.PlatformSpec) -> tuple[str, int, float] | None:
+    machine = spec.manager_pool.machine_type if spec.manager_pool else ""
+    found = machines.shape(spec.cloud, machine) if machine else None
+    return (machine, *found) if found else None
 
 
 

@@ -58,6 +58,17 @@ def test_every_type_fits_the_naming_pattern_and_passes(cloud):
         assert cloud == "gcp" or catalog.find_machine(cloud, name) is None, f"{name} is a GPU machine"
 
 
+@pytest.mark.parametrize("cloud", sorted(RAW))
+def test_every_type_has_its_shape(cloud):
+    # [vCPUs, memory GiB] as the source gives them; on GCP and Azure the size in the name is the vCPU count.
+    rules = machines.rules(cloud)
+    assert set(rules.shapes) == rules.names
+    for name, (vcpus, memory_gib) in rules.shapes.items():
+        assert vcpus >= 1 and memory_gib >= 1, name
+        if cloud != "aws":
+            assert str(vcpus) == rules.family_of(name)[1], name
+
+
 @pytest.mark.parametrize(
     ("cloud", "machine", "says"),
     [
