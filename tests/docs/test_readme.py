@@ -51,6 +51,11 @@ SKIPPED: list[tuple[str, str]] = [
     (r"torchfleet (checkpoints|cp)\b",
      "needs a job's folder: a cluster's (tests/controlplane/test_reader_pod.py) or a local run's "
      "(tests/training_image/test_results_run.py runs both commands on one)"),
+    (r"torchfleet upload ", "needs a folder and a bucket or a store mounted here: tests/torchfleet/test_data_upload.py "
+     "runs upload (the dry run, the cloud CLI's command, a copy onto a folder)"),
+    (r"torchfleet (submit|sweep) .*--dataset ",
+     "needs a stack that declares datasets: tests/torchfleet/test_dataset_flag.py submits on one (dry run), "
+     "tests/controlplane/test_datasets.py against the real API server"),
     (r"\.venv/bin/python bench/", "a benchmark (minutes): README.md's Figures come from it, never from a test"),
     (r"PYTHONPATH=training-image \.venv/bin/python -m elastic_trainer\.launcher",
      "a real training run: tests/training_image/test_custom_example.py runs the same command (slow)"),
