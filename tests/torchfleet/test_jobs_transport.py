@@ -191,7 +191,9 @@ def test_list_status_logs_delete(server, kubeconfig, capsys):
     assert events == [["involvedObject.name=resnet"], ["involvedObject.name=resnet-worker-0"],
                       ["involvedObject.name=resnet-worker-1"]]
 
-    assert main(["logs", "--kubeconfig", kubeconfig, "resnet"]) == 0
+    assert main(["logs", "--kubeconfig", kubeconfig, "resnet"]) == 0  # the event as a sentence (issue 22)
+    assert capsys.readouterr().out == "hello\n--:--:--  checkpoint of step 3000 committed (generation 4)\n"
+    assert main(["logs", "--kubeconfig", kubeconfig, "resnet", "--json"]) == 0  # as the trainer printed it
     assert capsys.readouterr().out == f"hello\n{ckpt}\n"
 
     assert main(["delete", "--kubeconfig", kubeconfig, "resnet"]) == 0
@@ -396,3 +398,34 @@ def test_list_of_the_local_stack_needs_no_pulumi_cli(server, tmp_path, capsys, m
     assert code == 0, err
     assert out.strip() == "no Jobs in namespace elastic-job"
     assert {c.host for c in server.calls} == {f"{context or 'kind'}.example.test:6443"}
+
+
+def test_logs_prints_progress_events_as_readable_lines_and_json_behind_a_flag(server, kubeconfig, capsys):
+    """Regression (issue 22): `logs` showed one JSON line per step. Readable by default: each step with its
+    loss, speed and world size, each lifecycle event as a sentence; the script's own lines unchanged."""
+    events = [{"ev": "start", "wall": 1000.0, "world": 2, "gen": 1, "device": "cpu"},
+              {"ev": "step", "wall": 1001.0, "step": 1, "loss": 2.5, "world": 2, "gen": 1},
+              {"ev": "step", "wall": 1003.0, "step": 5, "loss": 1.25, "world": 2, "gen": 1},
+              {"ev": "ckpt_writing", "wall": 1003.1, "step": 5},
+              {"ev": "ckpt", "wall": 1003.2, "step": 5, "gen": 1, "reason": "periodic"},
+              {"ev": "resumed", "wall": 1010.0, "step": 5, "world": 1, "gen": 2, "from_gen": 1},
+              {"ev": "step", "wall": 1011.0, "step": 6, "loss": None, "world": 1, "gen": 2}]
+    text = "epoch 0 from the script\n" + "".join(f"@@tf {json.dumps(e)}\n" for e in events)
+    server.on("GET", f"{JOBS}/resnet", payload=job_json())
+    server.on("GET", PODS, payload={"apiVersion": "v1", "kind": "PodList", "metadata": {},
+                                    "items": [pod_json("resnet-worker-0")]})
+    server.on("GET", f"{PODS}/resnet-worker-0/log", text=text)
+    assert main(["logs", "--kubeconfig", kubeconfig, "resnet"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    clock = [datetime.fromtimestamp(e["wall"]).strftime("%H:%M:%S") for e in events]
+    assert lines == [
+        "epoch 0 from the script",
+        f"{clock[0]}  started from scratch, world size 2 on cpu",
+        f"{clock[1]}  step 1   loss 2.5   world 2",
+        f"{clock[2]}  step 5   loss 1.25   2.00 steps/s   world 2",  # 4 steps in 2 s
+        f"{clock[4]}  checkpoint of step 5 committed (generation 1, periodic)",  # no line for ckpt_writing
+        f"{clock[5]}  resumed from the checkpoint of step 5, world size 1",
+        f"{clock[6]}  step 6   loss -   world 1",  # a new group: no speed across the restart
+    ]
+    assert main(["logs", "--kubeconfig", kubeconfig, "resnet", "--json"]) == 0
+    assert capsys.readouterr().out == text

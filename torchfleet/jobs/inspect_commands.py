@@ -27,6 +27,7 @@ from torchfleet.jobs import commands, flag_checks, manifests, progress, summary,
 from torchfleet.jobs.errors import EXIT_OK, ClusterError, JobNotFoundError, Problems, UsageError
 from torchfleet.jobs.indexed_job import recovery_of
 from torchfleet.jobs.inplace_job import LABEL_LIGHTHOUSE
+from torchfleet.jobs.log_lines import Readable
 
 EXIT_DOC = commands.EXIT_DOC
 WATCH_INTERVAL_S = 2.0
@@ -46,8 +47,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_list)
 
     p = sub.add_parser("status", help="a job's progress (step, steps/s, ETA, world size, restarts), pods and events",
-                       description=f"Show a job. {EXIT_DOC}")
-    p.add_argument("name", metavar="NAME")
+                       usage="torchfleet status (NAME | --local DIR) [options]",
+                       description=f"Show a job, or a local run's folder (--local). {EXIT_DOC}")
+    p.add_argument("name", metavar="NAME", nargs="?", help="the job's name")
+    p.add_argument("--local", type=Path, metavar="DIR",
+                   help="a `torchfleet run --local` run's folder instead of a job: the same progress view")
     p.add_argument("--shared-dir", type=Path,
                    help="where the shared store is mounted on this machine: read checkpoints from it directly")
     p.add_argument("-o", "--output", choices=("text", "wide", "json", "yaml"), default="text",
@@ -57,8 +61,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     commands._cluster_options(p)
     p.set_defaults(func=run_status)
 
-    p = sub.add_parser("logs", help="a job's logs", description=f"Print a job's logs. {EXIT_DOC}")
-    p.add_argument("name", metavar="NAME")
+    p = sub.add_parser("logs", help="a job's logs", usage="torchfleet logs (NAME | --local DIR) [options]",
+                       description=f"Print a job's logs, or a local run's (--local): the trainer's progress events "
+                                   f"as readable lines (--json: as printed). {EXIT_DOC}")
+    p.add_argument("name", metavar="NAME", nargs="?", help="the job's name")
+    p.add_argument("--json", action="store_true",
+                   help="the progress events as the trainer prints them (@@tf JSON lines), for scripts")
+    p.add_argument("--local", type=Path, metavar="DIR", help="a `torchfleet run --local` run's folder instead of a job")
+    p.add_argument("--node", metavar="NODE", help="with --local: only this node's log (node0, node1, ...)")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing as the pods write")
     p.add_argument("--rank", type=int, default=0,
                    help="node index N: the pod <job>-worker-N (default 0; rank 0 writes the progress lines)")
@@ -190,7 +200,20 @@ def render_status(args: argparse.Namespace, data: StatusData, jobs) -> str:
                                progress=data.progress, all_events=args.output == "wide", lighthouse=data.lighthouse)
 
 
+def _name_or_local(args: argparse.Namespace) -> None:
+    if (args.name is None) == (args.local is None):
+        got = f"; got {args.name} and --local" if args.name else ""
+        message = (f"required: NAME (a job's name) or --local DIR (a local run's folder), one of them, e.g. "
+                   f"torchfleet {args.command} resnet-a{got}")
+        if getattr(args, "parser", None) is not None:
+            args.parser.error(message)  # argparse's usage line and exit 2, as for any missing argument
+        raise UsageError(message)
+
+
 def run_status(args: argparse.Namespace) -> int:
+    _name_or_local(args)
+    if args.local is not None:
+        return _local_status(args)
     flag_checks.check_lookup_name(args.name)
     if args.shared_dir and not Path(args.shared_dir).is_dir():
         raise UsageError(f"--shared-dir: {args.shared_dir} is not a folder; give where the shared store is mounted "
@@ -207,6 +230,20 @@ def run_status(args: argparse.Namespace) -> int:
         sys.stdout.write(("\x1b[H\x1b[2J" if clear else "") + text + "\n" + ("" if clear else "\n"))
         sys.stdout.flush()
         if table.state(data.job, data.pods) in FINISHED:
+            return EXIT_OK
+        time.sleep(WATCH_INTERVAL_S)
+
+
+def _local_status(args: argparse.Namespace) -> int:
+    from torchfleet import local_folder
+
+    if args.output not in ("text", "wide") or args.shared_dir:
+        raise UsageError("--local: shows the text view; -o json|yaml and --shared-dir are for a cluster job "
+                         "(the run's folder has run.json and the nodes' logs for scripts)")
+    while True:  # Ctrl-C ends --watch (torchfleet.cli: exit 130)
+        text = local_folder.status_text(args.local)
+        print(text + ("\n" if args.watch else ""), flush=True)
+        if not args.watch or local_folder.check_folder(args.local).get("ended") is not None:
             return EXIT_OK
         time.sleep(WATCH_INTERVAL_S)
 
@@ -235,6 +272,11 @@ def _pod_of_rank(pods: list, rank: int):
 
 
 def run_logs(args: argparse.Namespace) -> int:
+    _name_or_local(args)
+    if args.local is not None:
+        return _local_logs(args)
+    if args.node is not None:
+        raise UsageError("--node: names a node of a local run (with --local DIR); a job's pod is --rank N")
     problems = Problems()
     problems.check(flag_checks.check_lookup_name, args.name)
     if not 0 <= args.rank < flag_checks.MAX_NODES:
@@ -261,8 +303,27 @@ def run_logs(args: argparse.Namespace) -> int:
     streams = {name: jobs.log_lines(name, manifests.container_name(job), follow=args.follow, tail=args.tail,
                                     previous=args.previous) for name in index}
     prefix = len(index) > 1 or args.all_ranks
-    for name, line in (_interleave(streams) if args.follow and len(index) > 1 else _in_turn(streams)):
-        print(f"[worker-{index[name]}] {line}" if prefix else line, flush=args.follow)
+    readable = {name: Readable() for name in index}  # per pod: the speed is between its own steps
+    for name, raw in (_interleave(streams) if args.follow and len(index) > 1 else _in_turn(streams)):
+        line = raw if args.json else readable[name].line(raw)
+        if line is not None:
+            print(f"[worker-{index[name]}] {line}" if prefix else line, flush=args.follow)
+    return EXIT_OK
+
+
+def _local_logs(args: argparse.Namespace) -> int:
+    from torchfleet import local_folder
+
+    if args.rank != 0 or args.all_ranks or args.previous:
+        raise UsageError("--local: every node's log is shown, each line prefixed [nodeN]; --node NODE picks one "
+                         "(--rank, --all-ranks and --previous are for a cluster job)")
+    if args.tail is not None and args.tail < 0:
+        raise UsageError(f"--tail: a number of lines, 0 or more, got {args.tail}")
+    lines = local_folder.log_lines(args.local, args.node, readable=not args.json, follow=args.follow)
+    if args.tail is not None and not args.follow:
+        lines = list(lines)[-args.tail:] if args.tail else []
+    for line in lines:
+        print(line, flush=args.follow)
     return EXIT_OK
 
 
