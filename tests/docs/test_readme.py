@@ -48,6 +48,9 @@ SKIPPED: list[tuple[str, str]] = [
     (r"python3\.11 -m venv policy/venv", "installs the CrossGuard pack's venv; tests/policy runs the pack in-process"),
     (r"torchfleet (list|status|logs|delete|tensorboard)\b",
      "needs a cluster; tests/torchfleet/test_jobs_cluster.py runs each against a mocked Kubernetes API"),
+    (r"python3\.11 -m venv ~/\.venvs/torchfleet",
+     "installs the command line into a venv of its own (minutes); tests/torchfleet/test_slim_install.py runs its "
+     "commands without the extras"),
     (r"torchfleet (checkpoints|cp)\b",
      "needs a job's folder: a cluster's (tests/controlplane/test_reader_pod.py) or a local run's "
      "(tests/training_image/test_results_run.py runs both commands on one)"),
