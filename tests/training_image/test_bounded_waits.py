@@ -48,8 +48,8 @@ def silent_peer():
 def test_a_call_that_never_returns_ends_the_process_with_the_code_and_says_what_it_waited_for(silent_peer):
     done = run_python(f"""
         import socket
-        from elastic_trainer.deadline import Deadline
-        bound = Deadline(1.0, 75, "TORCHFLEET_INPLACE_STALL_S", group=3)
+        from elastic_trainer.stall_guard import StallGuard
+        bound = StallGuard(1.0, 75, "TORCHFLEET_INPLACE_STALL_S", group=3)
         with socket.create_connection(("127.0.0.1", {silent_peer})) as peer, bound("a peer that never answers"):
             peer.recv(1)  # no timeout: the server never sends
         print("unreachable")
@@ -64,8 +64,8 @@ def test_a_call_that_never_returns_ends_the_process_with_the_code_and_says_what_
 def test_calls_that_return_leave_the_process_alone_however_long_it_waits_between_them():
     done = run_python("""
         import time
-        from elastic_trainer.deadline import Deadline
-        bound = Deadline(2.0, 75, "TORCHFLEET_INPLACE_STALL_S")
+        from elastic_trainer.stall_guard import StallGuard
+        bound = StallGuard(2.0, 75, "TORCHFLEET_INPLACE_STALL_S")
         for _ in range(100):
             with bound("a quick call"):
                 pass
@@ -76,10 +76,10 @@ def test_calls_that_return_leave_the_process_alone_however_long_it_waits_between
 
 
 def test_a_bound_that_is_not_positive_is_refused_naming_its_setting():
-    from elastic_trainer.deadline import Deadline
+    from elastic_trainer.stall_guard import StallGuard
 
     with pytest.raises(ValueError, match="TORCHFLEET_INPLACE_STALL_S=0: must be a positive number of seconds"):
-        Deadline(0, 75, "TORCHFLEET_INPLACE_STALL_S")
+        StallGuard(0, 75, "TORCHFLEET_INPLACE_STALL_S")
 
 
 def test_the_wait_for_a_lighthouse_that_is_gone_ends_naming_its_setting(capsys):
@@ -114,7 +114,7 @@ def test_a_worker_whose_lighthouse_is_gone_exits_for_its_node_to_start_it_again(
 def test_a_worker_whose_lighthouse_never_answers_exits_for_its_node_to_start_it_again(tmp_path, silent_peer):
     done = worker(f"http://127.0.0.1:{silent_peer}", tmp_path, TORCHFLEET_INPLACE_STALL_S="10")
     assert done.returncode == EXIT_MEMBERSHIP_CHANGE, done.stderr[-3000:]
-    # torchft's quorum call times out ("no quorum"); the deadline is the bound behind it ("stalled")
+    # torchft's quorum call times out ("no quorum"); the stall guard is the bound behind it ("stalled")
     assert [e["reason"] for e in events(done.stdout) if e["ev"] == "exit"] in (["no quorum"], ["stalled"])
 
 

@@ -36,17 +36,17 @@ import torch
 from torch import nn
 from torch.utils.data import default_collate
 
-from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_MEMBERSHIP_CHANGE, EXIT_NONFINITE, schedule
+from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_MEMBERSHIP_CHANGE, EXIT_NONFINITE
 from elastic_trainer.async_writer import AsyncWriter, WriteOutcome
 from elastic_trainer.checkpoint import CheckpointStore, CheckpointWriteError
 from elastic_trainer.data.sampler import ElasticBatchSampler
-from elastic_trainer.deadline import Deadline
 from elastic_trainer.events import Scalars, emit, log, setup_logging
 from elastic_trainer.fence import StaleGenerationError
 from elastic_trainer.inplace_addresses import advertised_host, manager_addresses
 from elastic_trainer.nonfinite import NonFiniteGuard, nan_steps
 from elastic_trainer.signals import StopRequest
 from elastic_trainer.staging import HostSnapshot
+from elastic_trainer.stall_guard import StallGuard
 from elastic_trainer.trainer import (  # the same checkpoints, the same fault and demo hooks
     HOLD_FOR_WORLD,
     REQUIRED_KEYS,
@@ -78,7 +78,7 @@ ENV_FINAL_WAIT_S = "TORCHFLEET_INPLACE_FINAL_WAIT_S"
 # a new node pulls its image and starts within minutes; one away longer is reported, not waited on
 # in silence (issue 23: every wait in the recovery path is bounded).
 ENV_LIGHTHOUSE_WAIT_S = "TORCHFLEET_INPLACE_LIGHTHOUSE_WAIT_S"
-# The most one torchft call may take before the worker exits (deadline.py: start_quorum, wait_quorum
+# The most one torchft call may take before the worker exits (stall_guard.py: start_quorum, wait_quorum
 # and should_commit have no timeout of their own). 300 s: the restart mode's process-group timeout
 # (launcher.py, TORCHFLEET_PG_TIMEOUT_S: a peer that stalls longer has failed), far above the bounds
 # of what runs inside one call (quorum + configure + heal metadata + transfer: 40 s by default), with
@@ -233,7 +233,7 @@ class _InplaceRun:
         # The group's own store (one worker per group): torchft keeps the manager's address in it.
         store = torch.distributed.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
         pg = ProcessGroupNCCL(timeout=timeout) if self.backend == "nccl" else ProcessGroupGloo(timeout=timeout)
-        self.bound = Deadline(self.stall_s, EXIT_MEMBERSHIP_CHANGE, ENV_STALL_S, group=self.group)
+        self.bound = StallGuard(self.stall_s, EXIT_MEMBERSHIP_CHANGE, ENV_STALL_S, group=self.group)
         with self.bound("starting torchft's Manager (its Lighthouse connection)"):
             self.manager = Manager(
                 pg=pg, load_state_dict=self._load_state_dict, state_dict=self._state_dict,
@@ -296,10 +296,9 @@ class _InplaceRun:
             )
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None and state.get("scheduler") is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
         step = ElasticBatchSampler.step_from_state(saved, len(self.task.dataset))
-        # a checkpoint of another --total-steps: the schedule's horizon follows the new one (schedule.py)
-        self.scheduler = schedule.restore(self.task, self.optimizer, self.scheduler, state, step,
-                                          self.cfg.total_steps, self.cfg.schedule_on_extend)
         self.manager.load_state_dict({"step": step, "batches_committed": state.get("batches_committed", 0)})
         emit("resumed", step=step, group=self.group, from_gen=meta["generation"], source="store")
         return step
@@ -564,7 +563,6 @@ class _InplaceRun:
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
             "rng": [{"torch": torch.get_rng_state()}], "sampler": sampler.state_dict(step), "step": step,
             "epoch": epoch, "batches_committed": self.manager.batches_committed(),
-            "total_steps": self.cfg.total_steps,  # the schedule's horizon, for a resume with another (schedule.py)
         })
         blocked = time.monotonic() - started
         info = {"world_size": 1, "epoch": epoch, "reason": reason, "recovery": "inplace", "group": self.group}
