@@ -36,7 +36,7 @@ import torch
 from torch import nn
 from torch.utils.data import default_collate
 
-from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_MEMBERSHIP_CHANGE, EXIT_NONFINITE
+from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_MEMBERSHIP_CHANGE, EXIT_NONFINITE, schedule
 from elastic_trainer.async_writer import AsyncWriter, WriteOutcome
 from elastic_trainer.checkpoint import CheckpointStore, CheckpointWriteError
 from elastic_trainer.data.sampler import ElasticBatchSampler
@@ -296,9 +296,10 @@ class _InplaceRun:
             )
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        if self.scheduler is not None and state.get("scheduler") is not None:
-            self.scheduler.load_state_dict(state["scheduler"])
         step = ElasticBatchSampler.step_from_state(saved, len(self.task.dataset))
+        # a checkpoint of another --total-steps: the schedule's horizon follows the new one (schedule.py)
+        self.scheduler = schedule.restore(self.task, self.optimizer, self.scheduler, state, step,
+                                          self.cfg.total_steps, self.cfg.schedule_on_extend)
         self.manager.load_state_dict({"step": step, "batches_committed": state.get("batches_committed", 0)})
         emit("resumed", step=step, group=self.group, from_gen=meta["generation"], source="store")
         return step
@@ -563,6 +564,7 @@ class _InplaceRun:
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
             "rng": [{"torch": torch.get_rng_state()}], "sampler": sampler.state_dict(step), "step": step,
             "epoch": epoch, "batches_committed": self.manager.batches_committed(),
+            "total_steps": self.cfg.total_steps,  # the schedule's horizon, for a resume with another (schedule.py)
         })
         blocked = time.monotonic() - started
         info = {"world_size": 1, "epoch": epoch, "reason": reason, "recovery": "inplace", "group": self.group}
