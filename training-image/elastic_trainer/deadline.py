@@ -1,77 +1,41 @@
-"""A bound for the calls that take none: a worker whose call has not returned in time exits (issue 23).
+"""A job's time limit: stop with a checkpoint at a wall-clock time, and exit 0 (issue 21, what a job cost).
 
-torchft 0.2.0's ``Manager.start_quorum`` and ``wait_quorum`` wait on the quorum future with no
-timeout (``self._quorum_future.result()``, torchft/manager.py), and ``should_commit`` waits for the
-heal's recovery stream without one. What runs inside them has its own timeouts (the quorum RPC,
-the process group's configure, the heal's metadata and transfer), but a call that never returns
-(a lost wake-up, a lock, a peer's socket that stays open) would leave the worker holding its
-GPU and training nothing: the worst outcome a spot job can have.
+``TORCHFLEET_STOP_AT`` (Unix seconds, UTC) is set by ``torchfleet submit --max-duration/--max-cost``
+(torchfleet/jobs/limits.py) as an absolute time, so a worker restarted after a spot reclaim keeps the
+same limit. Every rank votes "past the limit" in the step's one all-reduce, beside "got SIGTERM"
+(trainer.py), so all ranks stop after the same step: the stop checkpoint is written as for a spot
+notice, and every worker exits 0, so the job ends Succeeded with its state saved; submitting it again
+under the same name (with a later limit) resumes from that checkpoint.
 
-``Deadline`` is one watcher thread and one armed deadline at a time. Past it, the watcher says what
-was waited for and for how long, emits an ``exit`` event (``reason: "stalled"``) and ends the
-process with ``code``; the node starts the worker again (replica_node.py), which heals from a
-live peer or resumes from the store. ``os._exit``, not ``sys.exit``: a normal exit joins
-torchft's quorum thread (a ThreadPoolExecutor's, not a daemon), which may be the one stuck.
+Why not the Job's ``activeDeadlineSeconds``: at the deadline the Job controller deletes the pods (a
+SIGTERM, then SIGKILL after the grace period) and marks the Job Failed (DeadlineExceeded): the
+trainer's SIGTERM checkpoint would still be written, but only if it fits the grace period, and a
+planned stop would read as a failure. Here the stop is the trainer's own, with no time limit on the
+checkpoint; clocks of the nodes need only agree to within a step.
 """
 
 from __future__ import annotations
 
-import contextlib
+import math
 import os
-import sys
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-from elastic_trainer.events import emit, log
+ENV_STOP_AT = "TORCHFLEET_STOP_AT"
 
 
-class Deadline:
-    """``with deadline("the quorum"): manager.wait_quorum()``: at most ``limit_s`` seconds, or the process ends."""
+def stop_at(environ: dict[str, str] | None = None) -> float | None:
+    """The limit from the environment; None without one; ValueError naming the variable if malformed."""
+    text = (environ if environ is not None else os.environ).get(ENV_STOP_AT, "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"${ENV_STOP_AT}: expected Unix seconds (e.g. {int(time.time()) + 3600}), got {text!r}")
+    return value
 
-    def __init__(self, limit_s: float, code: int, setting: str, **fields: object) -> None:
-        if not limit_s > 0:
-            raise ValueError(f"{setting}={limit_s!r}: must be a positive number of seconds")
-        self.limit_s, self.code, self.setting, self.fields = limit_s, code, setting, fields
-        self._cond = threading.Condition()
-        self._armed: tuple[int, str, float] | None = None  # (token, what, deadline on the monotonic clock)
-        self._token = 0
-        self._watcher = threading.Thread(target=self._watch, name="deadline", daemon=True)
-        self._watcher.start()
 
-    @contextmanager
-    def __call__(self, what: str) -> Iterator[None]:
-        with self._cond:
-            self._token += 1
-            token = self._token
-            self._armed = (token, what, time.monotonic() + self.limit_s)
-            self._cond.notify()
-        try:
-            yield
-        finally:
-            with self._cond:
-                if self._armed is not None and self._armed[0] == token:
-                    self._armed = None
-
-    def _watch(self) -> None:
-        with self._cond:
-            while True:
-                if self._armed is None:
-                    self._cond.wait()
-                    continue
-                _, what, deadline = self._armed
-                left = deadline - time.monotonic()
-                if left > 0:
-                    self._cond.wait(left)
-                    continue
-                self._expire(what)
-
-    def _expire(self, what: str) -> None:
-        log.error("%s did not return within %.0f s (%s): exiting %d so that the node starts this worker again",
-                  what, self.limit_s, self.setting, self.code)
-        emit("exit", **self.fields, code=self.code, reason="stalled", waiting_for=what, limit_s=self.limit_s)
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):  # a closed pipe: the exit matters more than the line
-                stream.flush()
-        os._exit(self.code)
+def due(limit: float | None) -> bool:
+    return limit is not None and time.time() >= limit

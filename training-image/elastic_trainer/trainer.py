@@ -35,7 +35,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from elastic_trainer import EXIT_MEMBERSHIP_CHANGE, EXIT_NONFINITE, outputs, schedule, worker_exits
+from elastic_trainer import EXIT_MEMBERSHIP_CHANGE, EXIT_NONFINITE, deadline, outputs, schedule, worker_exits
 from elastic_trainer.checkpoint import Checkpoint
 from elastic_trainer.checkpoint_verify import CorruptCheckpointError
 from elastic_trainer.checkpointing import LoopCheckpoints
@@ -103,6 +103,7 @@ def stall_commit_at() -> tuple[int, float] | None:
 class _Run:
     def __init__(self, task: Task, cfg: TrainConfig, stop: StopRequest) -> None:
         self.task, self.cfg, self.stop = task, cfg, stop
+        self.stop_at = deadline.stop_at()  # --max-duration/--max-cost: a stop with a checkpoint, exit 0
         self.rank = dist.get_rank()
         self.world = dist.get_world_size()
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -269,15 +270,17 @@ class _Run:
             (loss * scale).backward()
             if cfg.step_delay_s:  # pacing for demos and tests: stands for a bigger model's compute
                 time.sleep(cfg.step_delay_s)
-            # One small all-reduce carries "some rank got SIGTERM" and the loss sum, read before the
-            # update so that a NaN or infinite loss skips it on every rank alike (nonfinite.py).
+            # One small all-reduce carries "some rank got SIGTERM", the loss sum and "past the job's
+            # time limit" (deadline.py), read before the update so that a NaN or infinite loss skips
+            # it on every rank alike (nonfinite.py).
             signalled = bool(self.stop)
-            flags = torch.stack([torch.tensor(1.0 if signalled else 0.0), loss.detach().double().cpu()])
+            flags = torch.stack([torch.tensor(1.0 if signalled else 0.0), loss.detach().double().cpu(),
+                                 torch.tensor(1.0 if deadline.due(self.stop_at) else 0.0, dtype=torch.float64)])
             flags = flags.to(self.device)
             dist.all_reduce(flags)
             step += 1
-            stop_votes, loss_sum = flags.tolist()
-            stopping = stop_votes > 0
+            stop_votes, loss_sum, due_votes = flags.tolist()
+            stopping = stop_votes > 0 or due_votes > 0
             grad_norm = None
             if cfg.clip_grad_norm is not None:  # the same all-reduced gradient on every rank: the same scaling
                 grad_norm = float(nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm))
@@ -325,8 +328,13 @@ class _Run:
             if stopping:
                 # a stop is rare: make sure rank 0's commit is done before anyone leaves
                 dist.barrier()
-                code = self.checkpoints.failed_save or (128 + self.stop.signum if self.stop else EXIT_MEMBERSHIP_CHANGE)
-                emit("exit", rank=self.rank, step=step, code=code)
+                if self.stop or stop_votes > 0:
+                    signal_code = 128 + self.stop.signum if self.stop else EXIT_MEMBERSHIP_CHANGE
+                    code = self.checkpoints.failed_save or signal_code
+                    emit("exit", rank=self.rank, step=step, code=code)
+                else:  # the time limit alone: a planned end, the state saved (deadline.py)
+                    code = self.checkpoints.failed_save
+                    emit("exit", rank=self.rank, step=step, code=code, reason="time_limit")
                 return code
             if reason == "final":
                 break
