@@ -30,7 +30,8 @@ class DatasetAccess:
     volumes: tuple[DatasetVolume, ...]
     # The driver add-on and the identity bindings: a pod must not mount before they exist.
     ready: list[pulumi.Resource] = field(default_factory=list)
-    # Where training pods themselves must reach the store (a FUSE sidecar in the pod: GKE), port 443.
-    egress_cidrs: tuple[str, ...] = ()
+    # (CIDR, TCP port) training pods themselves must reach: what a FUSE sidecar inside the pod (GKE)
+    # talks to. Empty where the driver mounts from the node.
+    egress: tuple[tuple[str, int], ...] = ()
     # Annotations a pod mounting a dataset needs (GKE's sidecar injection), for the CLI's manifests.
     pod_annotations: dict[str, str] = field(default_factory=dict)

@@ -37,8 +37,8 @@ class DatasetVolumes(pulumi.ComponentResource):
                 spec=claim["spec"],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*ready, pv]),
             )
-        if access.egress_cidrs:
-            policy = datasets.storage_egress_policy(namespace, access.egress_cidrs)
+        if access.egress:
+            policy = datasets.storage_egress_policy(namespace, access.egress)
             k8s.networking.v1.NetworkPolicy(
                 f"{name}-egress",
                 metadata=policy["metadata"],

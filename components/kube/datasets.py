@@ -14,7 +14,6 @@ from components.kube.manifests import PART_OF, _training_pods
 
 # The size is required by the API and ignored by every object-store driver.
 CAPACITY = "1Ti"
-HTTPS_PORT = 443
 LABEL_DATASET = "torchfleet.io/dataset"
 # Annotations a pod mounting a dataset needs, per cloud. GKE injects the Cloud Storage FUSE sidecar
 # only into pods that ask: https://cloud.google.com/kubernetes-engine/docs/how-to/cloud-storage-fuse-csi-driver-pv
@@ -73,11 +72,11 @@ def persistent_volume_claim(namespace: str, dataset: str) -> dict[str, Any]:
     }
 
 
-def storage_egress_policy(namespace: str, cidrs: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """Training pods may reach the object store's HTTPS endpoint at these addresses only (GKE: the
+def storage_egress_policy(namespace: str, rules: list[tuple[str, int]] | tuple[tuple[str, int], ...]) -> dict[str, Any]:
+    """Training pods may reach these (CIDR, TCP port) pairs only, each port to its own address (GKE: the
     Cloud Storage FUSE sidecar runs inside the pod, so the namespace's default-deny applies to it)."""
-    if not cidrs:
-        raise ValueError("storage_egress_policy needs at least one CIDR of the store's endpoint")
+    if not rules:
+        raise ValueError("storage_egress_policy needs at least one (CIDR, port) of the store's endpoints")
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -86,10 +85,8 @@ def storage_egress_policy(namespace: str, cidrs: list[str] | tuple[str, ...]) ->
             "podSelector": _training_pods(),
             "policyTypes": ["Egress"],
             "egress": [
-                {
-                    "to": [{"ipBlock": {"cidr": cidr}} for cidr in cidrs],
-                    "ports": [{"protocol": "TCP", "port": HTTPS_PORT}],
-                }
+                {"to": [{"ipBlock": {"cidr": cidr}}], "ports": [{"protocol": "TCP", "port": port}]}
+                for cidr, port in rules
             ],
         },
     }

@@ -9,9 +9,17 @@ service account through Workload Identity Federation, and the narrow egress its 
   reads to objects under it with an IAM condition (listing names stays bucket-wide: list is checked
   on the bucket). https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity#kubernetes-resources-iam-policies
 - Egress: gcsfuse runs as a sidecar inside each pod that mounts a bucket, so the namespace's
-  default-deny applies to it. Opened: TCP 443 to private.googleapis.com (199.36.153.8/30) only, with
-  a private DNS zone that resolves storage.googleapis.com there for this VPC (Private Google Access,
-  already on for the subnet: network.py). https://cloud.google.com/vpc/docs/configure-private-google-access#config-domain
+  default-deny applies to it. Opened for training pods only: TCP 443 to private.googleapis.com
+  (199.36.153.8/30), with a private DNS zone that resolves storage.googleapis.com there for this VPC
+  (Private Google Access, already on for the subnet: network.py;
+  https://cloud.google.com/vpc/docs/configure-private-google-access#config-domain), and TCP 80 to the
+  metadata address 169.254.169.254, where the sidecar gets its token: gcsfuse in a pod off the host
+  network uses the default credentials (gcs-fuse-csi-driver pkg/sidecar_mounter/sidecar_mounter_config.go
+  sets a token socket only for host-network pods). Under Dataplane V2 (cluster.py) the policy sees
+  that address and port, before the redirect to the GKE metadata server's own 169.254.169.252:988
+  (which is what a Calico cluster would need); not yet checked on a GKE cluster. On these nodes
+  (GKE_METADATA) the address answers with the pod's Workload Identity only, never the node's
+  credentials, so training pods can get the same read-only token the mount uses, and nothing more.
 """
 
 from __future__ import annotations
@@ -28,6 +36,9 @@ READ_ROLE = "roles/storage.objectViewer"
 # Private Google Access's private.googleapis.com range (the doc above, "Domain options").
 PRIVATE_GOOGLEAPIS = "199.36.153.8/30"
 PRIVATE_GOOGLEAPIS_IPS = ("199.36.153.8", "199.36.153.9", "199.36.153.10", "199.36.153.11")
+HTTPS_PORT = 443
+# The GKE metadata server as a pod addresses it under Dataplane V2 (see the module's docstring).
+WORKLOAD_IDENTITY_METADATA = ("169.254.169.254/32", 80)
 STORAGE_DOMAIN = "storage.googleapis.com."
 
 
@@ -112,7 +123,7 @@ class GcsDatasets(pulumi.ComponentResource):
         self.access = DatasetAccess(
             volumes=tuple(DatasetVolume(d.name, csi_source(d), mount_options(d)) for d in spec.datasets),
             ready=[*self.grants, self.record],
-            egress_cidrs=(PRIVATE_GOOGLEAPIS,),
+            egress=((PRIVATE_GOOGLEAPIS, HTTPS_PORT), WORKLOAD_IDENTITY_METADATA),
             pod_annotations=dict(kube_datasets.POD_ANNOTATIONS["gcp"]),
         )
         self.register_outputs({})

@@ -67,8 +67,11 @@ def test_read_only_volumes_and_the_sidecars_egress(gcp_datasets):
     assert objects[("PersistentVolumeClaim", "dataset-c4")]["spec"]["volumeName"] == "elastic-job-dataset-c4"
     policy = objects[("NetworkPolicy", "training-to-datasets")]
     assert policy["spec"]["podSelector"] == {"matchLabels": {"torchfleet.io/role": "training"}}
+    # Cloud Storage through Private Google Access, and the sidecar's Workload Identity token (Dataplane V2's
+    # address and port): nothing else, and no other port to either.
     assert policy["spec"]["egress"] == [
-        {"to": [{"ipBlock": {"cidr": PRIVATE_GOOGLEAPIS}}], "ports": [{"protocol": "TCP", "port": 443}]}
+        {"to": [{"ipBlock": {"cidr": PRIVATE_GOOGLEAPIS}}], "ports": [{"protocol": "TCP", "port": 443}]},
+        {"to": [{"ipBlock": {"cidr": "169.254.169.254/32"}}], "ports": [{"protocol": "TCP", "port": 80}]},
     ]
 
 
