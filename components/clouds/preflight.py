@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from components.clouds import zone_offers
 from components.spec import PlatformSpec
 
 # EC2 vCPU quotas by instance family letter (Service Quotas, service code ec2):
@@ -50,14 +51,17 @@ def _biggest(pool):
 
 
 def needs(spec: PlatformSpec) -> list[Need]:
-    """Quotas (at every pool's maxNodes) and APIs, for the stack's region."""
+    """Quotas (at every pool's maxNodes) and APIs, for the stack's region; then, per GPU pool, the
+    command that says whether the account has its machine in its zone (zone_offers.py says why)."""
     if spec.cloud == "aws":
-        return _aws(spec)
-    if spec.cloud == "gcp":
-        return _gcp(spec)
-    if spec.cloud == "azure":
-        return _azure(spec)
-    return []
+        found = _aws(spec)
+    elif spec.cloud == "gcp":
+        found = _gcp(spec)
+    elif spec.cloud == "azure":
+        found = _azure(spec)
+    else:
+        return []
+    return found + [Need(f"offered: {line}", None) for line in zone_offers.zone_checks(spec)]
 
 
 def _aws(spec: PlatformSpec) -> list[Need]:
