@@ -100,6 +100,18 @@ def split_command(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
 
 
 def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+def attach_param_values(head: Sequence[str]) -> list[str]:
+    """``sweep --param --lr=0.1,0.01`` -> ``--param=--lr=0.1,0.01``: argparse takes a token that starts
+    with '-' for an option, so --param got no value and the line was refused (issue 22)."""
+    out: list[str] = []
+    for token in head:
+        if out and out[-1] == "--param" and token.startswith("-") and "=" in token:
+            out[-1] = f"--param={token}"
+        else:
+            out.append(token)
+    return out
+
+
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return action.choices[command]
 
@@ -116,6 +128,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
             parser.error(f"argument {i + 1} ({token!r}) contains a NUL character")
     head, command = split_command(argv)
     args, extras = parser.parse_known_args(head)
+    head = attach_param_values(head)
     if args.command is None:
         if argv:
             parser.error(f"give a command first, e.g. torchfleet submit ...; got: {' '.join(argv)[:200]}")

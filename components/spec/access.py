@@ -39,7 +39,7 @@ def parse_access(p: _Problems, raw: dict[str, Any], cloud: str) -> AccessSpec:
         pattern, example = ADMIN_FORMS[cloud]
         for i, item in enumerate(value):
             if not isinstance(item, str) or not re.fullmatch(pattern, item):
-                p.add(f"{key}[{i}]", f"expected a {cloud} identity like {example}, got {_r(item)}")
+                p.add(f"{key}[{i}]", f"expected an identity like {example} ({cloud}), got {_r(item)}")
             else:
                 admins.append(item)
         if len(set(admins)) != len(admins):

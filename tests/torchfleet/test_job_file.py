@@ -46,7 +46,8 @@ def write(path, text):
 @pytest.mark.parametrize(("command", "flags"), [
     ("submit", ["--cpu", "--stack", "local", "--cpus", "500m", "--memory", "4Gi", "--image", IMAGE]),
     ("submit", FLAGS),
-    ("sweep", [*FLAGS, "--param", "lr=0.1,0.01", "--param", "+model.depth=18,50"]),
+    ("sweep", [*FLAGS, "--param", "lr=0.1,0.01", "--param", "+model.depth=18,50", "--param-style", "hydra"]),
+    ("sweep", [*FLAGS, "--param", "--lr=0.1,0.01", "--param", "seed=1,2"]),
 ])
 def test_dry_run_job_file_submits_to_the_same_manifests(command, flags, capsys):
     code, direct, err = run([command, "resnet", *flags, "--dry-run", *CMD], capsys)
@@ -123,7 +124,7 @@ def test_sweep_params_from_the_file(capsys):
     assert code == 0, err
     names = [d["metadata"]["name"] for d in yaml.safe_load_all(out) if d["kind"] == "Job"]
     assert names == ["j-0", "j-1"]
-    assert "j-0: lr=0.1 batch=64" in err
+    assert "j-0: --lr=0.1 --batch=64" in err  # argparse, the default style (issue 22)
 
 
 @pytest.mark.parametrize(("argv", "expected"), [

@@ -288,7 +288,7 @@ def test_options_after_name_and_before_it_combine(capsys):
 
 def test_sweep_dry_run_one_job_per_combination(capsys):
     code, out, err = run(["sweep", "grid", *BASE, "--param", "lr=0.1,0.01", "--param", "batch=64,128",
-                          "--dry-run", "--", "python", "train.py"], capsys)
+                          "--param-style", "hydra", "--dry-run", "--", "python", "train.py"], capsys)
     assert code == 0, err
     jobs = [d for d in _docs(out) if d["kind"] == "Job"]
     assert [j["metadata"]["name"] for j in jobs] == ["grid-0", "grid-1", "grid-2", "grid-3"]

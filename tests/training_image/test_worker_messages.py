@@ -22,6 +22,7 @@ import pytest
 from elastic_trainer import worker_exits
 from elastic_trainer.launcher import EXIT_RDZV_UNAVAILABLE
 from elastic_trainer.localrun import IMAGE_DIR, kill_and_resume
+from elastic_trainer.trainer import HOLD_FOR_WORLD
 
 TEMPLATE = IMAGE_DIR / "examples" / "train.py"
 RUNPY_WARNING = "found in sys.modules"
@@ -73,10 +74,13 @@ def test_a_peer_loss_is_told_in_one_line():
 
 @pytest.mark.slow
 def test_a_node_loss_and_a_late_node_read_as_what_they_are(make_job):
+    # A node that forms the group alone waits before step 3 for the other (HOLD_FOR_WORLD): on a loaded
+    # machine it could otherwise finish alone before the second joined, and no node would be lost.
     job = make_job("--total-steps=60", "--global-batch-size=16", "--checkpoint-every=10", "--step-delay-s=0.05",
-                   nnodes="1:2")
+                   nnodes="1:2", extra_env={HOLD_FOR_WORLD: "3:2"})
     survivor, victim = job.start_node(), job.start_node()
-    job.wait_for("step", 180, world=2)
+    # past the checkpoint of step 10: the survivor resumes after the hold's step
+    job.events.wait_for(lambda e: e.kind == "step" and e["world"] == 2 and e["step"] >= 12, 240)
     kill_and_resume(job, victim, world_after=1, timeout=180)
     job.wait_for("done", 240)
     assert survivor.wait(120) == 0

@@ -115,11 +115,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("sweep", help="submit one job per combination of --param values", usage=USAGE % "sweep",
                        epilog=command,
-                       description=f"Submit NAME-0, NAME-1, ... with Hydra-style overrides appended. {EXIT_DOC}")
+                       description="Submit NAME-0, NAME-1, ... each with one combination of the --param values "
+                                   f"appended to its command (--lr=0.1; lr=0.1 with --param-style hydra). {EXIT_DOC}")
     p.add_argument("name", metavar="NAME", nargs="?",
                    help="prefix of the job names (required, first, unless -f gives name:)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=V1,V2",
-                   help="values to sweep (repeatable); every combination becomes one job")
+                   help="values to sweep (repeatable); every combination becomes one job: lr=0.1,0.01 or "
+                        "--lr=0.1,0.01 appends --lr=0.1 (argparse), optimizer.lr=0.1,0.01 appends optimizer.lr=0.1 "
+                        "(hydra)")
+    p.add_argument("--param-style", choices=flag_checks.PARAM_STYLES, default=flag_checks.DEFAULT_PARAM_STYLE,
+                   help="how the values reach the script: argparse (default: --KEY=VALUE, as the trainer's own "
+                        "flags and training-image/examples/train.py take them) or hydra (KEY=VALUE overrides)")
     p.add_argument("-y", "--yes", action="store_true", default=False,
                    help=f"submit without asking when the sweep has more than {CONFIRM_OVER} jobs (required "
                         "without a terminal)")
@@ -375,7 +381,7 @@ def run_submit(args: argparse.Namespace) -> int:
 
 def run_sweep(args: argparse.Namespace) -> int:
     command = training_command(args)
-    combos = flag_checks.combinations(flag_checks.parse_params(args.param))
+    combos = flag_checks.combinations(flag_checks.parse_params(args.param, args.param_style))
     code = Code(args)
 
     def plan(t: targets.Target) -> Planned:

@@ -34,7 +34,16 @@ _NODES = re.compile(r"^\s*(\d+)\s*(?::\s*(\d+)\s*)?$")
 # One job per combination: a few more values per --param multiply into thousands of jobs, each
 # asking for GPUs. A sweep beyond this is more likely a typo than a plan.
 MAX_SWEEP_JOBS = 256
-_PARAM_KEY = re.compile(r"^[+~]{0,2}[A-Za-z_][\w.\-/@]*$")  # Hydra override keys (a.b, +new, ~drop)
+# How a sweep's values reach the script (issue 22): "argparse" appends --KEY=VALUE, what a script built
+# on TrainConfig.add_arguments (every example in training-image/examples) accepts; "hydra" appends
+# KEY=VALUE, Hydra's override grammar (https://hydra.cc/docs/advanced/override_grammar/basic/), which
+# argparse refuses ("unrecognized arguments"), and --KEY=VALUE is refused by Hydra. The default is the
+# project's own template's style: the trainer's flags (--total-steps, --seed, ...) are argparse options
+# whatever the script adds, so only that style can sweep them.
+PARAM_STYLES = ("argparse", "hydra")
+DEFAULT_PARAM_STYLE = "argparse"
+_HYDRA_KEY = re.compile(r"^[+~]{0,2}[A-Za-z_][\w.\-/@]*$")  # Hydra override keys (a.b, +new, ~drop)
+_ARGPARSE_KEY = re.compile(r"^(--)?[A-Za-z_][\w.\-]*$")  # lr or --lr: the option --lr
 # Environment the CLI sets itself; a user value would break the per-job folders or identity.
 # POD_IP: the pod's address from the downward API, which torchrun advertises (--local-addr).
 RESERVED_ENV = ("TORCHFLEET_JOB", "TORCHFLEET_CHECKPOINT_DIR", "TORCHFLEET_OUTPUT_DIR", "POD_IP")
@@ -70,19 +79,42 @@ def parse_env(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return tuple(seen.items())
 
 
-def parse_params(items: Sequence[str]) -> list[tuple[str, list[str]]]:
-    """``--param lr=0.1,0.01`` (repeatable) -> [("lr", ["0.1", "0.01"]), ...]."""
+def _param_key(item: str, key: str, style: str) -> str:
+    """The option (argparse: ``--lr``) or override key (hydra: ``optimizer.lr``) a --param sets."""
+    if style == "hydra":
+        if key.startswith("-"):
+            raise UsageError(f"--param {key}: a Hydra override has no dashes (e.g. {key.lstrip('-')}=0.1,0.01); for "
+                             "a script whose options are --flags (argparse, TrainConfig.add_arguments) use "
+                             "--param-style argparse")
+        if not _HYDRA_KEY.match(key):
+            raise UsageError(f"--param: expected KEY=V1,V2,... with KEY a Hydra override key (e.g. optimizer.lr, "
+                             f"+extra), got {item!r}")
+        return key
+    if key[0] in "+~":
+        raise UsageError(f"--param {key}: '+' and '~' are Hydra's override syntax; with --param-style argparse "
+                         "give the script's option, e.g. lr=0.1,0.01 or --lr=0.1,0.01 (or use --param-style hydra)")
+    if not _ARGPARSE_KEY.match(key):
+        raise UsageError(f"--param: expected KEY=V1,V2,... with KEY the script's option, e.g. lr=0.1,0.01 or "
+                         f"--lr=0.1,0.01, got {item!r}")
+    return "--" + key.removeprefix("--")
+
+
+def parse_params(items: Sequence[str], style: str = DEFAULT_PARAM_STYLE) -> list[tuple[str, list[str]]]:
+    """``--param lr=0.1,0.01`` (repeatable) -> [("--lr", ["0.1", "0.01"]), ...] (hydra: [("lr", ...)])."""
+    if style not in PARAM_STYLES:
+        raise UsageError(f"--param-style: one of {', '.join(PARAM_STYLES)}, got {style!r}")
     params: list[tuple[str, list[str]]] = []
     for item in items:
         key, sep, values = item.partition("=")
         choices = [v.strip() for v in values.split(",")]
-        if not sep or not _PARAM_KEY.match(key) or not all(choices):
+        if not sep or not key or not all(choices):
             raise UsageError(f"--param: expected KEY=V1,V2,... (e.g. lr=0.1,0.01), got {item!r}")
-        if any(k == key for k, _ in params):
+        option = _param_key(item, key, style)
+        if any(k == option for k, _ in params):
             raise UsageError(f"--param {key}: given twice; list all values once, e.g. {key}=1,2,3")
         if len(set(choices)) != len(choices):
             raise UsageError(f"--param {key}: repeated values in {item!r}")
-        params.append((key, choices))
+        params.append((option, choices))
     if not params:
         raise UsageError("--param: a sweep needs at least one, e.g. --param lr=0.1,0.01")
     jobs = math.prod(len(values) for _, values in params)
@@ -111,7 +143,8 @@ def parse_memory(text: str) -> int:
 
 
 def combinations(params: list[tuple[str, list[str]]]) -> list[tuple[str, ...]]:
-    """Every combination, as Hydra overrides in flag order: [("lr=0.1", "batch=64"), ...]."""
+    """Every combination, as arguments in flag order: [("--lr=0.1", "--batch=64"), ...] (argparse; the
+    value joined by '=' so that one starting with '-' stays a value), [("lr=0.1", ...)] (hydra)."""
     keys = [k for k, _ in params]
     return [tuple(f"{k}={v}" for k, v in zip(keys, values, strict=True))
             for values in itertools.product(*(vs for _, vs in params))]

@@ -2,7 +2,8 @@
 again, as SkyPilot's task YAML and dstack's .dstack.yml are (issue 13).
 
 The keys are the flags' names without the dashes, plus ``name``, ``command`` (a list, or one line
-split as a shell would) and, for sweeps, ``params`` (KEY: [values]). Flags given on the command line
+split as a shell would) and, for sweeps, ``params`` (KEY: [values]) and ``param-style`` (argparse, the
+default, or hydra: how the values reach the script). Flags given on the command line
 override the file. Values are checked by the same code as the flags, and a wrong one is reported
 with the flag's message naming the file and key instead (``job.yaml: nodes: ...``).
 ``submit --dry-run -o job`` writes the file the flags describe; submitting it gives the same manifest.
@@ -25,8 +26,9 @@ WHAT = "a job file holds name, command and the submit flags' values, e.g. nodes:
 # Not --dry-run, --yes or -o (what this run does), nor -f itself.
 FLAG_KEYS = ("stack", "gpu", "nodes", "gpus-per-node", "cpu", "cpus", "memory", "allow-egress", "image", "zone",
              "env", "mount", "run-as-user", "cloud", "kubeconfig", "context", "namespace", "operator", "recovery",
-             "workdir")
-KEYS = ("name", *FLAG_KEYS, "command", "params")
+             "workdir", "dataset")
+SWEEP_KEYS = ("params", "param-style")  # sweep's own flags
+KEYS = ("name", *FLAG_KEYS, "command", *SWEEP_KEYS)
 _INTS = ("gpus-per-node", "run-as-user")
 _LISTS = ("allow-egress",)
 
@@ -46,8 +48,9 @@ def apply(args: argparse.Namespace, parser: argparse.ArgumentParser, given: set[
     document = load_mapping(path, WHAT)
     check_keys(document, KEYS, str(path))
     sweep = hasattr(args, "param")
-    if "params" in document and not sweep:
-        raise UsageError(f"{path}: params: only a sweep takes params; run `torchfleet sweep -f {args.file}`")
+    for key in SWEEP_KEYS:
+        if key in document and not sweep:
+            raise UsageError(f"{path}: {key}: only a sweep takes {key}; run `torchfleet sweep -f {args.file}`")
     for key, value in document.items():
         where = f"{path}: {key}"
         if key == "command":
@@ -122,5 +125,7 @@ def dump(args: argparse.Namespace, parser: argparse.ArgumentParser, command: lis
         doc[key] = str(value) if isinstance(value, Path) else value
     if getattr(args, "param", None):
         doc["params"] = {k: v.split(",") for k, _, v in (p.partition("=") for p in args.param)}
+    if getattr(args, "param", None) and args.param_style != _action(parser, "param-style").default:
+        doc["param-style"] = args.param_style
     doc["command"] = list(command)
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True)

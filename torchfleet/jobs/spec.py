@@ -64,7 +64,7 @@ class JobRequest:
     zone: str | None = None  # the node label value (topology.kubernetes.io/zone)
     env: tuple[tuple[str, str], ...] = ()
     mount: str = DEFAULT_MOUNT
-    overrides: tuple[str, ...] = ()  # Hydra-style key=value, appended to the command (sweeps)
+    overrides: tuple[str, ...] = ()  # a sweep's --key=value (or Hydra's key=value), appended to the command
     sweep: str | None = None
     # The pods' uid: the training image's user by default. The group stays TRAINING_UID, which
     # owns the shared store (mode 2775), so another uid can still write there.
@@ -210,8 +210,8 @@ def resolve_machine(
                              f"at most {most}")
         machine = bigger[0]
     notes.append(
-        f"no --stack: accepting any catalog GPU and sizing for {machine.type} (a {target.cloud} {gpu} machine "
-        f"with {machine.gpus} GPU(s)); give --stack to check the GPU against the stack's pools"
+        f"no --stack: accepting any catalog GPU and sizing for {machine.type} (the {gpu} machine on {target.cloud}, "
+        f"{machine.gpus} GPU(s)); give --stack to check the GPU against the stack's pools"
     )
     return machine, notes
 

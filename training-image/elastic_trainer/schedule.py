@@ -15,8 +15,9 @@ The policy, ``--schedule-on-extend`` (training-image/README.md, "Extending a job
   step. Warm-up is not repeated (it lies behind the resumed step); the optimizer's state (momentum,
   Adam's moments) is kept. A finished 100-step cosine run extended to 200 resumes at the cosine of
   200 at step 100 (half the peak) and anneals to 0 at step 200. Hugging Face's schedulers behave so
-  on a resume with a new ``max_steps``: they are LambdaLR closures over the step count, and
-  ``LambdaLR.state_dict`` saves no function (torch/optim/lr_scheduler.py).
+  on a resume with a new ``max_steps``: they are LambdaLRs of a ``functools.partial`` holding
+  ``num_training_steps`` (transformers/optimization.py), and ``LambdaLR.state_dict`` saves only a
+  callable's ``__dict__``, which a partial's keywords are not in (torch/optim/lr_scheduler.py).
 - ``keep``: the checkpoint's schedule as saved, old horizon included (for a schedule that should
   run on regardless of the total, e.g. a cyclic one).
 

@@ -36,6 +36,7 @@ def test_admins_in_each_clouds_form_are_accepted(cloud, admin):
 def test_admins_in_another_form_are_refused_naming_the_entry(cloud, admin, hint):
     message = only(config(cloud, admins=[admin]), "torchfleet:admins[0]")
     assert hint in message and cloud in message
+    assert "a aws" not in message and "a azure" not in message  # issue 22: "expected a aws identity"
 
 
 def test_admins_must_be_a_list_and_local_has_none():
