@@ -126,3 +126,19 @@ def test_without_a_stack_there_is_nothing_to_check_against(capsys):
     code = main(["submit", "j", "--gpu", "t4", *IMAGE, "--dry-run", "--dataset", "imagenet", *CMD])
     _, err = capsys.readouterr()
     assert code == 2 and "--dataset: datasets are declared per stack" in err
+
+
+def test_a_job_file_names_the_dataset_and_the_flag_wins(capsys, tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("name: j\ngpu: t4\nimage: registry.example.com/team/train:1.4.2\ndataset: imagenet\n"
+                   "command: [python, train.py]\n")
+    base = ["submit", "-f", str(job), "--stack", "aws-data", "--stacks-dir", stacks(tmp_path), "--dry-run"]
+    assert main(base) == 0
+    docs = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+    claim = docs[0]["spec"]["template"]["spec"]["volumes"][-1]["persistentVolumeClaim"]["claimName"]
+    assert claim == "dataset-imagenet"
+    assert main([*base, "--dataset", "c4"]) == 0
+    docs = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+    assert docs[0]["spec"]["template"]["spec"]["volumes"][-1]["persistentVolumeClaim"]["claimName"] == "dataset-c4"
+    assert main([*base, "-o", "job"]) == 0
+    assert "dataset: imagenet" in capsys.readouterr().out
