@@ -22,7 +22,7 @@ from components.clouds.traits import CLOUD_TRAITS
 from components.spec.namespaces import reserved_namespace
 from torchfleet import cost
 from torchfleet.jobs import datasets as job_datasets
-from torchfleet.jobs import flag_checks, manifests, schema, workdir, workdir_pack
+from torchfleet.jobs import flag_checks, limits, manifests, schema, workdir, workdir_pack
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs import target as targets
 from torchfleet.jobs.errors import EXIT_OK, JobError, NameTakenError, UsageError
@@ -75,6 +75,7 @@ def _job_options(p: argparse.ArgumentParser) -> None:
                         "as REPO:TAG, a fixed version, not latest (or image: in -f FILE, $TORCHFLEET_IMAGE, the "
                         "config file)")
     p.add_argument("--zone", default=None, help="run every pod in this zone (default: wherever the first lands)")
+    limits.add_options(p)  # --max-duration, --max-cost
     p.add_argument("--workdir", type=Path, default=None, metavar="DIR",
                    help="your code without building an image: pack DIR (what git would commit: .gitignore applies; "
                         f"at most {workdir_pack.MAX_BYTES >> 20} MiB), unpack it on the shared store under the job and "
@@ -197,12 +198,13 @@ def job_client(args: argparse.Namespace, session: Session):
 def _request(args: argparse.Namespace, t: targets.Target, name: str, command: Sequence[str],
              overrides: Sequence[str] = (), sweep: str | None = None,
              code: workdir.Workdir | None = None) -> jobspec.JobRequest:
-    return jobspec.build_request(
+    req = jobspec.build_request(
         t, name=name, gpu=args.gpu, nodes=args.nodes, gpus_per_node=args.gpus_per_node, image=args.image,
         command=command, zone=args.zone, env=args.env, mount=args.mount, overrides=overrides, sweep=sweep,
         run_as_user=args.run_as_user, cpu=args.cpu, cpus=args.cpus, memory=args.memory,
         allow_egress=args.allow_egress, recovery=args.recovery, workdir=code,
     )
+    return limits.apply(req, args, t)  # --max-duration/--max-cost: TORCHFLEET_STOP_AT (limits.py)
 
 
 def _dataset(args: argparse.Namespace, t: targets.Target, req: jobspec.JobRequest) -> job_datasets.DatasetMount | None:

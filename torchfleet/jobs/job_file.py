@@ -26,7 +26,7 @@ WHAT = "a job file holds name, command and the submit flags' values, e.g. nodes:
 # Not --dry-run, --yes or -o (what this run does), nor -f itself.
 FLAG_KEYS = ("stack", "gpu", "nodes", "gpus-per-node", "cpu", "cpus", "memory", "allow-egress", "image", "zone",
              "env", "mount", "run-as-user", "cloud", "kubeconfig", "context", "namespace", "operator", "recovery",
-             "workdir", "dataset")
+             "workdir", "dataset", "max-duration", "max-cost")
 SWEEP_KEYS = ("params", "param-style")  # sweep's own flags
 KEYS = ("name", *FLAG_KEYS, "command", *SWEEP_KEYS)
 _INTS = ("gpus-per-node", "run-as-user")
