@@ -20,6 +20,8 @@ CLUSTER_SCOPED = frozenset(
         "ClusterRole",
         "ClusterRoleBinding",
         "PersistentVolume",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     }
 )
 LABEL_ZONE = "topology.kubernetes.io/zone"

@@ -94,3 +94,18 @@ def test_the_gpu_nodes_are_the_stacks_pools_in_their_zones(training_layer):
         for n in training_layer.gpu_nodes
     }
     assert all(n["status"]["allocatable"][GPU_RESOURCE] != "0" for n in listed)
+
+
+def test_no_pod_in_any_namespace_mounts_an_nfs_server_itself(training_layer):
+    """Regression (issue 20, GCP review F11, Azure review 8): the store is exported to the nodes
+    without root squashing, and an inline nfs volume is mounted from the node's address, so a pod in
+    `default` could mount it as root. The layer's admission policy refuses such a pod in every
+    namespace, before Pod Security is even asked; a pod without one is admitted there."""
+    cp = training_layer.cp
+    nfs = pod("inline-nfs", volumes=[{"name": "store", "nfs": {"server": "10.0.32.2", "path": "/share"}}])
+    # `default` enforces no Pod Security level: only the policy stands between the pod and the share.
+    out = kubectl(cp, "apply", "--dry-run=server", "-n", "default", "-f", "-", input=json.dumps(nfs), check=False)
+    assert "torchfleet-no-inline-nfs" in out and "inline nfs volumes are refused" in out, out
+    plain = pod("no-nfs", volumes=[{"name": "scratch", "emptyDir": {}}])
+    out = kubectl(cp, "apply", "--dry-run=server", "-n", "default", "-f", "-", input=json.dumps(plain), check=False)
+    assert "created (server dry run)" in out, out
