@@ -95,3 +95,44 @@ def test_a_node_loss_and_a_late_node_read_as_what_they_are(make_job):
     said = late.log_text()
     assert f"the rendezvous '{job.run_id}' (etcd {job.etcd_endpoint}) is closed (RendezvousClosedError)" in said
     assert "etcd-v2 keeps a closed rendezvous for 2 hours" in said and "RendezvousClosedError: )" not in said
+
+
+def test_the_debug_variable_brings_the_traceback_back(monkeypatch, capsys):
+    try:
+        raise RuntimeError(GLOO_PEER_GONE)
+    except RuntimeError as exc:
+        monkeypatch.delenv(worker_exits.DEBUG_ENV, raising=False)
+        assert worker_exits.leave_after_peer_loss(exc, 1) == 75
+        quiet = capsys.readouterr().err
+        monkeypatch.setenv(worker_exits.DEBUG_ENV, "1")
+        worker_exits.leave_after_peer_loss(exc, 1)
+        loud = capsys.readouterr().err
+    assert quiet.count("\n") == 1 and quiet.startswith("[torchfleet] rank 1: a peer left the group")
+    assert "Traceback (most recent call last)" in loud and "GLHF" not in quiet
+
+
+def test_the_agent_reports_a_worker_exit_code_in_one_line(monkeypatch):
+    """torchrun's ``logger.exception`` of a worker that exited with a code: its traceback is the agent's own."""
+    import logging
+
+    from elastic_trainer.launcher import _quiet_worker_exits
+    from torch.multiprocessing.spawn import ProcessExitedException, ProcessRaisedException
+
+    monkeypatch.delenv(worker_exits.DEBUG_ENV, raising=False)
+    _quiet_worker_exits()
+    _quiet_worker_exits()  # idempotent: one filter
+    agent_log = logging.getLogger("torch.distributed.elastic.multiprocessing.api")
+    assert sum(type(f).__name__ == "WorkerExits" for f in agent_log.filters) == 1
+
+    def record(exc: BaseException) -> logging.LogRecord:
+        return agent_log.makeRecord(agent_log.name, logging.ERROR, __file__, 1, "failed (exitcode: %s)", (1,),
+                                    (type(exc), exc, None))
+
+    peer_left = record(ProcessExitedException("exit 75", 0, 1, 75))
+    assert not agent_log.filter(peer_left)  # the worker said why, in one line
+    killed = record(ProcessExitedException("exit 143", 0, 1, 143))
+    assert agent_log.filter(killed) and killed.exc_info is None
+    crashed = record(ProcessRaisedException("worker traceback", 0, 1))
+    assert agent_log.filter(crashed) and crashed.exc_info is not None  # a raise keeps the worker's traceback
+    monkeypatch.setenv(worker_exits.DEBUG_ENV, "1")
+    assert agent_log.filter(record(ProcessExitedException("exit 75", 0, 1, 75)))
