@@ -142,3 +142,28 @@ def test_a_job_file_names_the_dataset_and_the_flag_wins(capsys, tmp_path):
     assert docs[0]["spec"]["template"]["spec"]["volumes"][-1]["persistentVolumeClaim"]["claimName"] == "dataset-c4"
     assert main([*base, "-o", "job"]) == 0
     assert "dataset: imagenet" in capsys.readouterr().out
+
+
+def test_a_dataset_job_and_its_volume_pass_checkov(capsys, tmp_path):
+    """The same checkov run as every job's pods (test_jobs_checkov.py, same skips), on a --dataset job
+    and the read-only PV/PVC the training layer makes for it (components/kube/datasets.py)."""
+    from components.clouds.aws.datasets import csi_source, mount_options
+    from components.kube import datasets as kube_datasets
+    from components.spec import DatasetSpec
+    from tests.torchfleet.checkov import checkov_results
+    from tests.torchfleet.test_jobs_checkov import SKIPS
+
+    code, docs, err = submit(capsys, tmp_path, "--dataset", "imagenet")
+    assert code == 0, err
+    d = DatasetSpec("imagenet", "corp-imagenet", "train/")
+    volume = kube_datasets.persistent_volume("elastic-job", d.name, csi_source(d, "elastic-job", "us-east-1"),
+                                             mount_options(d, "us-east-1"))
+    out = tmp_path / "scan"
+    out.mkdir()
+    (out / "job.yaml").write_text(yaml.safe_dump_all(
+        [*docs, volume, kube_datasets.persistent_volume_claim("elastic-job", d.name)], sort_keys=False))
+    results = checkov_results(out, SKIPS)
+    failed = [f"{c['check_id']} {c['check_name']} ({c['resource']})"
+              for r in results for c in r.get("failed_checks", [])]
+    assert failed == []
+    assert any(c["resource"] == "Job.elastic-job.j" for r in results for c in r.get("passed_checks", []))
