@@ -24,6 +24,11 @@ ADMIN_FORMS: dict[str, tuple[str, str]] = {
     "gcp": (r"(user|serviceAccount):[^@\s:]+@[^@\s]+\.[a-z]{2,}", "user:alice@example.com"),
     "azure": (rf"({'|'.join(AZURE_PRINCIPAL_TYPES)}):{_GUID}", "Group:00000000-0000-0000-0000-000000000000"),
 }
+# "Access entries per cluster: 3,000", not adjustable (quota L-C56B9FC3):
+# https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html (read 2026-11-25). The cluster
+# creator's entry (aws/cluster.py bootstrap_cluster_creator_admin_permissions) and the node role's,
+# which EKS makes for managed node groups, take two (issue 23: list caps per cloud).
+MAX_EKS_ADMINS = 3000 - 2
 _ROLE_ARN = r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}"
 
 
@@ -44,6 +49,10 @@ def parse_access(p: _Problems, raw: dict[str, Any], cloud: str) -> AccessSpec:
                 admins.append(item)
         if len(set(admins)) != len(admins):
             p.add(key, "each identity once")
+        if cloud == "aws" and len(value) > MAX_EKS_ADMINS:
+            p.add(key, f"at most {MAX_EKS_ADMINS} on aws, got {len(value)}: EKS takes 3,000 access entries per "
+                       "cluster (not adjustable) and the deployer's and the nodes' role hold two; grant a role "
+                       "that your admins assume instead")
     deployer_key = _k("deployerPrincipalType")
     deployer = raw.get(deployer_key, "User")
     if deployer_key in raw and cloud != "azure":

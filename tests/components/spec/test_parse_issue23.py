@@ -145,3 +145,11 @@ def test_an_empty_pool_zone_list_is_refused_not_read_as_every_zone(cloud):
     assert message.startswith("an empty list names no zone; leave the key out for every zone of torchfleet:zones")
     spec = ok(config(cloud, gpuPools=[{"gpu": "t4", "maxNodes": 2}]))
     assert {pool.zone for pool in spec.gpu_pools} == set(BASE[cloud]["torchfleet:zones"])
+
+
+def test_more_eks_admins_than_access_entries_per_cluster_are_refused():
+    # List caps per cloud (issue 23): EKS takes 3,000 access entries per cluster; two are the program's.
+    roles = [f"arn:aws:iam::123456789012:role/admin-{i}" for i in range(2999)]
+    message = only(config("aws", admins=roles), "torchfleet:admins")
+    assert message.startswith("at most 2998 on aws, got 2999: EKS takes 3,000 access entries per cluster")
+    assert ok(config("aws", admins=roles[:2998])).access.admins == tuple(roles[:2998])
