@@ -51,7 +51,9 @@ def training_principal(project_number: str, project: str, namespace: str) -> str
 
 
 def read_condition(d: DatasetSpec) -> dict | None:
-    """Reads limited to the prefix; the bucket itself stays listable (objects.list is checked on it)."""
+    """Reads limited to the prefix; the bucket itself stays listable (objects.list is checked on it).
+    Cloud Storage takes IAM conditions only on buckets with uniform bucket-level access:
+    https://cloud.google.com/storage/docs/access-control/iam#conditions"""
     if not d.prefix:
         return None
     bucket = f"projects/_/buckets/{d.bucket}"
