@@ -1,7 +1,10 @@
 """`--allow-egress CIDR`: the networks a job may reach, never the clouds' metadata endpoints.
 
-A metadata endpoint hands out the node's credentials (and, on Azure, the WireServer its
-extensions' settings). README.md promises they stay closed whatever a job opens, so every
+A metadata endpoint hands out credentials: the node's on AWS, on Azure and on GCE (and, on Azure,
+the WireServer its extensions' settings); on GKE nodes with GKE_METADATA (every Torchfleet pool) it
+answers with the Workload Identity of the pod's Kubernetes service account instead, never the
+node's (GCP review F18: this said "the node's" for GKE too), and the one path to it a job gets is
+the datasets' (docs/data.md). README.md promises they stay closed whatever a job opens, so every
 CIDR that contains one gets it as an ``except`` (a NetworkPolicy ipBlock's excepts must lie
 strictly inside its cidr, so each CIDR gets only the endpoints inside it), and a CIDR that is
 a metadata endpoint, or lies inside one, is refused.
