@@ -60,12 +60,23 @@ def import_id(project: str | None, location: str, name: str) -> str:
     return f"projects/{project}/locations/{location}/instances/{name}"
 
 
-def reserved_range(store_block: str, tier: str | None) -> str:
-    """The instance's address range: a /29 for Basic tiers, a /26 for the others.
+# The zonal tier's higher capacity band (10-100 TiB) replaces High Scale SSD ("The zonal (10 TiB to
+# 100 TiB) service tier replaces the high scale SSD", https://cloud.google.com/filestore/docs/service-tiers).
+HIGH_SCALE_BAND_GB = 10 * 1024
 
-    https://cloud.google.com/filestore/docs/reference/rest/v1/projects.locations.instances#networkconfig
-    """
-    prefix = 29 if (tier or "").startswith("BASIC_") else 26
+
+def reserved_range(store_block: str, tier: str | None, size_gb: int = 0) -> str:
+    """The instance's address range: "a /29 CIDR block for Basic tier, a /24 CIDR block for High
+    Scale tier, or a /26 CIDR block for Enterprise tier"
+    (https://cloud.google.com/filestore/docs/reference/rest/v1/projects.locations.instances#networkconfig):
+    a /24 for ZONAL in High Scale's capacity band (GCP review F15: it got a /26), a /26 for the
+    other non-Basic tiers. The store block is a /20, which holds any of them."""
+    if (tier or "").startswith("BASIC_"):
+        prefix = 29
+    elif tier == "ZONAL" and size_gb >= HIGH_SCALE_BAND_GB:
+        prefix = 24
+    else:
+        prefix = 26
     return str(next(ipaddress.ip_network(store_block).subnets(new_prefix=prefix)))
 
 
@@ -140,7 +151,7 @@ class GcpFilestore(pulumi.ComponentResource):
                     "network": network,
                     "modes": ["MODE_IPV4"],
                     "connect_mode": "DIRECT_PEERING",
-                    "reserved_ip_range": reserved_range(store_block, storage.tier),
+                    "reserved_ip_range": reserved_range(store_block, storage.tier, storage.size_gb),
                 }
             ],
             **service_protection(storage),
@@ -152,7 +163,7 @@ class GcpFilestore(pulumi.ComponentResource):
             network=network,
             direction="INGRESS",
             description="Filestore NFSv3 server to its clients on the nodes (NLM locks, statd)",
-            source_ranges=[reserved_range(store_block, storage.tier)],
+            source_ranges=[reserved_range(store_block, storage.tier, storage.size_gb)],
             target_service_accounts=[node_service_account],
             allows=nfs_callback_allows(),
             opts=pulumi.ResourceOptions(parent=self),

@@ -18,7 +18,7 @@ import yaml
 
 from components import catalog
 from components.clouds.base import ClusterHandle
-from components.clouds.gcp import GcpCluster
+from components.clouds.gcp import GcpCluster, filestore
 from components.clouds.gcp import kubeconfig as kubeconfig_mod
 from components.clouds.gcp.network import PODS_RANGE
 from components.clouds.gcp.pools import NODE_ROLES
@@ -401,7 +401,10 @@ def test_filestore_tier_size_network_and_exports(stack):
     assert (net["network"], net["modes"], net["connectMode"]) == (vpc.inputs["name"], ["MODE_IPV4"], "DIRECT_PEERING")
     # A reserved range inside the stack's CIDR, sized for the tier, overlapping no subnet range.
     reserved = ipaddress.ip_network(net["reservedIpRange"])
-    assert reserved.prefixlen == (29 if spec.storage.tier.startswith("BASIC_") else 26)
+    assert net["reservedIpRange"] == filestore.reserved_range(
+        str(reserved.supernet(new_prefix=20)), spec.storage.tier, spec.storage.size_gb
+    )
+    assert reserved.prefixlen in (24, 26, 29)
     assert reserved.subnet_of(ipaddress.ip_network(spec.network.cidr))
     subnet = result.one(SUBNET).inputs
     for r in [subnet["ipCidrRange"]] + [x["ipCidrRange"] for x in subnet["secondaryIpRanges"]]:

@@ -42,16 +42,20 @@ def test_address_plan_splits_the_stack_cidr(cidr, nodes, services, store, pods, 
 
 
 @pytest.mark.parametrize(
-    ("tier", "expected"),
+    ("tier", "size_gb", "expected"),
     [
-        ("BASIC_HDD", "10.0.32.0/29"),
-        ("BASIC_SSD", "10.0.32.0/29"),
-        ("ZONAL", "10.0.32.0/26"),
-        ("REGIONAL", "10.0.32.0/26"),
+        ("BASIC_HDD", 1024, "10.0.32.0/29"),
+        ("BASIC_SSD", 65433, "10.0.32.0/29"),
+        ("ZONAL", 1024, "10.0.32.0/26"),
+        ("ZONAL", 10239, "10.0.32.0/26"),
+        # Regression (issue 20, GCP review F15): the 10-100 TiB band is High Scale's, which takes a /24.
+        ("ZONAL", 10240, "10.0.32.0/24"),
+        ("ZONAL", 102400, "10.0.32.0/24"),
+        ("REGIONAL", 102400, "10.0.32.0/26"),
     ],
 )
-def test_filestore_reserved_range_is_sized_for_the_tier(tier, expected):
-    assert filestore.reserved_range("10.0.32.0/20", tier) == expected
+def test_filestore_reserved_range_is_sized_for_the_tier(tier, size_gb, expected):
+    assert filestore.reserved_range("10.0.32.0/20", tier, size_gb) == expected
 
 
 # ---------------------------------------------------------------- names and labels
