@@ -299,9 +299,10 @@ def test_list_table(api, kubeconfig, capsys):
     code, out, err = cli(["list"], kubeconfig, capsys)
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].split() == ["NAME", "STATE", "NODES", "GPU", "ZONE", "AGE", "RESTARTS"]
-    assert lines[1].split() == ["bert", "Pending", "0/2/4", "t4", "us-west-2b", "30s", "0"]
-    assert lines[2].split() == ["resnet", "Running", "1/2/4", "t4", "us-west-2a", "1h", "3"]
+    assert lines[0].split() == ["NAME", "STATE", "NODES", "GPU", "ZONE", "AGE", "RESTARTS", "GPU-HOURS", "USD"]
+    # these pods carry no start time: no hours yet (tests/torchfleet/test_jobs_usage.py counts them)
+    assert lines[1].split() == ["bert", "Pending", "0/2/4", "t4", "us-west-2b", "30s", "0", "0.00", "0.00"]
+    assert lines[2].split() == ["resnet", "Running", "1/2/4", "t4", "us-west-2a", "1h", "3", "0.00", "0.00"]
     api.list_namespaced_pod.assert_called_once_with(
         mock.ANY, "elastic-job", label_selector="torchfleet.io/role=training", _request_timeout=TIMEOUT)
     api.read_node.assert_called_once_with(mock.ANY, "node-a", _request_timeout=TIMEOUT)

@@ -103,7 +103,8 @@ def test_list_as_json_and_wide(api, kubeconfig, capsys):
     assert data[0]["nodes"] == {"running": 1, "min": 2, "max": 4} and data[1]["sweep"] == "grid"
     code, out, _ = cli(["list", "-o", "wide"], kubeconfig, capsys)
     header, first, second = out.splitlines()
-    assert header.split() == ["NAME", "STATE", "NODES", "GPU", "ZONE", "AGE", "RESTARTS", "MACHINE", "IMAGE", "SWEEP"]
+    assert header.split() == ["NAME", "STATE", "NODES", "GPU", "ZONE", "AGE", "RESTARTS", "GPU-HOURS", "USD", "MACHINE",
+                              "IMAGE", "SWEEP"]
     assert second.split()[-3:] == ["g4dn.xlarge", "r/t:1", "grid"] and first.split()[-1] == "-"
 
 

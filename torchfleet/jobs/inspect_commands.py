@@ -16,14 +16,14 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from components import spec as platform
-from torchfleet.jobs import commands, flag_checks, manifests, progress, summary, table
+from torchfleet.jobs import commands, flag_checks, manifests, progress, summary, table, usage
 from torchfleet.jobs.errors import EXIT_OK, ClusterError, JobNotFoundError, Problems, UsageError
 from torchfleet.jobs.indexed_job import recovery_of
 from torchfleet.jobs.inplace_job import LABEL_LIGHTHOUSE
@@ -113,15 +113,25 @@ def run_list(args: argparse.Namespace) -> int:
     for pod in jobs.pods(f"{platform.LABEL_ROLE}={platform.ROLE_TRAINING}"):
         by_job.setdefault((pod.metadata.labels or {}).get(platform.LABEL_JOB, ""), []).append(pod)
     now = commands._now()
-    rows = [table.job_row(j, by_job.get(j["metadata"]["name"], []), jobs.node_labels, now) for j in found]
+    rows, used = [], []
+    for j in found:
+        pods = by_job.get(j["metadata"]["name"], [])
+        u = usage.of_job(j, pods, session.target.cloud, jobs.node_labels, now)
+        cost = "-" if u.usd is None else f"{u.usd:.2f}"
+        rows.append(replace(table.job_row(j, pods, jobs.node_labels, now), gpu_hours=f"{u.gpu_hours:.2f}", cost=cost))
+        used.append(u)
     if args.output in ("json", "yaml"):
-        print(_dump([table.row_dict(r, j) for r, j in zip(rows, found, strict=True)], args.output))
+        print(_dump([{**table.row_dict(r, j), "usage": u.as_dict()} for r, j, u in zip(rows, found, used, strict=True)],
+                    args.output))
     elif not rows:
         print(f"no {jobs.resource['kind']}s in namespace {session.target.namespace}")
     elif args.output == "wide":
         print(table.render_list_wide(rows, found))
     else:
         print(table.render_list(rows))
+    if rows and used[0].basis and args.output in ("table", "wide"):
+        print(f"GPU-HOURS and USD: at least, from the jobs' current pods; USD at most, at the {used[0].basis} "
+              "(spot pays less)", file=sys.stderr)
     return EXIT_OK
 
 
@@ -194,10 +204,13 @@ def status_dict(data: StatusData, jobs, now) -> dict[str, Any]:
 
 def render_status(args: argparse.Namespace, data: StatusData, jobs) -> str:
     now = commands._now()
+    cloud = getattr(args, "usage_cloud", None)  # run_status: the target's cloud prices the usage
+    used = None if cloud is None else usage.of_job(data.job, data.pods, cloud, jobs.node_labels, now)
     if args.output in ("json", "yaml"):
-        return _dump(status_dict(data, jobs, now), args.output)
+        return _dump({**status_dict(data, jobs, now), **({"usage": used.as_dict()} if used else {})}, args.output)
     return table.render_status(data.job, data.pods, data.events, jobs.node_labels, data.checkpoint, now,
-                               progress=data.progress, all_events=args.output == "wide", lighthouse=data.lighthouse)
+                               progress=data.progress, all_events=args.output == "wide", lighthouse=data.lighthouse,
+                               used=used.text() if used else None)
 
 
 def _name_or_local(args: argparse.Namespace) -> None:
@@ -218,7 +231,8 @@ def run_status(args: argparse.Namespace) -> int:
     if args.shared_dir and not Path(args.shared_dir).is_dir():
         raise UsageError(f"--shared-dir: {args.shared_dir} is not a folder; give where the shared store is mounted "
                          "on this machine")
-    _, jobs = _session(args)
+    session, jobs = _session(args)
+    args.usage_cloud = session.target.cloud
     if not args.watch:
         print(render_status(args, gather(args, jobs), jobs))
         return EXIT_OK

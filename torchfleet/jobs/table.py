@@ -17,7 +17,8 @@ from torchfleet.jobs.sizing import CPU_MACHINE
 if TYPE_CHECKING:  # the kubernetes package takes 0.2 s to import; every torchfleet command would pay it
     from kubernetes import client
 
-LIST_COLUMNS = ("NAME", "STATE", "NODES", "GPU", "ZONE", "AGE", "RESTARTS")
+# GPU-HOURS and USD: what the job's current pods have used so far (usage.py), at list price
+LIST_COLUMNS = ("NAME", "STATE", "NODES", "GPU", "ZONE", "AGE", "RESTARTS", "GPU-HOURS", "USD")
 
 
 def _parse_time(value: Any) -> datetime | None:
@@ -132,9 +133,12 @@ class JobRow:
     zone: str
     age: str
     restarts: int
+    gpu_hours: str = "-"  # usage.py, filled in by `list`
+    cost: str = "-"
 
     def cells(self) -> tuple[str, ...]:
-        return (self.name, self.state, self.nodes, self.gpu, self.zone, self.age, str(self.restarts))
+        return (self.name, self.state, self.nodes, self.gpu, self.zone, self.age, str(self.restarts), self.gpu_hours,
+                self.cost)
 
 
 def job_row(job: dict[str, Any], pods: Sequence[client.V1Pod], node_labels, now: datetime) -> JobRow:
@@ -228,6 +232,7 @@ def render_status(
     progress: progress_summary.Summary | None = None,
     all_events: bool = False,
     lighthouse: Sequence[client.V1Pod] = (),
+    used: str | None = None,
 ) -> str:
     meta = job.get("metadata") or {}
     ann = meta.get("annotations") or {}
@@ -259,6 +264,7 @@ def render_status(
         ("Checkpoints", ann.get(manifests.ANNOTATION_CHECKPOINTS, "?")),
         ("Last checkpoint", ckpt),
         ("Age", f"{row.age}   Restarts: {row.restarts}"),
+        *([("Used", used)] if used else []),  # usage.py: GPU-hours and their cost so far
         ("Recovery", recovery(job, lighthouse)),
     ]
     if progress is not None:  # the trainer's events (torchfleet/jobs/summary.py), after what the job says

@@ -1,0 +1,107 @@
+"""What a job has used so far: machine-hours, GPU-hours and their cost, for `status` and `list` (issue 21).
+
+Read from the job's pods: each pod holds one machine (the jobs are sized one pod per node,
+sizing.py) from when its container started until it ended (its termination time) or now. Pods the
+controller has already deleted (replaced after a reclaim, or cleaned up) are gone from the API, so
+the figures are a floor ("at least"). The price is the machine's on-demand list price from
+components/catalog/prices.yaml, for the one region and date it was read (said beside it): the catalog
+ships no spot prices (they move by the hour and zone), so for a spot pool it is the most those hours
+can have cost. The machine is the node's own instance type where the nodes can be read, else the one
+the job was sized for (its annotation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from components import catalog
+from components import spec as platform
+from components.catalog import prices
+from torchfleet.jobs import manifests
+
+if TYPE_CHECKING:
+    from kubernetes import client
+
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+
+
+@dataclass(frozen=True)
+class Usage:
+    machine_hours: float
+    gpu_hours: float
+    usd: float | None  # None: some machine has no list price
+    basis: str | None  # where the price comes from; None without one
+
+    def text(self) -> str:
+        used = f"at least {self.gpu_hours:.2f} GPU-hours ({self.machine_hours:.2f} machine-hours)"
+        if self.usd is None:
+            return used + (", no list price to cost them" if self.basis is None else ", a machine without a list price")
+        return f"{used}, at most {self.usd:.2f} USD so far ({self.basis}; spot pays less)"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"machineHours": round(self.machine_hours, 4), "gpuHours": round(self.gpu_hours, 4),
+                "usd": None if self.usd is None else round(self.usd, 4), "priceBasis": self.basis}
+
+
+def _started(pod: client.V1Pod) -> datetime | None:
+    times = [s.state.running.started_at if s.state and s.state.running else
+             s.state.terminated.started_at if s.state and s.state.terminated else None
+             for s in (pod.status and pod.status.container_statuses) or []]
+    times = [t for t in times if t is not None]
+    return min(times) if times else (pod.status and pod.status.start_time) or None
+
+
+def _ended(pod: client.V1Pod, now: datetime) -> datetime:
+    statuses = (pod.status and pod.status.container_statuses) or []
+    if statuses and all(s.state and s.state.terminated for s in statuses):
+        return max(s.state.terminated.finished_at or now for s in statuses)
+    return now
+
+
+def pod_hours(pod: client.V1Pod, now: datetime) -> float:
+    """Hours the pod has held its machine; 0 for one that never started (Pending)."""
+    start = _started(pod)
+    if start is None:
+        return 0.0
+    return max(0.0, (_ended(pod, now) - start).total_seconds() / 3600)
+
+
+def _gpus_per_pod(job: dict[str, Any]) -> int:
+    spec = (manifests.worker_spec(job).get("template") or {}).get("spec") or {}
+    container = (spec.get("containers") or [{}])[0]
+    value = ((container.get("resources") or {}).get("limits") or {}).get(platform.GPU_RESOURCE, 0)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def of_job(job: dict[str, Any], pods: Sequence[client.V1Pod], cloud: str, node_labels, now: datetime) -> Usage:
+    """The job's usage from its current ``pods``; ``node_labels(name)`` may return None (nodes unreadable)."""
+    meta = job.get("metadata") or {}
+    sized = (meta.get("annotations") or {}).get(manifests.ANNOTATION_MACHINE)
+    gpu = (meta.get("labels") or {}).get(platform.LABEL_GPU)
+    gpus = _gpus_per_pod(job)
+    table = prices.of(cloud)
+    machine_hours = usd = 0.0
+    priced = table is not None
+    for pod in pods:
+        hours = pod_hours(pod, now)
+        if hours <= 0:
+            continue
+        machine_hours += hours
+        node = pod.spec and pod.spec.node_name
+        labels = node_labels(node) if node else None
+        machine = (labels or {}).get(INSTANCE_TYPE) or sized
+        price = None
+        if table is not None and machine:
+            price = catalog.list_price(gpu, cloud, machine) if gpu else prices.machine_price(cloud, machine)
+        if price is None:
+            priced = False
+        else:
+            usd += hours * price
+    basis = f"on-demand list price, {table.region}, priced {table.priced}" if table is not None else None
+    return Usage(machine_hours, machine_hours * gpus, usd if priced else None, basis)
