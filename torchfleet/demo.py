@@ -21,6 +21,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from torchfleet import output_paths
@@ -100,36 +102,50 @@ def run(args: argparse.Namespace) -> int:
     except JobError as error:
         print(f"torchfleet demo: {error}", file=sys.stderr)
         return error.exit_code
-    if not (IMAGE_DIR / "elastic_trainer").is_dir():
-        print(f"torchfleet demo: the training image's code is not at {IMAGE_DIR} (run from a checkout)",
-              file=sys.stderr)
-        return 2
-    if str(IMAGE_DIR) not in sys.path:
-        sys.path.insert(0, str(IMAGE_DIR))
-    missing = _missing_tool(args.recovery)
+    missing = missing_prerequisite(args.recovery)
     if missing:
         print(f"torchfleet demo: {missing}", file=sys.stderr)
         return 2
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="torchfleet-demo-"))
+    try:
+        with interruptible():
+            if args.recovery == "inplace":
+                from torchfleet import demo_inplace
+
+                return demo_inplace.run_demo(args, workdir, _Timeline())
+            return _demo(args, workdir)
+    except KeyboardInterrupt:
+        print("\ninterrupted: every process the demo started has been stopped", file=sys.stderr)
+        return 130
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """SIGTERM and SIGINT raise KeyboardInterrupt inside, so the harness's context managers stop every
+    process they started (the demo's and `torchfleet run --local`'s contract)."""
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # clean up on SIGTERM as on Ctrl-C
     # Python leaves SIGINT ignored when its parent ignored it (a background job of a non-interactive
     # shell, as CI runners start the suite): Ctrl-C or `kill -INT` would then be swallowed and the demo
     # run to its end. Its contract is that an interrupt stops every process it started.
     previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="torchfleet-demo-"))
     try:
-        if args.recovery == "inplace":
-            from torchfleet import demo_inplace
-
-            return demo_inplace.run_demo(args, workdir, _Timeline())
-        return _demo(args, workdir)
-    except KeyboardInterrupt:
-        print("\ninterrupted: every process the demo started has been stopped", file=sys.stderr)
-        return 130
+        yield
     finally:
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, previous_int)
-        if args.workdir is None:
-            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def missing_prerequisite(recovery: str) -> str | None:
+    """Why local nodes cannot run here (no training image code, no etcd or Lighthouse), or None;
+    puts the image's code on sys.path for the harness otherwise."""
+    if not (IMAGE_DIR / "elastic_trainer").is_dir():
+        return f"the training image's code is not at {IMAGE_DIR} (run from a checkout)"
+    if str(IMAGE_DIR) not in sys.path:
+        sys.path.insert(0, str(IMAGE_DIR))
+    return _missing_tool(recovery)
 
 
 def _missing_tool(recovery: str) -> str | None:
@@ -240,9 +256,10 @@ def _demo(args: argparse.Namespace, workdir: Path) -> int:
         return run_watched(job, _watch, lambda killed: _timeline(args, job, killed, timeline))
 
 
-def run_watched(job, watch, body) -> int:
+def run_watched(job, watch, body, command: str = "demo") -> int:
     """``body(killed)`` with ``watch`` failing it fast when a node it did not kill dies; a failure or
-    a timeout ends in exit 1 with the end of the logs that explain it. Both demos run this way."""
+    a timeout ends in exit 1 with the end of the logs that explain it. Both demos and `torchfleet run
+    --local` (``command`` "run") run this way."""
     job.events = _fail_fast_events()  # before any node starts: nodes report to job.events
     killed: set[str] = set()
     stop = threading.Event()
@@ -250,16 +267,24 @@ def run_watched(job, watch, body) -> int:
     try:
         return body(killed)
     except NodeFailed as failure:
-        print(f"torchfleet demo: {failure} before the demo was done; the end of its log "
+        print(f"torchfleet {command}: {failure} before the {command} was done; the end of its log "
               f"({failure.node.log_path}):\n{log_excerpt(failure.node.log_text())}", file=sys.stderr)
         return 1
     except TimeoutError as error:
         tails = "\n".join(f"{node.name} ({node.log_path}):\n{log_excerpt(node.log_text())}" for node in job.nodes)
-        print(f"torchfleet demo: {str(error).splitlines()[0]}; the end of each node's log:\n{tails}",
+        print(f"torchfleet {command}: {str(error).splitlines()[0]}; the end of each node's log:\n{tails}",
               file=sys.stderr)
         return 1
     finally:
         stop.set()  # before the job's nodes are stopped: those exits are not failures
+
+
+def checkpoints_note(workdir: Path | None, checkpoint_dir: Path) -> str:
+    """Where the checkpoints are, or that they went with the temporary folder (issue 22: the demo
+    named a folder it removed a moment later)."""
+    if workdir is not None:
+        return f"checkpoints in {checkpoint_dir}"
+    return "the checkpoints went with the run's temporary folder (--workdir DIR keeps them)"
 
 
 def status_view(events, total_steps: int) -> str:
@@ -309,7 +334,7 @@ def _timeline(args: argparse.Namespace, job, killed: set[str], timeline: _Timeli
     timeline.say(f"finished: all {done['step']} steps; exit codes {codes}", done.t)
     print(f"\nkill to resume {kill['kill_to_resume_s']:.1f} s, replacement joined in "
           f"{(joined.t - replacement.started_at):.1f} s, lost {kill['lost_steps']} steps; "
-          f"checkpoints in {job.checkpoint_dir}" + ("" if args.workdir else " (removed)"))
+          + checkpoints_note(args.workdir, job.checkpoint_dir))
     # The view `torchfleet status NAME` shows for a cluster job, from the same events (issue 13).
     print("\nas `torchfleet status` shows it:\n" + status_view(job.events.snapshot(), args.steps))
     return 0 if all(code == 0 for code in codes.values()) and joined.kind == "step" else 1

@@ -98,8 +98,8 @@ def _timeline(args: argparse.Namespace, job, killed: set[str], timeline: demo._T
     codes = {node.name: node.wait(60) for node in job.nodes if node is not victim}
     timeline.say(f"finished: all {done['step']} steps; exit codes {codes}", done.t)
     print(f"\nthe survivor's next step {went_on.t - killed_at:.1f} s after the kill, {redone} steps redone, "
-          f"replacement training in {joined.t - replacement.started_at:.1f} s; checkpoints (for the loss of the "
-          f"whole job) in {job.checkpoint_dir}" + ("" if args.workdir else " (removed)"))
+          f"replacement training in {joined.t - replacement.started_at:.1f} s; (for the loss of the whole job) "
+          + demo.checkpoints_note(args.workdir, job.checkpoint_dir))
     print("\nas `torchfleet status` shows it:\n" + demo.status_view(job.events.snapshot(), args.steps))
     ok = same and joined.kind == "step" and not read_store and all(code == 0 for code in codes.values())
     return 0 if ok else 1

@@ -44,6 +44,12 @@ class Record:
                 entry["killed"] = time.time()
         self.save()
 
+    def node_exited(self, name: str, code: int | None) -> None:
+        for entry in self.data["nodes"]:
+            if entry["name"] == name:
+                entry["exit"] = code
+        self.save()
+
     def ended(self, code: int) -> None:
         self.data.update(ended=time.time(), exit=code)
         self.save()
@@ -109,8 +115,10 @@ def _nodes(record: dict[str, Any]) -> str:
             parts.append(f"{entry['name']} killed at {_clock(entry['killed'])}")
         elif running and _alive(entry.get("pid")):
             parts.append(f"{entry['name']} running")
+        elif entry.get("exit") is not None:
+            parts.append(f"{entry['name']} exited with code {entry['exit']}")
         else:
-            parts.append(f"{entry['name']} exited")
+            parts.append(f"{entry['name']} stopped")
     return "; ".join(parts) or "none started yet"
 
 

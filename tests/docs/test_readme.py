@@ -63,6 +63,8 @@ SKIPPED: list[tuple[str, str]] = [
     (r"PYTHONPATH=training-image \.venv/bin/python -m elastic_trainer\.launcher",
      "a real training run: tests/training_image/test_custom_example.py runs the same command (slow)"),
     (r".*\.venv/bin/torchfleet demo", "the demo (real processes, minutes): tests/training_image/test_demo.py"),
+    (r".*\.venv/bin/torchfleet (run|status|logs) --local",
+     "a local run with a kill (real processes, minutes) and its folder: tests/training_image/test_run_local.py"),
 ]
 
 

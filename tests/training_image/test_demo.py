@@ -24,9 +24,10 @@ RUNNER = (
 pytestmark = pytest.mark.slow
 
 
-def start_demo(tmp_path, tag: str, *args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, TAG_VARIABLE: tag, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-u", "-c", RUNNER, "demo", f"--workdir={tmp_path}", *args],
+def start_demo(tmp_path, tag: str, *args: str, workdir: bool = True) -> subprocess.Popen[str]:
+    env = {**os.environ, TAG_VARIABLE: tag, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)}
+    kept = [f"--workdir={tmp_path}"] if workdir else []
+    return subprocess.Popen([sys.executable, "-u", "-c", RUNNER, "demo", *kept, *args],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -70,9 +71,13 @@ def test_inplace_demo_keeps_the_survivor_and_heals_the_replacement_from_it(tmp_p
     """`torchfleet demo --recovery inplace`: the same interruption, the survivor's worker never restarts,
     the replacement heals from its live state, and nothing is left running."""
     tag = new_tag()
-    demo = start_demo(tmp_path, tag, "--recovery", "inplace", "--steps", "200")
+    demo = start_demo(tmp_path, tag, "--recovery", "inplace", "--steps", "200", workdir=False)
     out, _ = demo.communicate(timeout=300)
     assert demo.returncode == 0, out
+    # Regression (issue 22): without --workdir the closing lines named the checkpoint folder the demo
+    # had just removed with its temporary folder.
+    assert "the checkpoints went with the run's temporary folder (--workdir DIR keeps them)" in out
+    assert str(tmp_path) not in out and not list(tmp_path.glob("torchfleet-demo-*"))
     for line in ("training with 2 groups", "killed group1-1 at step",
                  "in the same worker process (nothing restarted); 0 steps to redo",
                  "started group1-replacement as the replacement",

@@ -91,6 +91,7 @@ class InplaceJob:
     script: Path = SYNTHETIC_EXAMPLE
     extra_env: Mapping[str, str] = field(default_factory=dict)
     nodes: list[Node] = field(default_factory=list)
+    checkpoint_flag: bool = True  # as LocalJob's
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -112,13 +113,14 @@ class InplaceJob:
             TORCHFLEET_REPLICA_GROUP=str(group), TORCHFLEET_REPLICA_GROUPS=str(self.groups),
             TORCHFLEET_MIN_REPLICA_GROUPS=str(self.min_groups),
             RUST_LOG="error",  # torchft's servers log every quorum at info
+            TORCHFLEET_CHECKPOINT_DIR=str(self.checkpoint_dir),  # train_config.ENV_CHECKPOINT_DIR
         )
         env.update(self.extra_env)
         return env
 
     def start_group(self, group: int, name: str | None = None) -> Node:
-        argv = ["--nproc_per_node=1", str(self.script), f"--checkpoint-dir={self.checkpoint_dir}",
-                *self.script_args]
+        flag = [f"--checkpoint-dir={self.checkpoint_dir}"] if self.checkpoint_flag else []
+        argv = ["--nproc_per_node=1", str(self.script), *flag, *self.script_args]
         node = Node(name or f"group{group}-{len(self.nodes)}", argv, self.node_env(group), self.workdir, self.events)
         node.group = group  # type: ignore[attr-defined]
         self.nodes.append(node)

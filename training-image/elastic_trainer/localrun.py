@@ -313,6 +313,9 @@ class LocalJob:
     extra_env: Mapping[str, str] = field(default_factory=dict)
     echo: Callable[[Event], None] | None = None
     nodes: list[Node] = field(default_factory=list)
+    # False: the checkpoint folder reaches the script only as $TORCHFLEET_CHECKPOINT_DIR, as in a job
+    # `torchfleet submit` makes (a script with its own flags, Hydra's say, refuses --checkpoint-dir).
+    checkpoint_flag: bool = True
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -331,6 +334,7 @@ class LocalJob:
             # loopback only: gloo would otherwise pick the interface of the hostname
             GLOO_SOCKET_IFNAME="lo",
             OMP_NUM_THREADS="1",
+            TORCHFLEET_CHECKPOINT_DIR=str(self.checkpoint_dir),  # train_config.ENV_CHECKPOINT_DIR
         )
         env.update(self.extra_env)
         return env
@@ -345,7 +349,8 @@ class LocalJob:
         ]
         if self.rdzv_conf is not None:
             argv.append(f"--rdzv_conf={self.rdzv_conf}")
-        return [*argv, str(self.script), f"--checkpoint-dir={self.checkpoint_dir}", *self.script_args]
+        flag = [f"--checkpoint-dir={self.checkpoint_dir}"] if self.checkpoint_flag else []
+        return [*argv, str(self.script), *flag, *self.script_args]
 
     def start_node(self, name: str | None = None, env: Mapping[str, str] | None = None) -> Node:
         """``env`` is this node's own on top of the job's (e.g. ``CUDA_VISIBLE_DEVICES``: a GPU each)."""

@@ -1,0 +1,222 @@
+"""The body of `torchfleet run --local`: start the nodes, kill and replace them on the schedule, tell the timeline.
+
+The processes come from the training image's harness (elastic_trainer/localrun.py for restart mode,
+inplacerun.py in-place) and the timeline, the fail-fast watch and the closing status view from
+`torchfleet demo` (torchfleet/demo.py), so a user's run and the demo behave and read alike.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torchfleet import demo
+from torchfleet.jobs import summary
+
+# A node that starts after the job's last step finds its rendezvous closed and exits with the launcher's
+# EXIT_RDZV_UNAVAILABLE (training-image/elastic_trainer/launcher.py): it lost nothing.
+LATE_NODE_EXIT = 75
+UNBOUNDED_S = 1e6  # a wait without a deadline (a real script may train for hours): Ctrl-C ends it
+RECOVERY_TIMEOUT_S = 600  # a kill not followed by a step of the survivors within this is a failure
+
+
+@dataclass
+class Schedule:
+    nodes: int
+    every_s: float | None  # kill after each this long of training with every node
+    at_steps: list[int] = field(default_factory=list)  # kill when training reaches each
+    replace_after_s: float = 2.0
+    kills: int = 0
+
+    def next_slot(self) -> int:
+        """The slot to kill next: the last first (as the demo kills node1), then round the others."""
+        return (self.nodes - 1 - self.kills) % self.nodes
+
+
+def hold_env(nodes: int) -> dict[str, str]:
+    """Training starts with every node: a group of fewer waits before step 1 until the others join
+    (the trainer's HOLD_FOR_WORLD), rather than training alone while the others start up and then
+    restarting for them (on a loaded machine the first steps at world size 1 outran the schedule)."""
+    return {"TORCHFLEET_HOLD_FOR_WORLD": f"1:{nodes}"}  # elastic_trainer.trainer.HOLD_FOR_WORLD
+
+
+def run(recovery: str, name: str, workdir: Path, script: Path, script_args: list[str], schedule: Schedule,
+        record) -> int:
+    timeline = demo._Timeline()
+    total = summary.total_steps_from_args(script_args)
+    env = hold_env(schedule.nodes)
+    if recovery == "inplace":
+        from elastic_trainer.inplacerun import InplaceJob
+
+        from torchfleet import demo_inplace
+
+        with InplaceJob(workdir, script_args, groups=schedule.nodes, script=script, checkpoint_flag=False,
+                        extra_env=env) as job:
+            timeline.say(f"torchft Lighthouse on {job.lighthouse.address}; {schedule.nodes} replica groups, "
+                         "1 worker each")
+            nodes = _Nodes(job, record, lambda slot, index: job.start_group(slot, name=f"group{slot}-{index}"))
+            return demo.run_watched(job, _with_exits(demo_inplace._watch),
+                                    lambda killed: _timeline(job, nodes, killed, schedule, timeline, total, True),
+                                    command="run")
+    from elastic_trainer.localrun import Etcd, LocalJob
+    from elastic_trainer.rdzvconf import format_rdzv_conf, rdzv_conf_for_nodes
+
+    # The heartbeats the launcher gives a 16-node job (3 s, 9 s to declare a node dead), not the 2-node
+    # ones (1 s, 3 s): a run shares its machine with the user's other work, and on this 2-core machine at
+    # load 9-11 the 1 s heartbeats let a live node be declared dead while the next one joined, splitting
+    # the rendezvous into two groups of one (2 of 3 runs; rdzvconf.py has the same effect at scale).
+    conf = format_rdzv_conf(rdzv_conf_for_nodes(16))
+    with Etcd() as etcd, LocalJob(etcd_endpoint=etcd.endpoint, run_id=f"{name}-{time.time_ns() % 10**8}",
+                                  workdir=workdir, script_args=script_args, nnodes=f"1:{schedule.nodes}",
+                                  script=script, rdzv_conf=conf, checkpoint_flag=False, extra_env=env) as job:
+        timeline.say(f"etcd (v2 API) on {etcd.endpoint}; rendezvous {conf}")
+        nodes = _Nodes(job, record, lambda slot, index: job.start_node(f"node{index}"))
+        return demo.run_watched(job, _with_exits(demo._watch),
+                                lambda killed: _timeline(job, nodes, killed, schedule, timeline, total, False),
+                                command="run")
+
+
+class _Nodes:
+    """The live node of each slot; a replacement takes the slot of the node it replaces."""
+
+    def __init__(self, job, record, start) -> None:
+        self.job, self.record, self._start = job, record, start
+        self.by_slot: dict = {}
+        self.late: set[str] = set()  # replacements that started as the job ended
+
+    def start(self, slot: int):
+        node = self._start(slot, len(self.job.nodes))
+        self.by_slot[slot] = node
+        self.record.node_started(node, slot)
+        return node
+
+
+def _with_exits(watch):
+    """The demo's watch until the job's last step (a replacement that starts after it exits 75, and
+    loses nothing), and one more failure: every node exited without that last step, as a script that
+    prints no progress events does (the timeline would otherwise wait for ever)."""
+    def watched(job, killed, stop) -> None:
+        until_done = threading.Event()
+        threading.Thread(target=watch, args=(job, killed, until_done), daemon=True).start()
+        try:
+            _exits(job, killed, stop)
+        finally:
+            until_done.set()
+    return watched
+
+
+def _exits(job, killed, stop) -> None:
+    while not stop.wait(1.0):
+        live = [n for n in job.nodes if n.name not in killed]
+        if any(e.kind == "done" for e in job.events.snapshot()):
+            return
+        if live and all(n.proc is not None and n.proc.poll() == 0 for n in live):
+            job.events.fail(live[-1], "and every other node exited (code 0) before the trainer reported its "
+                            "last step: the timeline reads the progress events of elastic_trainer "
+                            "(training-image/examples/train.py is a template)")
+            return
+
+
+def _step(job, since: float, world: int, timeout: float = UNBOUNDED_S, describe: str = "", hold: bool = False):
+    """The first step at ``world`` after ``since``, or the job's end; with ``hold``, or a group waiting
+    before step 1 for every node (HOLD_FOR_WORLD)."""
+    kinds = ("done", "hold") if hold else ("done",)
+
+    def match(e) -> bool:
+        return e.t > since and (e.kind in kinds or (e.kind == "step" and e["world"] == world))
+
+    return job.events.wait_for(match, timeout, describe=describe or f"a step at world size {world}")
+
+
+def _trigger(job, schedule: Schedule, since: float):
+    """Wait for the next kill (None) or the end of training (its ``done`` event)."""
+    if schedule.every_s is not None:
+        try:
+            return job.events.wait_for(lambda e: e.t > since and e.kind == "done", schedule.every_s)
+        except TimeoutError:
+            return None
+    if schedule.kills < len(schedule.at_steps):
+        at = schedule.at_steps[schedule.kills]
+        event = job.events.wait_for(lambda e: e.kind == "done" or (e.kind == "step" and e["step"] >= at), UNBOUNDED_S)
+        return event if event.kind == "done" else None
+    return job.events.wait_for(lambda e: e.kind == "done", UNBOUNDED_S, describe="the job's last step")
+
+
+def _timeline(job, nodes: _Nodes, killed: set[str], schedule: Schedule, timeline, total, inplace: bool) -> int:
+    n, what = schedule.nodes, "groups" if inplace else "nodes"
+    # The first node's worker up before the others start, as pods seldom start in the same second: N
+    # nodes importing torch at once on a loaded machine stalled a heartbeat past its expiry, and the
+    # rendezvous split into two groups of one (seen here at load 9 on 2 cores).
+    first_node = nodes.start(0)
+    timeline.say(f"started {first_node.name} ({'an in-place node' if inplace else 'a torchrun agent'}, 1 worker)")
+    if n > 1:
+        up = job.events.wait_for(lambda e: e.node == first_node.name, UNBOUNDED_S, describe=f"{first_node.name} up")
+        for slot in range(1, n):
+            nodes.start(slot)
+        timeline.say(f"{first_node.name}'s worker is up; started {', '.join(node.name for node in job.nodes[1:])}",
+                     up.t)
+    first = _step(job, 0.0, n, RECOVERY_TIMEOUT_S, describe=f"a step with all {n} {what}")
+    if first.kind == "done":
+        timeline.say(f"finished before all {n} {what} trained together", first.t)
+    else:
+        timeline.say(f"training with {n} {what} (step {first['step']})", first.t)
+    since = first.t
+    while first.kind != "done" and _trigger(job, schedule, since) is None:
+        since = _kill_and_replace(job, nodes, killed, schedule, timeline, inplace)
+    done = job.events.wait_for(lambda e: e.kind == "done", UNBOUNDED_S, describe="the job's last step")
+    codes = {node.name: node.wait(60) for node in job.nodes if node.name not in killed}
+    for node_name, code in codes.items():
+        nodes.record.node_exited(node_name, code)
+    timeline.say(f"finished: all {done['step']} steps; exit codes {codes}", done.t)
+    print(f"\n{schedule.kills} kill(s); logs and checkpoints in {nodes.record.path.parent}")
+    print("\nas `torchfleet status` shows it:\n" + demo.status_view(job.events.snapshot(), total))
+    late = {name for name, code in codes.items() if code == LATE_NODE_EXIT and name in nodes.late}
+    return 0 if all(code == 0 or name in late for name, code in codes.items()) else 1
+
+
+def _kill_and_replace(job, nodes: _Nodes, killed: set[str], schedule: Schedule, timeline, inplace: bool):
+    """One kill: the whole tree of the slot's node, the survivors' next step, the replacement's join."""
+    from elastic_trainer.localrun import descendants
+
+    slot = schedule.next_slot()
+    victim = nodes.by_slot[slot]
+    schedule.kills += 1
+    n = schedule.nodes
+    tree = [victim.pid, *descendants(victim.pid)]
+    survivors = [node for node in nodes.by_slot.values() if node is not victim]
+    workers = {node.name: job.workers(node) for node in survivors} if inplace else {}
+    last = max((e["step"] for e in job.events.snapshot() if e.kind == "step"), default=0)
+    killed.add(victim.name)
+    killed_at = victim.kill()
+    nodes.record.node_killed(victim.name)
+    timeline.say(f"killed {victim.name} at step {last}: SIGKILL of its whole process tree (pids "
+                 f"{' '.join(map(str, tree))}: agent, workers), like a spot reclaim", killed_at)
+    went_on = _step(job, killed_at, n - 1, RECOVERY_TIMEOUT_S, f"a step of the {n - 1} survivor(s) after the kill",
+                    hold=True)
+    if went_on.kind == "hold":  # no checkpoint yet: the survivors start again from step 0 and wait for all
+        timeline.say(f"the {n - 1} survivor(s) restarted from scratch (no checkpoint yet) and wait for "
+                     f"all {n} {'groups' if inplace else 'nodes'}", went_on.t)
+    elif went_on.kind == "step":
+        restarts = [e for e in job.events.snapshot() if e.kind == "resumed" and killed_at < e.t <= went_on.t]
+        if inplace:
+            same = all(job.workers(node) == workers[node.name] for node in survivors)
+            how = "in the same worker processes (nothing restarted)" if same else "after a worker RESTART"
+        elif restarts:
+            how = f"from the checkpoint of step {restarts[-1]['step']} (the workers restarted)"
+        else:
+            how = "from scratch (no checkpoint yet)"
+        timeline.say(f"went on with {n - 1} at step {went_on['step']}, {went_on.t - killed_at:.1f} s after the kill, "
+                     f"{how}", went_on.t)
+    time.sleep(schedule.replace_after_s)
+    replacement = nodes.start(slot)
+    timeline.say(f"started {replacement.name} as the replacement", replacement.started_at)
+    joined = _step(job, replacement.started_at, n, RECOVERY_TIMEOUT_S, f"a step with all {n} again")
+    if joined.kind == "done":
+        nodes.late.add(replacement.name)
+        timeline.say(f"the job finished before {replacement.name} could join", joined.t)
+        return joined.t
+    timeline.say(f"{n} again at step {joined['step']}, {joined.t - replacement.started_at:.1f} s after "
+                 f"{replacement.name} started", joined.t)
+    return joined.t

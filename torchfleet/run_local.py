@@ -1,0 +1,137 @@
+"""`torchfleet run --local`: your own training script on N local nodes, killed and replaced on a schedule.
+
+What `torchfleet demo` does for the synthetic example, for any script built on the training image's
+elastic_trainer (training-image/examples/train.py is the template): etcd (v2 API) and N nodes, each
+the image's launcher in its own process tree exactly as a pod runs it (--recovery restart), or a torchft
+Lighthouse and N replica groups (--recovery inplace). With --kill-every or --kill-at a node's whole
+tree (agent, workers, their children) is SIGKILLed, as a spot reclaim would, and a replacement started;
+the timeline says what happened when, and the run ends with the view `torchfleet status` shows. The run's
+folder keeps run.json, each node's log and the checkpoints: `torchfleet status --local DIR` and
+`torchfleet logs --local DIR` read it from another shell. Ctrl-C or SIGTERM stops every process started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+import time
+from pathlib import Path
+
+from torchfleet import demo, output_paths
+from torchfleet.jobs.errors import JobError, Problems, UsageError
+
+MAX_NODES = 8
+MIN_KILL_EVERY_S = 5.0
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(s|m|h)?")
+USAGE = "torchfleet run --local [options] -- SCRIPT.py [ARGS ...]"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run your training script on local nodes, killing and replacing them on a schedule",
+                       usage=USAGE, description=__doc__.split("\n\n")[1],
+                       epilog="example:\n  torchfleet run --local --nodes 2 --kill-at 60 -- "
+                              "training-image/examples/train.py --total-steps=200 --checkpoint-every=20")
+    p.add_argument("--local", action="store_true",
+                   help="required: on this machine (a job on a cluster is `torchfleet submit`)")
+    p.add_argument("--name", default=time.strftime("local-%Y%m%d-%H%M%S"),
+                   help="the run's name: its rendezvous id and its folder's (default: local-<date>-<time>)")
+    p.add_argument("--nodes", type=int, default=2, help=f"nodes (replica groups in-place), 1 to {MAX_NODES} "
+                                                        "(default 2; a kill needs 2)")
+    p.add_argument("--recovery", choices=("restart", "inplace"), default="restart",
+                   help="restart (default): torchrun restarts every worker from the checkpoint; inplace: the "
+                        "survivors keep training and the replacement heals from them (torchft)")
+    p.add_argument("--kill-every", metavar="DURATION", default=None,
+                   help="kill a node after each DURATION of training with every node (30s, 2m, 1h), then "
+                        "start a replacement")
+    p.add_argument("--kill-at", metavar="STEP", type=int, action="append", default=[],
+                   help="kill a node when training reaches STEP (repeatable), then start a replacement")
+    p.add_argument("--replace-after", metavar="DURATION", default="2s",
+                   help="how long after a kill the replacement starts (default 2s)")
+    p.add_argument("--workdir", type=Path, default=None,
+                   help="the run's folder: node logs, run.json, checkpoints (default: ./torchfleet-runs/NAME); "
+                        "kept after the run")
+    p.set_defaults(func=run, takes_command=True)
+
+
+def seconds(flag: str, text: str) -> float:
+    """``30s``, ``2m``, ``1.5h`` or plain seconds."""
+    match = _DURATION.fullmatch(text.strip())
+    if not match:
+        raise UsageError(f"{flag}: a duration such as 30s, 2m or 1h, got {text!r}")
+    return float(match.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[match.group(2)]
+
+
+def script_and_args(command: list[str] | None) -> tuple[Path, list[str]]:
+    """The script and its arguments from what followed ``--`` (a leading ``python`` is allowed, as submit takes it)."""
+    words = list(command or [])
+    if words and Path(words[0]).name.startswith("python") and not words[0].endswith(".py"):
+        words = words[1:]
+    if not words or words[0].startswith("-"):
+        got = " ".join(command or []) or "nothing"
+        raise UsageError(f"SCRIPT: the training script goes after --, e.g. {USAGE.split(' -- ')[0]} -- "
+                         f"training-image/examples/train.py --total-steps=200 (the launcher runs a .py file, not "
+                         f"python -m); got: {got}")
+    script = Path(words[0])
+    if not script.is_file():
+        raise UsageError(f"SCRIPT: {script} is not a file (from {Path.cwd()})")
+    return script.resolve(), words[1:]
+
+
+def check_args(args: argparse.Namespace) -> tuple[Path, list[str], float | None, float]:
+    """Every flag in range before anything starts: (script, its arguments, kill period, replace delay)."""
+    problems = Problems()
+    if not args.local:
+        problems.add("--local: required: `run` runs on this machine only; a job on a cluster is `torchfleet submit`")
+    found = problems.check(script_and_args, args.training_command)
+    script, script_args = found if found else (None, [])
+    if not 1 <= args.nodes <= MAX_NODES:
+        problems.add(f"--nodes: from 1 to {MAX_NODES}, got {args.nodes}")
+    every = problems.check(seconds, "--kill-every", args.kill_every) if args.kill_every is not None else None
+    if every is not None and not (math.isfinite(every) and every >= MIN_KILL_EVERY_S):
+        problems.add(f"--kill-every: at least {MIN_KILL_EVERY_S:g}s (a node needs that to start), "
+                     f"got {args.kill_every}")
+    replace = problems.check(seconds, "--replace-after", args.replace_after)
+    if every is not None and args.kill_at:
+        problems.add("--kill-every and --kill-at: give one of them")
+    if any(step < 1 for step in args.kill_at):
+        problems.add(f"--kill-at: steps from 1, got {', '.join(map(str, args.kill_at))}")
+    if (every is not None or args.kill_at) and args.nodes < 2:
+        problems.add(f"--nodes: a kill needs at least 2 nodes (one must survive it), got {args.nodes}")
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", args.name):
+        problems.add(f"--name: lowercase letters, digits and '-', up to 63, got {args.name!r}")
+    if args.workdir is not None:
+        problems.check(output_paths.check_folder, "--workdir", args.workdir)
+    problems.raise_any()
+    return script, script_args, every, replace or 0.0
+
+
+def run(args: argparse.Namespace) -> int:
+    script, script_args, every, replace_after = check_args(args)
+    missing = demo.missing_prerequisite(args.recovery)
+    if missing:
+        raise UsageError(missing)
+    name = args.name
+    workdir = output_paths.make_folder("--workdir", args.workdir or Path("torchfleet-runs") / name)
+    from torchfleet import local_folder, local_schedule
+
+    record = local_folder.Record(workdir, name=name, recovery=args.recovery, nodes_wanted=args.nodes,
+                                 command=[str(script), *script_args])
+    schedule = local_schedule.Schedule(args.nodes, every, sorted(args.kill_at), replace_after)
+    code = 1
+    try:
+        with demo.interruptible():
+            print(f"run {name}: logs, checkpoints and run.json in {workdir}; from another shell: "
+                  f"torchfleet status --local {workdir}   torchfleet logs --local {workdir} -f", flush=True)
+            code = local_schedule.run(args.recovery, name, workdir, script, script_args, schedule, record)
+            return code
+    except KeyboardInterrupt:
+        code = 130
+        print("\ninterrupted: every process the run started has been stopped", file=sys.stderr)
+        return code
+    except JobError as error:
+        code = error.exit_code
+        raise
+    finally:
+        record.ended(code)
