@@ -186,3 +186,37 @@ def test_the_local_stack_has_no_cpu_bound(capsys):
     argv = ["submit", "x", "--stack", "local", "--cpu", "--nodes", "1:2", "--dry-run", "--image", "r/t:1"]
     code, _, err = run([*argv, "--cpus", "64", *CMD], capsys)
     assert code == 0, err
+
+
+HUGE = "9" * 5000
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (
+            ["--gpu", "t4", "--nodes", f"1:{HUGE}"],
+            "--nodes: at most 5000 nodes (the largest cluster Kubernetes supports), got a 5000-digit number",
+        ),
+        (["--cpu", "--nodes", "1:2", "--cpus", HUGE], "--cpus: a 5000-digit number of cores per pod"),
+        (["--cpu", "--nodes", "1:2", "--cpus", f"{HUGE}.5"], "--cpus: a 5000-digit number of cores per pod"),
+        (["--cpu", "--nodes", "1:2", "--cpus", f"{HUGE}m"], "--cpus: a 5000-digit number of cores per pod"),
+        (["--cpu", "--nodes", "1:2", "--memory", f"{HUGE}Gi"], "--memory: a 5000-digit number of Gi per pod"),
+    ],
+    ids=["nodes", "cpus", "cpus-fraction", "cpus-millis", "memory"],
+)
+def test_a_flag_of_thousands_of_digits_is_exit_2_naming_it(flags, says, capsys):
+    # Regression (issue 23's 5,000-digit class): int() past 4,300 digits raised ValueError (and a long
+    # --cpus became float inf, OverflowError): "unexpected error", exit 1.
+    code, out, err = run(["submit", "x", "--stack", "local", "--image", "r/t:1", "--dry-run", *flags, *CMD], capsys)
+    assert (code, out) == (2, "")
+    assert says in err and "unexpected error" not in err
+
+
+def test_a_job_file_number_of_thousands_of_digits_names_its_key(tmp_path, capsys):
+    # The stack-file loader keeps such a number as text (so spec names the key); job files share it.
+    job = tmp_path / "job.yaml"
+    job.write_text(f"name: j\nstack: local\ncpu: true\nnodes: {HUGE}\nimage: r/t:1\ncommand: [python, t.py]\n")
+    code, out, err = run(["submit", "-f", str(job), "--dry-run"], capsys)
+    assert (code, out) == (2, "")
+    assert f"{job}: nodes: at most 5000 nodes" in err

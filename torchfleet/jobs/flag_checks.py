@@ -30,6 +30,8 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Kubernetes supports clusters of up to 5,000 nodes; a job cannot use more
 # (https://kubernetes.io/docs/setup/best-practices/cluster-large/).
 MAX_NODES = 5000
+# No count or size a flag takes has more digits; longer ones are refused before int() sees them.
+_MAX_DIGITS = 9
 _NODES = re.compile(r"^\s*(\d+)\s*(?::\s*(\d+)\s*)?$")
 # One job per combination: a few more values per --param multiply into thousands of jobs, each
 # asking for GPUs. A sweep beyond this is more likely a typo than a plan.
@@ -56,6 +58,10 @@ def parse_nodes(text: str) -> tuple[int, int]:
     m = _NODES.match(text or "")
     if not m:
         raise UsageError(f"--nodes: expected MIN:MAX (e.g. 2:8) or a single count (e.g. 4), got {text!r}")
+    longest = max(len(g) for g in m.groups() if g is not None)
+    if longest > _MAX_DIGITS:  # int() of more than 4,300 digits raises (issue 23: an exit 1 "unexpected error")
+        raise UsageError(f"--nodes: at most {MAX_NODES} nodes (the largest cluster Kubernetes supports), "
+                         f"got a {longest}-digit number")
     lo = int(m.group(1))
     hi = int(m.group(2)) if m.group(2) is not None else lo
     if lo < 1:
@@ -127,6 +133,10 @@ def parse_params(items: Sequence[str], style: str = DEFAULT_PARAM_STYLE) -> list
 def parse_cpus(text: str) -> int:
     """``--cpus 2`` / ``1.5`` / ``500m`` -> millicores."""
     m = _CPUS.match(text or "")
+    digits = len((m.group(1) or m.group(2)).split(".")[0]) if m else 0
+    if digits > _MAX_DIGITS:  # float() of a long number is inf, int() past 4,300 digits raises (issue 23: an exit 1)
+        raise UsageError(f"--cpus: a {digits}-digit number of cores per pod; no machine has that many "
+                         "(e.g. 2, 1.5 or 500m)")
     millis = (round(float(m.group(1)) * 1000) if m.group(1) else int(m.group(2))) if m else 0
     if millis < 100:
         raise UsageError(f"--cpus: expected cores per pod, at least 0.1 (e.g. 2, 1.5 or 500m), got {text!r}")
@@ -136,6 +146,9 @@ def parse_cpus(text: str) -> int:
 def parse_memory(text: str) -> int:
     """``--memory 4Gi`` / ``512Mi`` -> MiB."""
     m = _MEMORY.match(text or "")
+    if m and len(m.group(1)) > _MAX_DIGITS:  # int() past 4,300 digits raises (issue 23: an exit 1)
+        raise UsageError(f"--memory: a {len(m.group(1))}-digit number of {m.group(2)} per pod; no machine has that "
+                         "much (e.g. 4Gi)")
     mib = int(m.group(1)) * (1024 if m.group(2) == "Gi" else 1) if m else 0
     if mib < 256:
         raise UsageError(f"--memory: expected memory per pod in Mi or Gi, at least 256Mi (e.g. 4Gi), got {text!r}")
