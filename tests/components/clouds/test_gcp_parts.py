@@ -185,6 +185,8 @@ def test_public_endpoint_only_while_someone_may_use_it(cidrs, private_endpoint):
     assert cluster.authorized_networks(cidrs)["cidr_blocks"] == [
         {"cidr_block": c, "display_name": f"torchfleet-{i}"} for i, c in enumerate(cidrs)
     ]
+    # Regression (issue 20, GCP review F1): no Google Cloud public IP gets in beside the list.
+    assert cluster.authorized_networks(cidrs)["gcp_public_cidrs_access_enabled"] is False
 
 
 def test_autoscaler_profile_without_node_auto_provisioning():
