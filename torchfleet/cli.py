@@ -24,7 +24,7 @@ from torchfleet.user_files import relabel
 # Each module exposes register(subparsers), which adds its command(s) and sets `func`.
 COMMAND_MODULES = ["torchfleet.synth", "torchfleet.check", "torchfleet.gpus", "torchfleet.jobs.commands",
                    "torchfleet.jobs.inspect_commands", "torchfleet.jobs.tensorboard", "torchfleet.jobs.results",
-                   "torchfleet.completion", "torchfleet.demo", "torchfleet.data_upload"]
+                   "torchfleet.completion", "torchfleet.demo", "torchfleet.data_upload", "torchfleet.run_local"]
 DEBUG_ENV = "TORCHFLEET_DEBUG"
 REPORT = (f"this is a bug in torchfleet: please report it in the project's issue tracker with the command line "
           f"and what {DEBUG_ENV}=1 prints")
@@ -40,6 +40,7 @@ EXAMPLES = """examples:
   torchfleet checkpoints resnet                          its checkpoints: step, size, age, verified
   torchfleet cp resnet:output ./resnet-output            download outputs (final model, TensorBoard events)
   torchfleet demo                                        an elastic job surviving a kill, on this machine
+  torchfleet run --local --kill-at 60 -- train.py --total-steps=200   your script, a node killed at step 60
 
 defaults: $TORCHFLEET_STACK, _IMAGE, _NAMESPACE, _CONTEXT, then ~/.config/torchfleet/config.yaml
 completion: source <(torchfleet completion bash)"""
@@ -99,7 +100,6 @@ def split_command(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
     return argv[:cut], argv[cut + 1:]
 
 
-def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
 def attach_param_values(head: Sequence[str]) -> list[str]:
     """``sweep --param --lr=0.1,0.01`` -> ``--param=--lr=0.1,0.01``: argparse takes a token that starts
     with '-' for an option, so --param got no value and the line was refused (issue 22)."""
@@ -112,6 +112,7 @@ def attach_param_values(head: Sequence[str]) -> list[str]:
     return out
 
 
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return action.choices[command]
 
@@ -127,8 +128,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         if "\0" in token:  # a shell cannot pass one; a caller of main() can
             parser.error(f"argument {i + 1} ({token!r}) contains a NUL character")
     head, command = split_command(argv)
-    args, extras = parser.parse_known_args(head)
     head = attach_param_values(head)
+    args, extras = parser.parse_known_args(head)
     if args.command is None:
         if argv:
             parser.error(f"give a command first, e.g. torchfleet submit ...; got: {' '.join(argv)[:200]}")
