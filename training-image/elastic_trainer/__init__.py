@@ -19,6 +19,8 @@ Modules, one purpose each:
 - ``signals``    SIGTERM (spot notice) -> "stop after this step"
 - ``data``       the elastic sampler: one data order, resharded at any world size
 - ``events``     rank-0 logs, machine-readable progress events, TensorBoard scalars
+- ``outputs``    the final model in a plain format (TORCHFLEET_OUTPUT_DIR), evaluate() and custom scalars
+- ``deadline``   a job's time limit (TORCHFLEET_STOP_AT): a stop with a checkpoint, exit 0
 - ``localrun``   etcd + torchrun "nodes" as local processes (tests, benchmark, ``torchfleet demo``)
 - ``inplace``    in-place recovery (``TORCHFLEET_RECOVERY=inplace``): torchft replica groups, a quorum per
                  step, a replacement heals from a peer (issue 14)
