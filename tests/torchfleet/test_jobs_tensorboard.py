@@ -123,6 +123,11 @@ def test_creates_waits_forwards_and_deletes_on_ctrl_c(api, pods, kubeconfig, cap
     assert "TensorBoard for resnet (/data/resnet) on http://localhost:" in out
     body = pods.create_namespaced_pod.call_args.args[2]
     assert body["spec"]["containers"][0]["image"] == "r/t:1"  # the job's own image
+    # Regression (issue 20, AWS review m6): a pod with no owner gets no network policy from EKS's VPC
+    # CNI; owned by the job, it gets the namespace's default deny and goes with the job.
+    assert body["metadata"]["ownerReferences"] == [{"apiVersion": job["apiVersion"], "kind": "ElasticJob",
+                                                    "name": "resnet", "uid": "uid-resnet",
+                                                    "blockOwnerDeletion": False}]
     assert body["spec"]["containers"][0]["command"][4] == "/data/resnet"
     serve.assert_called_once()
     pods.delete_namespaced_pod.assert_called_once_with(mock.ANY, "resnet-tensorboard", "elastic-job",

@@ -135,6 +135,20 @@ def _from_job(job: dict[str, Any]) -> tuple[str | None, str | None]:
     return container.get("image"), mount
 
 
+def owned_by(pod: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
+    """The pod with the job as its owner: deleting the job removes it, and on EKS the VPC CNI applies
+    network policies only to pods with an owner ("Standalone Pods that don't have a
+    metadata.ownerReferences set can't have network policies applied to them", EKS user guide,
+    cni-network-policy; AWS review m6): owned, it gets the namespace's default deny like every job pod.
+    A job object without a uid (none read) leaves the pod as it was."""
+    meta = job.get("metadata") or {}
+    if not (meta.get("uid") and job.get("apiVersion") and job.get("kind")):
+        return pod
+    owner = {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": meta["name"], "uid": meta["uid"],
+             "blockOwnerDeletion": False}
+    return {**pod, "metadata": {**pod["metadata"], "ownerReferences": [owner]}}
+
+
 def run(args: argparse.Namespace) -> int:
     _check(args)
     if args.dry_run:
@@ -145,11 +159,12 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     session = commands.resolve_target(args, need_cluster=True)
     jobs = commands.job_client(args, session)
-    image, mount = _from_job(jobs.get(args.name))
+    job = jobs.get(args.name)
+    image, mount = _from_job(job)
     image, mount = args.image or image, args.mount or mount or jobspec.DEFAULT_MOUNT
     if not image:
         raise UsageError(f"--image: job {args.name} names no image; give one with TensorBoard installed")
-    pod = build_pod(args.name, f"{mount.rstrip('/')}/{args.name}", mount, image, session.target, PORT)
+    pod = owned_by(build_pod(args.name, f"{mount.rstrip('/')}/{args.name}", mount, image, session.target, PORT), job)
     listener = _listen(args.port)  # before the pod: a taken port is the user's to fix, with nothing made
     jobs.create_pod(pod)
     try:
