@@ -13,6 +13,7 @@ The orchestration is the same harness the real-run tests and bench/recovery.py u
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import re
 import shutil
@@ -25,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from torchfleet import output_paths
+from torchfleet import extras, output_paths
 from torchfleet.jobs.errors import JobError, Problems
 
 IMAGE_DIR = Path(__file__).resolve().parents[1] / "training-image"
@@ -150,6 +151,8 @@ def missing_prerequisite(recovery: str) -> str | None:
 
 def _missing_tool(recovery: str) -> str | None:
     """What the chosen mode needs and this machine lacks, said with how to get it."""
+    if importlib.util.find_spec("torch") is None:  # the nodes run this Python: the CLI installs without torch
+        return extras.hint("torch")
     if recovery == "inplace":
         from elastic_trainer.inplacerun import lighthouse_binary
 

@@ -97,3 +97,12 @@ def test_a_command_that_needs_an_extra_says_which():
     assert done.returncode == 1
     assert "needs torchfleet's `platform` extra (the Pulumi cloud SDKs)" in done.stderr
     assert "pip install 'torchfleet[platform]'" in done.stderr and "unexpected error" not in done.stderr
+
+
+def test_the_demo_says_it_needs_torch_before_starting_anything():
+    """Its nodes run this Python: without torch they died one by one, the cause deep in a node's log."""
+    done = slim("demo")
+    assert done.returncode in (1, 2)  # 2: find_spec finds no torch (a real slim venv); 1: the import refused here
+    assert "needs torchfleet's `train` extra (torch and the trainer's libraries)" in done.stderr
+    assert "etcd (v2 API)" not in done.stdout
+
