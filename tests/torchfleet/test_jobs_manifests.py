@@ -47,7 +47,7 @@ CPU_CASES = [
      dict(cpu=True, gpu=None, nodes="2", gpus_per_node=None, cpus="500m", memory="768Mi",
           allow_egress=["10.96.0.0/12"])),
     ("aws-stack-cpu-zone", lambda: targets.from_stack("aws-usw2"),
-     dict(cpu=True, gpu=None, nodes="1:3", gpus_per_node=None, cpus="4", memory="8Gi", zone="us-west-2a")),
+     dict(cpu=True, gpu=None, nodes="1:3", gpus_per_node=None, cpus="1500m", memory="4Gi", zone="us-west-2a")),
     ("defaults-cpu", lambda: targets.defaults("gcp"), dict(cpu=True, gpu=None, nodes="1", gpus_per_node=None)),
 ]
 
