@@ -35,18 +35,26 @@ class Schedule:
         return (self.nodes - 1 - self.kills) % self.nodes
 
 
-def hold_env(nodes: int) -> dict[str, str]:
-    """Training starts with every node: a group of fewer waits before step 1 until the others join
-    (the trainer's HOLD_FOR_WORLD), rather than training alone while the others start up and then
-    restarting for them (on a loaded machine the first steps at world size 1 outran the schedule)."""
-    return {"TORCHFLEET_HOLD_FOR_WORLD": f"1:{nodes}"}  # elastic_trainer.trainer.HOLD_FOR_WORLD
+def hold_env(recovery: str, nodes: int, total: int | None, killing: bool) -> dict[str, str]:
+    """When training waits for every node (the trainer's HOLD_FOR_WORLD, "<step>:<world>").
+
+    Restart mode: before step 1, rather than training alone while the others start up and then
+    restarting for them (on a loaded machine the first steps at world size 1 outran the schedule).
+    In place a group holding at step 0 deadlocks with one joining it (inplacerun.py's min_groups):
+    there, as in the demo, survivors wait before the last quarter of the steps for a replacement,
+    so a kill is followed by a heal rather than by the end of the job."""
+    if recovery == "restart":
+        return {"TORCHFLEET_HOLD_FOR_WORLD": f"1:{nodes}"}
+    if killing and total and total >= 4:
+        return {"TORCHFLEET_HOLD_FOR_WORLD": f"{total - total // 4}:{nodes}"}
+    return {}
 
 
 def run(recovery: str, name: str, workdir: Path, script: Path, script_args: list[str], schedule: Schedule,
         record) -> int:
     timeline = demo._Timeline()
     total = summary.total_steps_from_args(script_args)
-    env = hold_env(schedule.nodes)
+    env = hold_env(recovery, schedule.nodes, total, schedule.every_s is not None or bool(schedule.at_steps))
     if recovery == "inplace":
         from elastic_trainer.inplacerun import InplaceJob
 
@@ -191,8 +199,9 @@ def _kill_and_replace(job, nodes: _Nodes, killed: set[str], schedule: Schedule, 
     killed.add(victim.name)
     killed_at = victim.kill()
     nodes.record.node_killed(victim.name)
+    parts = "in-place node, worker" if inplace else "torchrun agent, forkserver, worker"
     timeline.say(f"killed {victim.name} at step {last}: SIGKILL of its whole process tree (pids "
-                 f"{' '.join(map(str, tree))}: agent, workers), like a spot reclaim", killed_at)
+                 f"{' '.join(map(str, tree))}: {parts}), like a spot reclaim", killed_at)
     went_on = _step(job, killed_at, n - 1, RECOVERY_TIMEOUT_S, f"a step of the {n - 1} survivor(s) after the kill",
                     hold=True)
     if went_on.kind == "hold":  # no checkpoint yet: the survivors start again from step 0 and wait for all

@@ -59,7 +59,7 @@ def run_with_one_kill(tmp_path, recovery: str, victim: str) -> str:
             # The whole node goes: torchrun's agent, its forkserver and the worker (the bug: a worker
             # orphaned by `kill -9` of the agent trained on). Checked while the run goes on.
             pids = [int(p) for p in killed.group(1).split()]
-            assert len(pids) >= 3, line  # agent, forkserver, worker at least
+            assert len(pids) >= (2 if recovery == "inplace" else 3), line  # the launcher, (a forkserver,) a worker
             gone_by = time.monotonic() + 10
             while (left := [p for p in pids if live(p)]) and time.monotonic() < gone_by:
                 time.sleep(0.1)
@@ -107,15 +107,22 @@ def test_inplace_mode_with_a_kill_of_the_template_script(tmp_path):
                      r"\(nothing restarted\)", out), out
 
 
-def test_ctrl_c_stops_every_process_the_run_started(tmp_path):
+def test_kill_every_then_ctrl_c_while_the_replacement_starts_stops_every_process(tmp_path):
+    """--kill-every on the clock; Ctrl-C in the middle of a recovery (etcd, the survivor, the starting
+    replacement) leaves nothing running, as the demo's contract."""
     tag = new_tag()
-    run = torchfleet("run", "--local", "--workdir", str(tmp_path), "--", str(TEMPLATE), *SCRIPT_ARGS, tag=tag)
-    deadline = time.monotonic() + 300
+    run = torchfleet("run", "--local", "--kill-every", "5s", "--workdir", str(tmp_path), "--", str(TEMPLATE),
+                     *SCRIPT_ARGS, tag=tag)
+    deadline, seen = time.monotonic() + 400, []
     for line in run.stdout:
-        if "training with 2 nodes" in line:
+        seen.append(line)
+        if "started node2 as the replacement" in line:
             break
-        assert time.monotonic() < deadline
-    assert len(tagged_processes(tag)) >= 5  # etcd, 2 launchers, their forkservers and workers
+        assert time.monotonic() < deadline, "".join(seen)
+    trained = float(re.search(r"([\d.]+)s  training with 2 nodes", "".join(seen)).group(1))
+    killed = float(re.search(r"([\d.]+)s  killed node1 at step", "".join(seen)).group(1))
+    assert killed - trained >= 4.9, "".join(seen)  # 5 s of training with every node (times shown to 0.1 s)
+    assert len(tagged_processes(tag)) >= 4  # etcd, the survivor's launcher, forkserver, worker, the replacement
     run.send_signal(signal.SIGINT)
     rest, _ = run.communicate(timeout=60)
     assert run.returncode == 130, rest
