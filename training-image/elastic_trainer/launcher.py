@@ -402,6 +402,10 @@ def _run_torchrun(torchrun_args: list[str]) -> int:
 
     _make_bad_input_final()
     _quiet_worker_exits()
+    # a node lost before its peers' process group formed: restart them now, not at its timeout (lost_peer.py)
+    from elastic_trainer import lost_peer
+
+    lost_peer.install()
     # The store keys of every rendezvous round expire as its state does (rdzv_store_ttl.py): torch's
     # etcd-v2 store writes them without a TTL, and they piled up in etcd for good.
     from elastic_trainer import rdzv_store_ttl

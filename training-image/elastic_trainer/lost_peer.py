@@ -1,0 +1,67 @@
+"""Restart mode: workers waiting on a node the rendezvous has declared dead are restarted at once (issue 23).
+
+torchrun's agent restarts its workers when one of them fails or when a new node waits to join
+(torch/distributed/elastic/agent/server/api.py, ``_invoke_run``), never because a node of the running
+round died: the survivors' workers learn it only from a collective that fails. A node killed after
+the rendezvous and before the workers' process group formed (they were starting) left the
+survivor's worker waiting in ``init_process_group`` for the dead node's ranks until the process-group
+timeout (TORCHFLEET_PG_TIMEOUT_S, 300 s): reproduced with a 90 s timeout, the survivor's next step
+came 122 s after the kill, and it trained nothing meanwhile (tests/training_image/test_lost_peer.py).
+
+The dynamic rendezvous (etcd-v2 and c10d backends) drops a node whose heartbeat is older than
+``keep_alive_interval x keep_alive_max_attempt`` from the round's participants whenever it syncs its
+state (``_BackendRendezvousStateHolder._sanitize``), which the agent does at every monitor pass
+(``num_nodes_waiting``) and on each keep-alive. When the round then has fewer participants than the
+workers' group has nodes, the monitor reports the workers UNHEALTHY and the agent restarts them into
+a new round (one of ``--max_restarts``, as the collective's failure would have used). The bound is
+the heartbeat expiry (3 s with the launcher's tuned settings) plus a monitor pass, not minutes.
+
+A node declared dead while alive (heartbeats starved on a loaded machine: rdzvconf.py's margin is
+there to prevent it) costs one restart of the workers, not a hang. This reads the handler's private
+state (torch 2.13's DynamicRendezvousHandler ``_state_holder.state.participants``); any other
+handler, or a torch without it, is left alone. No torch import at module level: the launcher stays light.
+"""
+
+from __future__ import annotations
+
+import sys
+
+_FLAG = "_torchfleet_lost_peer"
+
+
+def round_participants(handler: object) -> int | None:
+    """Nodes in the handler's current round as its last sync saw them; None for a handler without that
+    state, and for a closed rendezvous: the run has ended (a node's failure closes it, launch_agent), its
+    workers end by themselves, and a new round could not form (a restart would only repeat their work)."""
+    state = getattr(getattr(handler, "_state_holder", None), "state", None)
+    participants = getattr(state, "participants", None)
+    if getattr(state, "closed", True) or not isinstance(participants, dict):
+        return None
+    return len(participants)
+
+
+def install() -> None:
+    """Wrap the local agent's monitor (idempotent; keeps the flags of the wrappers already there)."""
+    from torch.distributed.elastic.agent.server.api import RunResult, WorkerState
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+
+    monitor = LocalElasticAgent._monitor_workers
+    if getattr(monitor, _FLAG, False):
+        return
+
+    def _monitor_workers(self, worker_group):
+        result = monitor(self, worker_group)
+        if result.state != WorkerState.HEALTHY:
+            return result
+        left = round_participants(self._rdzv_handler)
+        if left is not None and left < worker_group.group_world_size:
+            print(f"[torchfleet] the rendezvous has {left} of this round's {worker_group.group_world_size} nodes "
+                  "(a node's heartbeat expired): restarting the workers into a new round instead of letting them "
+                  "wait for the lost node until the process-group timeout (TORCHFLEET_PG_TIMEOUT_S)",
+                  file=sys.stderr, flush=True)
+            return RunResult(state=WorkerState.UNHEALTHY)
+        return result
+
+    _monitor_workers.__dict__.update(getattr(monitor, "__dict__", {}))  # e.g. launcher.py's exit-2 flag
+    setattr(_monitor_workers, _FLAG, True)
+    LocalElasticAgent._monitor_workers = _monitor_workers  # type: ignore[method-assign]
