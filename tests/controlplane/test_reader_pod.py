@@ -85,3 +85,19 @@ def test_checkpoints_of_a_deleted_job_needs_an_image_and_makes_no_pod(training_l
     code, out = cli(layer, capsys, "checkpoints", "gone-job")
     assert code == 2 and "--image: job gone-job is not in namespace" in out, out
     assert not readers(layer, "gone-job")
+
+
+def test_the_cli_deletes_its_reader_pod_when_the_read_fails(training_layer, capsys):
+    """The whole cluster path of `checkpoints` (the job's image and mount, the owned pod, the wait, the exec):
+    kwok's nodes run no container, so the exec fails, as a node lost mid-read would; the pod is deleted all
+    the same and the failure is exit 1, one line."""
+    layer = training_layer
+    job = submit(layer, capsys, "restart")
+    try:
+        code, out = cli(layer, capsys, "checkpoints", job)
+        assert code == 1, out
+        assert "deleted reader pod" in out and "exec in the reader pod" in out, out
+        assert "unexpected error" not in out, out  # the client's returncode raised ValueError on this Status
+        wait_for(f"the reader pod of {job} deleted", lambda: not readers(layer, job))
+    finally:
+        cli(layer, capsys, "delete", job)

@@ -204,3 +204,23 @@ def test_the_reader_pod_is_restricted_and_read_only(owner):
     assert spec["automountServiceAccountToken"] is False and spec["activeDeadlineSeconds"] == reader_pod.MAX_LIFETIME_S
     assert "torchfleet.io/role" not in pod["metadata"]["labels"]  # no job policy admits it: it needs no network
     assert ("ownerReferences" in pod["metadata"]) == (owner is not None)
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    (b'{"metadata":{},"status":"Success"}', 0),
+    (b'{"metadata":{},"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode",'
+     b'"message":"3"}]},"message":"command terminated with non-zero exit code"}', 3),
+])
+def test_the_exec_status_channel_gives_the_exit_code(raw, expected):
+    assert reader_pod.exit_code(raw, "p") == expected
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"metadata":{},"status":"Failure","message":"error sending request: Post \\"https://127.0.0.1:10250/exec\\""}',
+    b"", b"not: [yaml", b"[]",
+])
+def test_an_exec_that_did_not_run_is_a_cluster_error_not_a_value_error(raw):
+    """Regression: the client's returncode did int() on the first cause's message, a ValueError for a
+    Status that is no exit code (the API server could not reach the kubelet)."""
+    with pytest.raises(ClusterError, match="exec in the reader pod p"):
+        reader_pod.exit_code(raw, "p")

@@ -26,6 +26,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import yaml
+
 from components import spec as platform
 from torchfleet.jobs import manifests
 from torchfleet.jobs.errors import ClusterError
@@ -124,29 +126,66 @@ def _wait_running(jobs, name: str, timeout: float) -> None:
         time.sleep(1)
 
 
-def exec_chunks(jobs, pod: str, command: list[str], stderr: list[bytes]) -> Iterator[bytes]:
-    """``command``'s stdout in the pod, as it comes (binary); its stderr appended to ``stderr``;
-    finally its exit code as the generator's return value (``StopIteration.value``)."""
+def exec_chunks(jobs, pod: str, command: list[str], stderr: list[bytes], stdin: bytes = b"") -> Iterator[bytes]:
+    """``command``'s stdout in the pod, as it comes (binary), ``stdin`` written to it first; its stderr appended
+    to ``stderr``; finally its exit code as the generator's return value (``StopIteration.value``)."""
     from kubernetes.client.exceptions import ApiException
-    from kubernetes.stream import stream
+    from kubernetes.stream import stream, ws_client
 
     try:
         ws = stream(jobs.core.connect_get_namespaced_pod_exec, pod, jobs.namespace, container=CONTAINER,
-                    command=command, stdin=False, stdout=True, stderr=True, tty=False,
-                    _preload_content=False, binary=True, capture_all=False)
+                    command=command, stdin=bool(stdin), stdout=True, stderr=True, tty=False,
+                    _preload_content=False, binary=True)
     except ApiException as error:
-        raise ClusterError(f"exec in the reader pod {pod} was refused: {error.reason}") from None
+        reason = " ".join(str(error.reason).split())[:300]
+        raise ClusterError(f"exec in the reader pod {pod} failed: {reason}") from None
+    # stream() does not pass capture_all on (kubernetes 37.0.2, stream/stream.py), and the client then keeps a
+    # copy of every byte received (WSClient._all) for read_all(): a download would grow in memory. This is
+    # what WSClient(capture_all=False) sets.
+    if hasattr(ws_client, "_IgnoredIO"):
+        ws._all = ws_client._IgnoredIO()
+    from websocket import WebSocketException
+
     try:
+        if stdin:
+            with contextlib.suppress(WebSocketException, OSError):  # closed already: the status channel says why
+                ws.write_stdin(stdin)
         while ws.is_open():
-            ws.update(timeout=5)
+            try:
+                ws.update(timeout=5)
+            except (WebSocketException, OSError):  # broken off: no exit status, a ClusterError below
+                break
             if out := ws.read_stdout(timeout=0):
                 yield out
             if err := ws.read_stderr(timeout=0):
                 stderr.append(err)
-        if out := ws.read_stdout(timeout=0):
-            yield out
-        if err := ws.read_stderr(timeout=0):
-            stderr.append(err)
-        return ws.returncode
+        status = b""
+        with contextlib.suppress(WebSocketException, OSError):  # what arrived before the end
+            if out := ws.read_stdout(timeout=0):
+                yield out
+            if err := ws.read_stderr(timeout=0):
+                stderr.append(err)
+            status = ws.read_channel(ws_client.ERROR_CHANNEL)
+        return exit_code(status, pod)
     finally:
         ws.close()
+
+
+def exit_code(raw: bytes | str, pod: str) -> int:
+    """The command's exit code from the exec's status channel (a metav1.Status), or a ClusterError saying why
+    the command did not run. The client's own ``returncode`` raised ValueError on a Status without an exit
+    code, e.g. the API server failing to reach the node's kubelet (found by tests/controlplane)."""
+    try:
+        status = yaml.safe_load(raw) if raw else None
+    except yaml.YAMLError:
+        status = None
+    if not isinstance(status, dict):
+        raise ClusterError(f"exec in the reader pod {pod} ended without an exit status (the connection broke?)")
+    if status.get("status") == "Success":
+        return 0
+    causes = (status.get("details") or {}).get("causes") or []
+    code = next((c.get("message") for c in causes if isinstance(c, dict) and c.get("reason") == "ExitCode"), None)
+    if code is not None and str(code).isdigit():
+        return int(code)
+    message = " ".join(str(status.get("message") or status).split())[:300]
+    raise ClusterError(f"exec in the reader pod {pod} failed: {message}")

@@ -27,7 +27,15 @@ from typing import Any
 from torchfleet.jobs import store_script
 from torchfleet.jobs.errors import ClusterError, UsageError
 
-SCRIPT = Path(store_script.__file__).read_text()
+SCRIPT = Path(store_script.__file__).read_bytes()
+# The script goes in on stdin, not in the command line: an exec's command is sent in the request's URL,
+# and 9 KB of source there risks a proxy's or load balancer's URL limit. Exactly N bytes are read, so the
+# stream need not be closed (only the v5 exec protocol can close stdin).
+BOOT = "import sys; n = int(sys.argv.pop(1)); exec(compile(sys.stdin.buffer.read(n), 'store_script.py', 'exec'))"
+
+
+def command(python: str, argv: list[str]) -> list[str]:
+    return [python, "-c", BOOT, str(len(SCRIPT)), *argv]
 # store_script.main's exit codes
 NOT_FOUND, REFUSED = 3, 4
 Runner = Callable[[list[str], list[bytes]], Iterator[bytes]]  # (argv, stderr sink) -> stdout chunks
@@ -36,9 +44,11 @@ Runner = Callable[[list[str], list[bytes]], Iterator[bytes]]  # (argv, stderr si
 def local_runner(argv: list[str], stderr: list[bytes]) -> Iterator[bytes]:
     """store_script.py in a child Python on this machine; returns its exit code as StopIteration.value."""
     with tempfile.TemporaryFile() as errors, subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, *argv], stdout=subprocess.PIPE, stderr=errors, stdin=subprocess.DEVNULL,
+        command(sys.executable, argv), stdout=subprocess.PIPE, stderr=errors, stdin=subprocess.PIPE,
     ) as proc:
         try:
+            proc.stdin.write(SCRIPT)
+            proc.stdin.close()
             while chunk := proc.stdout.read1(store_script.CHUNK):
                 yield chunk
         finally:
@@ -53,7 +63,7 @@ def local_runner(argv: list[str], stderr: list[bytes]) -> Iterator[bytes]:
 def pod_runner(jobs, pod: str) -> Runner:
     from torchfleet.jobs.reader_pod import exec_chunks
 
-    return lambda argv, stderr: exec_chunks(jobs, pod, ["python", "-c", SCRIPT, *argv], stderr)
+    return lambda argv, stderr: exec_chunks(jobs, pod, command("python", argv), stderr, stdin=SCRIPT)
 
 
 def _drain(chunks: Iterator[bytes], sink: Callable[[bytes], None]) -> int | None:
