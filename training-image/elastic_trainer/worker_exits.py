@@ -49,7 +49,8 @@ def not_launched_message(script: str, missing: list[str]) -> str:
         "workers a launcher starts; on this machine run it as\n"
         f"  python -m elastic_trainer.launcher --standalone --nproc_per_node=1 {name} ARGS   (or torchrun "
         "--standalone, same options)\n"
-        "  torchfleet demo                        an elastic job of several local nodes, with a kill\n"
+        f"  torchfleet run --local -- {name} ARGS   several local nodes with etcd, a node killed on a schedule "
+        "(--kill-at STEP)\n"
         f"and on a cluster: torchfleet submit NAME --image IMAGE -- python {name} ARGS"
     )
 
