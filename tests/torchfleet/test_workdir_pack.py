@@ -227,3 +227,17 @@ def test_a_job_file_names_the_workdir_relative_to_itself(repo, tmp_path, capsys,
     assert documents[1]["spec"]["template"]["spec"]["containers"][0]["workingDir"].startswith(
         "/mnt/shared/from-file/workdir/"
     )
+
+
+def test_without_git_it_refuses_rather_than_pack_what_a_gitignore_would_keep_out(repo, monkeypatch):
+    monkeypatch.setenv("PATH", str(repo / "no-git-here"))
+    with pytest.raises(UsageError, match="--workdir: needs git"):
+        pack(repo)
+
+
+def test_a_repository_named_by_git_dir_in_the_environment_is_not_the_one_read(repo, tmp_path, monkeypatch):
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))  # left over from a git hook, say
+    assert "pinned.ckpt" in members(pack(repo)), "tracked in its own repository though ignored"
