@@ -160,7 +160,8 @@ def _timeline(job, nodes: _Nodes, killed: set[str], schedule: Schedule, timeline
     first_node = nodes.start(0)
     timeline.say(f"started {first_node.name} ({'an in-place node' if inplace else 'a torchrun agent'}, 1 worker)")
     if n > 1:
-        up = job.events.wait_for(lambda e: e.node == first_node.name, UNBOUNDED_S, describe=f"{first_node.name} up")
+        up = job.events.wait_for(lambda e: e.node == first_node.name, RECOVERY_TIMEOUT_S,
+                                 describe=f"from {first_node.name} (its trainer's first progress event)")
         for slot in range(1, n):
             nodes.start(slot)
         timeline.say(f"{first_node.name}'s worker is up; started {', '.join(node.name for node in job.nodes[1:])}",

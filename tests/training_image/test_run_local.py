@@ -132,6 +132,20 @@ def test_kill_every_then_ctrl_c_while_the_replacement_starts_stops_every_process
     assert status.returncode == 0 and "exit code 130" in status.stdout, status.stdout + status.stderr
 
 
+def test_a_script_without_progress_events_ends_with_the_reason_instead_of_waiting(tmp_path):
+    """The timeline follows elastic_trainer's progress events: a script that prints none and exits 0
+    ends the run with exit 1 and why, rather than a wait for a step that never comes."""
+    script = tmp_path / "plain.py"
+    script.write_text("print('trained, in my own way')\n")
+    tag = new_tag()
+    run = torchfleet("run", "--local", "--workdir", str(tmp_path / "run"), "--", str(script), tag=tag)
+    out, _ = run.communicate(timeout=300)
+    assert run.returncode == 1, out
+    assert "node0 and every other node exited (code 0) before the trainer reported its last step" in out
+    assert "training-image/examples/train.py is a template" in out
+    assert_none_left(tag)
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["run", "--", str(TEMPLATE)], "--local: required"),
     (["run", "--local"], "SCRIPT: the training script goes after --"),
