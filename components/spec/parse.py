@@ -82,6 +82,17 @@ def parse(raw: dict[str, Any], stack: str = "dev") -> PlatformSpec:
         for name in raw[_k("autoscaler")]:
             p.add(f"{_k('autoscaler')}.{name}", f"{cloud}'s built-in autoscaler has no such setting; remove this key")
     guardrails = _parse_guardrails(p, raw.get(_k("guardrails")))
+    judged = (f"{_k('training')}.etcdReplicas", _k("managerPool"))  # each already wrong: said once
+    if (cloud != "local" and manager.max_nodes and training.etcd_replicas > manager.max_nodes
+            and not any(item.startswith(judged) for item in p.items)):
+        # etcd runs one member per node (required anti-affinity, k8s/base/etcd/statefulset.yaml) on the
+        # manager pool: the members beyond maxNodes stay Pending and `pulumi up` fails waiting for them.
+        p.add(
+            f"{_k('training')}.etcdReplicas",
+            f"{training.etcd_replicas} etcd members need as many manager nodes (one member a node), but "
+            f"managerPool.maxNodes is {manager.max_nodes}: raise managerPool.maxNodes to at least "
+            f"{training.etcd_replicas} or lower etcdReplicas",
+        )
     if cloud == "gcp":
         nodes = manager.max_nodes + sum(pool.max_nodes for pool in gpu_pools) if manager else 0
         cloud_limits.gcp_network_fits(p, f"{_k('network')}.cidr", network.cidr, storage.tier, nodes)

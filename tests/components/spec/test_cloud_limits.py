@@ -46,8 +46,20 @@ def test_disk_size_ceiling_per_cloud(cloud, most):
     assert message.startswith(f"must be <= {most} ")
 
 
+@pytest.mark.parametrize("cloud", ["aws", "gcp", "azure"])
+def test_etcd_members_beyond_the_manager_nodes_are_refused(cloud):
+    """Left from issue 19, a first `pulumi up` that cannot finish (issue 20): one etcd member a node
+    (required anti-affinity), so members beyond managerPool.maxNodes stayed Pending and the
+    StatefulSet's await failed the update."""
+    message = only(config(cloud, training={"etcdReplicas": 5}, managerPool={"maxNodes": 3}),
+                   "torchfleet:training.etcdReplicas")
+    assert message == ("5 etcd members need as many manager nodes (one member a node), but managerPool.maxNodes "
+                       "is 3: raise managerPool.maxNodes to at least 5 or lower etcdReplicas")
+    ok(config(cloud, training={"etcdReplicas": 5}, managerPool={"maxNodes": 5}))
+
+
 def test_etcd_replicas_at_most_seven():
-    ok(config("aws", training={"etcdReplicas": 7}))
+    ok(config("aws", training={"etcdReplicas": 7}, managerPool={"maxNodes": 7}))
     message = only(config("aws", training={"etcdReplicas": 9}), "torchfleet:training.etcdReplicas")
     assert message == (
         "must be <= 7 (etcd's own advice: no more than seven members, https://etcd.io/docs/v3.5/faq/), got 9"
