@@ -224,3 +224,24 @@ def test_an_exec_that_did_not_run_is_a_cluster_error_not_a_value_error(raw):
     Status that is no exit code (the API server could not reach the kubelet)."""
     with pytest.raises(ClusterError, match="exec in the reader pod p"):
         reader_pod.exit_code(raw, "p")
+
+
+def test_a_local_runs_folder_is_read_with_local(store, tmp_path, capsys):
+    """`torchfleet run --local` writes torchfleet-runs/NAME: --local DIR reads it as status --local does."""
+    code, out, err = cli(capsys, "checkpoints", "--local", str(store / "run1"), "-o", "json")
+    assert code == 0 and len(json.loads(out)["checkpoints"]) == 4, err
+    code, out, err = cli(capsys, "cp", ":output/model", str(tmp_path / "m"), "--local", str(store / "run1"))
+    assert code == 0 and (tmp_path / "m" / "model.pt").read_bytes() == b"w" * 3000, err
+    assert "copied run1:output/model" in out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["checkpoints"], "required: NAME (a job's name) or --local DIR"),
+    (["checkpoints", "run1", "--local", "{store}/run1"], "required: NAME (a job's name) or --local DIR"),
+    (["checkpoints", "--local", "{store}/nope"], "--local: "),
+    (["cp", "run1:output", "{tmp}/x", "--local", "{store}/run1"], "with --local the folder is the run, so give :PATH"),
+])
+def test_local_is_one_of_name_or_local(store, tmp_path, capsys, argv, message):
+    argv = [a.format(store=store, tmp=tmp_path) for a in argv]
+    code, _, err = cli(capsys, *argv)
+    assert code == 2 and message in err, err

@@ -66,7 +66,7 @@ def test_a_local_runs_checkpoints_are_listed_and_its_final_model_downloaded(make
     state.write_bytes(bytes(data))
     code, out, _ = cli(capsys, "checkpoints", "run1", "--shared-dir", str(store))
     assert code == 0 and out.splitlines()[1].endswith("size ok"), out
-    code, out, _ = cli(capsys, "checkpoints", "run1", "--shared-dir", str(store), "--verify")
+    code, out, _ = cli(capsys, "checkpoints", "--local", str(store / "run1"), "--verify")  # the run's own folder
     assert out.splitlines()[1].endswith("NO: state.pt: sha256 differs from meta.json's"), out
     assert out.splitlines()[2].endswith("sha256 ok"), out
 

@@ -35,6 +35,9 @@ COLUMNS = ("NAME", "STEP", "GEN", "SIZE", "AGE", "VERIFIED")
 
 
 def _store_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--local", type=Path, metavar="DIR", dest="local_run",  # cp's LOCAL is args.local
+                   help="a local run's folder (`torchfleet run --local`, `torchfleet demo --workdir`) instead of a "
+                        "job: no cluster")
     p.add_argument("--shared-dir", type=Path,
                    help="where the shared store (or a local run's parent folder) is on this machine: read "
                         "DIR/NAME directly, no cluster")
@@ -49,15 +52,17 @@ def _store_options(p: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("checkpoints", help="a job's checkpoints: step, generation, size, age, verified",
+                       usage="torchfleet checkpoints (NAME | --local DIR) [options]",
                        description=f"List a job's committed checkpoints, newest first. {commands.EXIT_DOC}")
-    p.add_argument("name", metavar="NAME")
+    p.add_argument("name", metavar="NAME", nargs="?", help="the job's name")
     p.add_argument("--verify", action="store_true",
                    help="hash every file against its meta.json (reads the whole checkpoint); without it, sizes only")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table", help="table (default) or json")
     _store_options(p)
     p.set_defaults(func=run_checkpoints)
 
-    p = sub.add_parser("cp", help="download a job's outputs: NAME:PATH LOCAL", usage="torchfleet cp NAME:PATH LOCAL",
+    p = sub.add_parser("cp", help="download a job's outputs: NAME:PATH LOCAL",
+                       usage="torchfleet cp NAME:PATH LOCAL | torchfleet cp :PATH LOCAL --local DIR",
                        description="Copy PATH of a job's folder (checkpoints/..., output/..., or NAME: for all of it) "
                                    f"to LOCAL, with a progress bar; never overwrites. {commands.EXIT_DOC}")
     p.add_argument("source", metavar="NAME:PATH", help="e.g. resnet:output/model or resnet:checkpoints")
@@ -66,12 +71,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_cp)
 
 
-def parse_source(source: str) -> tuple[str, str]:
-    """``NAME:PATH`` as (job, a normalized relative path; "" for the whole folder)."""
+def parse_source(source: str, local: Path | None = None) -> tuple[str, str]:
+    """``NAME:PATH`` as (job, a normalized relative path; "" for the whole folder); with ``--local DIR``,
+    ``:PATH`` (the job is the folder's name)."""
     name, sep, path = source.partition(":")
     if not sep:
         raise UsageError(f"NAME:PATH: expected a job and a path in its folder, e.g. resnet:output, got {source!r}")
-    flag_checks.check_lookup_name(name)
+    if local is not None:
+        if name:
+            raise UsageError(f"NAME:PATH: with --local the folder is the run, so give :PATH, e.g. :{path or 'output'}")
+        name = local.expanduser().absolute().name
+    else:
+        flag_checks.check_lookup_name(name)
     if path.startswith("/"):
         raise UsageError(f"NAME:PATH: {path!r} is absolute; give a path inside the job's folder, e.g. {name}:output")
     normal = posixpath.normpath(path) if path else ""
@@ -85,6 +96,12 @@ def parse_source(source: str) -> tuple[str, str]:
 @contextlib.contextmanager
 def _runner(args: argparse.Namespace, job: str) -> Iterator[tuple[store_access.Runner, str]]:
     """(how to run store_script.py, the job's folder as that runner sees it)."""
+    if args.local_run is not None:
+        folder = args.local_run.expanduser()
+        if not folder.is_dir():
+            raise UsageError(f"--local: {folder} is not a folder; give a local run's folder, e.g. torchfleet-runs/NAME")
+        yield store_access.local_runner, str(folder.absolute())
+        return
     if args.shared_dir is not None:
         root = args.shared_dir.expanduser()
         if not root.is_dir():
@@ -146,21 +163,25 @@ def render(listing: dict[str, Any], now: float) -> str:
 
 
 def run_checkpoints(args: argparse.Namespace) -> int:
-    flag_checks.check_lookup_name(args.name)
+    if (args.name is None) == (args.local_run is None):
+        raise UsageError("required: NAME (a job's name) or --local DIR (a local run's folder), one of them, e.g. "
+                         "torchfleet checkpoints resnet-a")
+    if args.name is not None:
+        flag_checks.check_lookup_name(args.name)
     with _runner(args, args.name) as (runner, job_dir):
         listing = store_access.list_checkpoints(runner, job_dir, args.verify)
     if args.output == "json":
         print(json.dumps(listing, indent=1))
     elif not listing["checkpoints"]:
         why = "no checkpoints folder yet" if listing["missing"] else "no committed checkpoint yet"
-        print(f"{args.name}: {why} in {listing['dir']}", file=sys.stderr)
+        print(f"{args.name or args.local_run}: {why} in {listing['dir']}", file=sys.stderr)
     else:
         print(render(listing, datetime.now(UTC).timestamp()))
     return EXIT_OK
 
 
 def run_cp(args: argparse.Namespace) -> int:
-    job, path = parse_source(args.source)
+    job, path = parse_source(args.source, args.local_run)
     store_access.destination(args.local, Path(path).name or job)  # LOCAL checked before a pod is made
     with _runner(args, job) as (runner, job_dir):
         target, size = store_access.download(runner, job_dir, path, args.local)
