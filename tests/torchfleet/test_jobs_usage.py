@@ -4,6 +4,7 @@ machine from its container's start to its end (or now), priced at the catalog's 
 from __future__ import annotations
 
 from datetime import timedelta
+from unittest import mock
 
 import pytest
 from kubernetes import client
@@ -71,11 +72,14 @@ def test_a_machine_without_a_list_price_leaves_the_cost_unknown():
 
 
 def test_list_shows_gpu_hours_and_usd(api, kubeconfig, capsys):  # noqa: F811 (fixtures)
+    """The CLI's clock is NOW, the pods' times are relative to it: the figures hold however long the
+    suite took to get here (they drifted by the minutes since NOW was taken, in a full run)."""
     api.list_namespaced_custom_object.return_value = {"items": [job_object("resnet")]}
     api.list_namespaced_pod.return_value = client.V1PodList(items=[pod("resnet-worker-0", started_h=2),
                                                                    pod("resnet-worker-1", started_h=1)])
     api.read_node.return_value = node("node-a", "us-west-2a")  # no instance-type label: the job's machine
-    code, out, err = cli(["list", "-o", "wide"], kubeconfig, capsys)
+    with mock.patch("torchfleet.jobs.commands._now", return_value=NOW):
+        code, out, err = cli(["list", "-o", "wide"], kubeconfig, capsys)
     assert code == 0, err
     row = out.splitlines()[1].split()
     assert row[7:9] == ["3.00", f"{3 * T4:.2f}"]
@@ -83,6 +87,7 @@ def test_list_shows_gpu_hours_and_usd(api, kubeconfig, capsys):  # noqa: F811 (f
     api.get_namespaced_custom_object.return_value = job_object("resnet")
     api.list_namespaced_event.return_value = client.CoreV1EventList(items=[])
     api.read_namespaced_pod_log.return_value = "no events here"
-    code, out, err = cli(["status", "resnet"], kubeconfig, capsys)
+    with mock.patch("torchfleet.jobs.commands._now", return_value=NOW):
+        code, out, err = cli(["status", "resnet"], kubeconfig, capsys)
     assert code == 0, err
     assert f"Used:            at least 3.00 GPU-hours (3.00 machine-hours), at most {3 * T4:.2f} USD so far" in out
