@@ -131,3 +131,15 @@ def test_a_part_refused_midway_removes_the_parts_made_before_it(training_layer, 
         assert kubectl(layer.cp, "get", "job", name, "-n", layer.namespace, check=False).find("NotFound") >= 0
     finally:
         kubectl(layer.cp, "delete", "resourcequota", name, "-n", layer.namespace)
+
+
+def test_the_same_code_resubmitted_right_after_a_delete_is_taken(training_layer, capsys, code):
+    """``delete X && submit X`` of unchanged code, twice, and both jobs' ConfigMaps are collected. The old job's
+    go only once the garbage collector gets to them; the new submit's have names of their own
+    (workdir.new_nonce), so it never depends on how fast that is (here it was fast enough either way)."""
+    layer, name = training_layer, f"tier-wdagain-{next(_names)}"
+    for _ in range(2):
+        status, out = submit(layer, capsys, name, code)
+        assert status == 0, out
+        assert cli(layer, capsys, "delete", name)[0] == 0
+    wait_for(f"{name}'s ConfigMaps collected", lambda: not config_maps(layer, f"{LABEL_JOB}={name}"))

@@ -9,12 +9,14 @@ import yaml
 
 from tests.torchfleet.test_jobs_transport import BATCH, NS, POLICIES, kubeconfig, server  # noqa: F401 (fixtures)
 from torchfleet.cli import main
+from torchfleet.jobs import workdir
 
 CONFIGMAPS = f"/api/v1/namespaces/{NS}/configmaps"
 
 
 @pytest.fixture
 def code(tmp_path, monkeypatch):
+    monkeypatch.setattr(workdir, "new_nonce", lambda: "0000")  # new per submit: the dry run's names, here
     monkeypatch.setenv("HOME", str(tmp_path))
     root = tmp_path / "code"
     root.mkdir()

@@ -214,3 +214,13 @@ def test_the_pod_and_its_config_maps_pass_checkov(tmp_path, capsys, code):
         for c in r.get("failed_checks", [])
     ]
     assert failed == []
+
+
+def test_each_submit_of_the_same_code_has_config_maps_of_its_own_and_the_same_folder(tmp_path, capsys, code):
+    """The folder is the content's (a resubmit finds it unpacked); the ConfigMaps' names are the submit's, so a
+    resubmit right after ``delete`` never meets the old job's before the garbage collector has removed them."""
+    first, job_one, _ = dry_run(capsys, code, tmp_path / "shared")
+    second, job_two, _ = dry_run(capsys, code, tmp_path / "shared")
+    assert set(first).isdisjoint(second)
+    assert pod_spec(job_one)["containers"][0]["workingDir"] == pod_spec(job_two)["containers"][0]["workingDir"]
+    assert [m["binaryData"] for m in first.values()] == [m["binaryData"] for m in second.values()]

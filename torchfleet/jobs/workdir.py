@@ -20,6 +20,7 @@ init container that unpack it onto the shared store under the job's folder, wher
 from __future__ import annotations
 
 import base64
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,21 +77,30 @@ class Workdir:
     owner: str  # the job's name, or the sweep's: the ConfigMaps' name prefix
     sha256: str
     parts: int
+    nonce: str = "0"  # this submit's (new_nonce): the ConfigMaps' names are its own
 
     @property
     def short(self) -> str:
         return self.sha256[:SHORT]
 
     def config_map_names(self) -> list[str]:
-        return [f"{self.owner}-workdir-{self.short}-{i}" for i in range(self.parts)]
+        return [f"{self.owner}-workdir-{self.nonce}-{i}" for i in range(self.parts)]
 
     def target(self, job_dir: str) -> str:
         """Where the code is unpacked and the command runs: on the shared store, under the job."""
         return f"{job_dir}/workdir/{self.short}"
 
 
+def new_nonce() -> str:
+    """Names of this submit's own, not the content's. Named by the content, a job ``foo`` submitted beside a
+    running sweep ``foo`` of the same code would meet the sweep's ConfigMaps (409); and ``delete X && submit
+    X`` of the same code could meet the old job's, which the garbage collector removes only after the job is
+    gone (``delete`` propagates in the background), on a busy cluster seconds later."""
+    return secrets.token_hex(4)
+
+
 def reference(owner: str, data: bytes, sha256: str) -> Workdir:
-    return Workdir(owner=owner, sha256=sha256, parts=max(1, -(-len(data) // PART_BYTES)))
+    return Workdir(owner=owner, sha256=sha256, parts=max(1, -(-len(data) // PART_BYTES)), nonce=new_nonce())
 
 
 def config_maps(workdir: Workdir, data: bytes, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
