@@ -84,6 +84,8 @@ def test_a_researchers_commands_run_without_the_extras(tmp_path):
     for argv in (["gpus", "--cloud", "aws"],
                  ["submit", "a", "--gpu", "t4", "--image", "registry.example.com/t:1", "--dry-run", "--", "python",
                   "t.py"],
+                 ["sweep", "s", "--stack", "aws-usw2", "--gpu", "t4", "--image", "registry.example.com/t:1", "--param",
+                  "lr=0.1,0.01", "--max-cost", "20", "--dry-run", "--", "python", "t.py"],
                  ["checkpoints", "run1", "--shared-dir", str(tmp_path / "store")],
                  ["cp", "run1:output/notes.txt", str(tmp_path / "notes.txt"), "--shared-dir", str(tmp_path / "store")]):
         done = slim(*argv, cwd=tmp_path)
