@@ -87,6 +87,7 @@ class AwsCluster(pulumi.ComponentResource):
             spec.kubernetes_version,
             partition,
             provider,
+            control.kubeconfig,
             node_groups,
             pulumi.ResourceOptions(parent=self),
         )

@@ -12,16 +12,17 @@ import pulumi_kubernetes as k8s
 
 from components.clouds.aws import iam
 from components.clouds.aws.addons import create_addon_with_identity
-from components.clouds.settle import CSI_VOLUME_SECONDS, DeleteSettle
+from components.clouds.settle import VolumesReleased
 
 EBS_CSI_CONTROLLER_SA = "ebs-csi-controller-sa"
+EBS_CSI_DRIVER = "ebs.csi.aws.com"
 STORAGE_CLASS = "torchfleet-gp3"
 
 
 def storage_class_manifest() -> dict:
     return {
         "metadata": {"name": STORAGE_CLASS},
-        "provisioner": "ebs.csi.aws.com",
+        "provisioner": EBS_CSI_DRIVER,
         "parameters": {"type": "gp3", "encrypted": "true"},
         # Bind where the pod lands: an EBS volume lives in one zone, etcd members spread over zones.
         "volume_binding_mode": "WaitForFirstConsumer",
@@ -38,6 +39,7 @@ class EbsVolumes(pulumi.ComponentResource):
         kubernetes_version: str,
         partition: str,
         provider: k8s.Provider,
+        kubeconfig: pulumi.Input[str],
         nodes: list[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
     ):
@@ -54,9 +56,10 @@ class EbsVolumes(pulumi.ComponentResource):
             depends_on=nodes,
         )
         # On destroy, the driver outlives the volumes it deletes: everything using the class is
-        # deleted first, then this waits, then the add-on goes (settle.py; AWS review m5).
-        self.settle = DeleteSettle(
-            f"{name}-csi-settle", CSI_VOLUME_SECONDS, [self.csi_addon], pulumi.ResourceOptions(parent=self)
+        # deleted first, then this waits until the cluster lists none of the driver's volumes, then
+        # the add-on goes (settle.py; AWS review m5).
+        self.settle = VolumesReleased(
+            f"{name}-csi-settle", EBS_CSI_DRIVER, kubeconfig, [self.csi_addon], pulumi.ResourceOptions(parent=self)
         )
         self.storage_class = k8s.storage.v1.StorageClass(
             f"{name}-gp3",

@@ -1,6 +1,6 @@
 from components.clouds import settle as settle_module
-from components.clouds.aws.ebs import STORAGE_CLASS
-from components.clouds.settle import CSI_VOLUME_SECONDS
+from components.clouds.aws.ebs import EBS_CSI_DRIVER, STORAGE_CLASS
+from components.clouds.settle import RELEASE_TIMEOUT_S
 
 
 def test_etcd_volumes_get_an_encrypted_gp3_class_from_the_ebs_driver(aws_example):
@@ -20,10 +20,11 @@ def test_destroy_keeps_the_ebs_driver_until_the_volumes_it_deletes_are_gone(aws_
     volumes by the EBS CSI controller after Pulumi moved on; the add-on went seconds later and the
     volumes stayed. Destroy runs the dependencies backwards: everything that mounts an EBS volume
     (the etcd StatefulSet, the namespace holding its claims) waits for the settle, the settle for the
-    add-on, so the settle's delete (a sleep) runs between theirs."""
+    add-on, so the settle's delete (a wait for the driver's volumes to be gone) runs between theirs."""
     addon = next(a for a in aws_example.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "aws-ebs-csi-driver")
     settle = next(r for r in aws_example.of_type("pulumi-python:dynamic:Resource") if r.name.endswith("-csi-settle"))
-    assert settle.inputs["seconds"] == CSI_VOLUME_SECONDS >= 60
+    assert (settle.inputs["driver"], settle.inputs["timeout_s"]) == (EBS_CSI_DRIVER, RELEASE_TIMEOUT_S)
+    assert settle.inputs["kubeconfig"]  # the cluster's own, for the wait on destroy
     assert addon.key in aws_example.depends_on(settle)
     users = [
         *aws_example.of_type("kubernetes:apps/v1:StatefulSet"),
@@ -34,12 +35,15 @@ def test_destroy_keeps_the_ebs_driver_until_the_volumes_it_deletes_are_gone(aws_
         assert settle.key in aws_example.depends_on(r), r.name
 
 
-def test_settle_sleeps_only_on_delete(monkeypatch):
-    slept: list[float] = []
-    monkeypatch.setattr(settle_module.time, "sleep", slept.append)
-    provider = settle_module._SettleProvider()
-    created = provider.create({"seconds": 7})
-    assert slept == []
-    assert provider.update(created.id, created.outs, {"seconds": 9}).outs == {"seconds": 9}
-    provider.delete(created.id, {"seconds": 9})
-    assert slept == [9.0]
+def test_the_release_wait_reads_the_cluster_only_on_delete(monkeypatch):
+    """Create and update touch nothing; delete waits on the kubeconfig and driver of the state."""
+    calls: list[tuple] = []
+    monkeypatch.setattr(settle_module, "core_api", lambda kubeconfig: calls.append(("api", kubeconfig)) or "API")
+    monkeypatch.setattr(settle_module, "wait_for_release", lambda *a: calls.append(("wait", *a)))
+    provider = settle_module._ReleaseProvider()
+    props = {"driver": EBS_CSI_DRIVER, "timeout_s": 600, "kubeconfig": "apiVersion: v1"}
+    created = provider.create(props)
+    assert provider.update(created.id, created.outs, {**props, "timeout_s": 60}).outs["timeout_s"] == 60
+    assert calls == []
+    provider.delete(created.id, {**props, "timeout_s": 60})
+    assert calls == [("api", "apiVersion: v1"), ("wait", "API", EBS_CSI_DRIVER, 60.0)]
