@@ -33,7 +33,7 @@ def test_image_refused(image):
 
 
 def test_params_to_combinations_in_flag_order():
-    params = parse_params(["lr=0.1,0.01", "model.depth=18,50", "+extra=1"])
+    params = parse_params(["lr=0.1,0.01", "model.depth=18,50", "+extra=1"], style="hydra")
     assert combinations(params)[:3] == [("lr=0.1", "model.depth=18", "+extra=1"),
                                         ("lr=0.1", "model.depth=50", "+extra=1"),
                                         ("lr=0.01", "model.depth=18", "+extra=1")]
