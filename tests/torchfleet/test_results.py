@@ -245,3 +245,18 @@ def test_local_is_one_of_name_or_local(store, tmp_path, capsys, argv, message):
     argv = [a.format(store=store, tmp=tmp_path) for a in argv]
     code, _, err = cli(capsys, *argv)
     assert code == 2 and message in err, err
+
+
+def test_a_linked_or_fifo_meta_json_is_not_read(store, tmp_path, capsys):
+    folder = store / "run1" / "checkpoints" / "ckpt-g000003-s0000000001"
+    folder.mkdir()
+    (tmp_path / "meta.json").write_text('{"files": {"state.pt": {"size": 0, "sha256": "' + "0" * 64 + '"}}}')
+    os.symlink(tmp_path / "meta.json", folder / "meta.json")
+    fifo = store / "run1" / "checkpoints" / "ckpt-g000003-s0000000002"
+    fifo.mkdir()
+    os.mkfifo(fifo / "meta.json")  # opening it to read would block for ever
+    code, out, err = cli(capsys, "checkpoints", "run1", "--shared-dir", str(store), "-o", "json")
+    assert code == 0, err
+    found = {c["step"]: c for c in json.loads(out)["checkpoints"] if c["generation"] == 3}
+    assert {s: (c["verified"], c["problem"]) for s, c in found.items()} == {
+        1: (False, "meta.json is not a regular file"), 2: (False, "meta.json is not a regular file")}

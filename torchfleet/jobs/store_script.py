@@ -60,7 +60,10 @@ def _meta(directory):
         raise ValueError("meta.json is not a regular file")
     if info.st_size > META_MAX_BYTES:
         raise ValueError(f"meta.json is larger than {META_MAX_BYTES} bytes")
-    with open(path, "rb") as handle:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # swapped for a link or FIFO since: refused
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ValueError("meta.json is not a regular file")
         meta = json.loads(handle.read(META_MAX_BYTES + 1))
     if not isinstance(meta, dict):
         raise ValueError("meta.json is not an object")
