@@ -18,6 +18,7 @@ from torchfleet.jobs import summary
 # A node that starts after the job's last step finds its rendezvous closed and exits with the launcher's
 # EXIT_RDZV_UNAVAILABLE (training-image/elastic_trainer/launcher.py): it lost nothing.
 LATE_NODE_EXIT = 75
+PROGRESS_EVERY_S = 30.0  # a progress line this often while training goes on between the timeline's events
 UNBOUNDED_S = 1e6  # a wait without a deadline (a real script may train for hours): Ctrl-C ends it
 RECOVERY_TIMEOUT_S = 600  # a kill not followed by a step of the survivors within this is a failure
 
@@ -172,9 +173,14 @@ def _timeline(job, nodes: _Nodes, killed: set[str], schedule: Schedule, timeline
     else:
         timeline.say(f"training with {n} {what} (step {first['step']})", first.t)
     since = first.t
-    while first.kind != "done" and _trigger(job, schedule, since) is None:
-        since = _kill_and_replace(job, nodes, killed, schedule, timeline, inplace)
-    done = job.events.wait_for(lambda e: e.kind == "done", UNBOUNDED_S, describe="the job's last step")
+    quiet = threading.Event()
+    threading.Thread(target=_progress, args=(job, timeline, total, quiet), name="run-progress", daemon=True).start()
+    try:
+        while first.kind != "done" and _trigger(job, schedule, since) is None:
+            since = _kill_and_replace(job, nodes, killed, schedule, timeline, inplace)
+        done = job.events.wait_for(lambda e: e.kind == "done", UNBOUNDED_S, describe="the job's last step")
+    finally:
+        quiet.set()
     codes = {node.name: node.wait(60) for node in job.nodes if node.name not in killed}
     for node_name, code in codes.items():
         nodes.record.node_exited(node_name, code)
@@ -183,6 +189,21 @@ def _timeline(job, nodes: _Nodes, killed: set[str], schedule: Schedule, timeline
     print("\nas `torchfleet status` shows it:\n" + demo.status_view(job.events.snapshot(), total))
     late = {name for name, code in codes.items() if code == LATE_NODE_EXIT and name in nodes.late}
     return 0 if all(code == 0 or name in late for name, code in codes.items()) else 1
+
+
+def _progress(job, timeline, total: int | None, quiet: threading.Event) -> None:
+    """A line with the step, loss, speed and world size every PROGRESS_EVERY_S, so a long run between
+    kills is not silent (the same figures as the status view: jobs/summary.py)."""
+    shown = None
+    while not quiet.wait(PROGRESS_EVERY_S):
+        found = summary.summarize([e.data for e in job.events.snapshot()], total)
+        if found.step is None or found.step == shown or found.done:
+            continue
+        shown = found.step
+        of = f" of {total}" if total else ""
+        loss = f", loss {found.loss:.4g}" if found.loss is not None else ""
+        speed = f", {found.steps_per_s:.2f} steps/s" if found.steps_per_s else ""
+        timeline.say(f"step {found.step}{of}{loss}{speed}, world size {found.world}")
 
 
 def _kill_and_replace(job, nodes: _Nodes, killed: set[str], schedule: Schedule, timeline, inplace: bool):
