@@ -1,9 +1,7 @@
 """Where a job goes: the stack file, the stack's Pulumi outputs, or the platform defaults."""
 
 from pathlib import Path
-from unittest import mock
 
-import pulumi.automation as auto
 import pytest
 
 from torchfleet.jobs import target as targets
@@ -65,29 +63,41 @@ def test_outputs_override_the_file(endpoint, expected):
     assert (t.etcd_host, t.etcd_port) == (expected.split(":")[0], 2379)
 
 
-def _stack(outputs=None, error=None):
-    stack = mock.Mock()
-    if error:
-        stack.outputs.side_effect = error
-    else:
-        stack.outputs.return_value = {k: auto.OutputValue(v, k == "kubeconfig") for k, v in outputs.items()}
-    return stack
+def _pulumi(tmp_path, monkeypatch, body: str) -> Path:
+    """A stand-in `pulumi` first on PATH (a shell script: BODY), which logs its arguments and folder.
+
+    The real CLI reads real outputs, secrets included, in tests/controlplane/test_stack_outputs.py."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "pulumi"
+    script.write_text(f'#!/bin/sh\necho "$PWD $*" > {tmp_path}/argv\n{body}\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    return tmp_path / "argv"
 
 
-def test_reads_outputs_secrets_included():
-    stack = _stack({"kubeconfig": "apiVersion: v1", "namespace": "ns"})
-    with mock.patch.object(auto, "select_stack", return_value=stack) as select:
-        assert targets.read_stack_outputs("aws-usw2") == {"kubeconfig": "apiVersion: v1", "namespace": "ns"}
-    select.assert_called_once_with(stack_name="aws-usw2", work_dir=str(targets.REPO))
+def test_reads_outputs_secrets_included(tmp_path, monkeypatch):
+    argv = _pulumi(tmp_path, monkeypatch, """echo '{"kubeconfig": "apiVersion: v1", "namespace": "ns"}'""")
+    assert targets.read_stack_outputs("aws-usw2") == {"kubeconfig": "apiVersion: v1", "namespace": "ns"}
+    # in the project's folder (Pulumi.yaml), no `stack select`: the checkout's selected stack stays as it was
+    assert argv.read_text().split() == [str(targets.REPO), "stack", "output", "--json", "--show-secrets",
+                                        "--stack", "aws-usw2", "--non-interactive"]
 
 
-@pytest.mark.parametrize(("error", "kind", "words"), [
-    (FileNotFoundError("pulumi"), ClusterError, "needs the Pulumi CLI"),
-    (auto.InvalidVersionError("minimum 3.1"), ClusterError, "too old"),
-    (auto.StackNotFoundError(auto.CommandResult("", "no stack named 'x' found", 255)), UsageError,
-     "Pulumi has no stack"),
-    (auto.CommandError(auto.CommandResult("", "not logged in", 255)), ClusterError, "could not read the stack outputs"),
+@pytest.mark.parametrize(("body", "kind", "words"), [
+    ("echo \"error: no stack named 'x' found\" >&2; exit 6", UsageError, "Pulumi has no stack 'x'"),
+    ("echo 'error: getting user info: not logged in' >&2; exit 255", ClusterError,
+     "could not read the stack outputs: error: getting user info: not logged in"),
+    ("echo 'Current stack outputs (0):'", ClusterError, "printed no JSON object of outputs"),
+    ("echo '[1, 2]'", ClusterError, "printed no JSON object of outputs"),
 ])
-def test_pulumi_failures(error, kind, words):
-    with mock.patch.object(auto, "select_stack", side_effect=error), pytest.raises(kind, match=words):
+def test_pulumi_failures(tmp_path, monkeypatch, body, kind, words):
+    _pulumi(tmp_path, monkeypatch, body)
+    with pytest.raises(kind, match=words):
+        targets.read_stack_outputs("x")
+
+
+def test_without_the_pulumi_cli(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ClusterError, match="needs the Pulumi CLI, which is not installed"):
         targets.read_stack_outputs("x")

@@ -8,6 +8,10 @@ needs is in the stack file, which is why ``--dry-run`` never calls Pulumi.
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 STACKS_DIR = REPO / "stacks"  # Pulumi.yaml: stackConfigDir: stacks
 DEFAULT_CLOUD = "aws"
 ETCD_PORT = kube_manifests.ETCD_CLIENT_PORT
+PULUMI = "pulumi"  # the CLI on PATH, as the automation API finds it
+PULUMI_TIMEOUT_S = 120  # a remote backend (Pulumi Cloud, S3) answers in seconds; a dead one must not hang
 
 
 def default_etcd_endpoint(namespace: str) -> str:
@@ -141,21 +147,33 @@ def with_outputs(target: Target, outputs: dict[str, Any]) -> Target:
 
 
 def read_stack_outputs(stack: str, work_dir: Path = REPO) -> dict[str, Any]:
-    """The stack's outputs, secrets included (the kubeconfig), through Pulumi's automation API."""
-    import pulumi.automation as auto
+    """The stack's outputs, secrets included (the kubeconfig), from the Pulumi CLI.
 
+    ``pulumi stack output --json --show-secrets --stack NAME`` is the command Pulumi's automation API runs
+    for them (pulumi/automation/_local_workspace.py, stack_outputs); run here directly, without the
+    automation API's ``stack select`` first, which changed the checkout's selected stack as a side effect.
+    """
+    argv = [PULUMI, "stack", "output", "--json", "--show-secrets", "--stack", stack, "--non-interactive"]
     try:
-        selected = auto.select_stack(stack_name=stack, work_dir=str(work_dir))
-        outputs = selected.outputs()
+        done = subprocess.run(argv, cwd=work_dir, capture_output=True, text=True, timeout=PULUMI_TIMEOUT_S,
+                              env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "1"})
     except FileNotFoundError:
         raise ClusterError(
             "--stack: reading the stack's kubeconfig output needs the Pulumi CLI, which is not installed "
             "(https://www.pulumi.com/docs/iac/download-install/); or pass --kubeconfig/--context"
         ) from None
-    except auto.InvalidVersionError as error:
-        raise ClusterError(f"--stack: the installed Pulumi CLI is too old for this SDK ({error}); upgrade it") from None
-    except auto.StackNotFoundError:
-        raise UsageError(f"--stack: Pulumi has no stack {stack!r}; run `pulumi stack ls` to see yours") from None
-    except auto.CommandError as error:
-        raise ClusterError(f"--stack {stack}: pulumi could not read the stack outputs: {error}") from None
-    return {key: out.value for key, out in outputs.items()}
+    except subprocess.TimeoutExpired:
+        raise ClusterError(f"--stack {stack}: pulumi did not answer within {PULUMI_TIMEOUT_S} s (is its backend "
+                           "reachable?); or pass --kubeconfig/--context") from None
+    error = " ".join(done.stderr.split())
+    if done.returncode != 0:
+        if re.search(r"no stack named .* found", error):  # the automation API's StackNotFoundError test
+            raise UsageError(f"--stack: Pulumi has no stack {stack!r}; run `pulumi stack ls` to see yours")
+        raise ClusterError(f"--stack {stack}: pulumi could not read the stack outputs: {error[-400:]}")
+    try:
+        outputs = json.loads(done.stdout)
+    except ValueError:
+        outputs = None
+    if not isinstance(outputs, dict):
+        raise ClusterError(f"--stack {stack}: pulumi printed no JSON object of outputs: {done.stdout[:200]!r}")
+    return outputs
