@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
 from elastic_trainer.localrun import IMAGE_DIR, LocalJob, worker_pids
-from elastic_trainer.lost_peer import round_participants
+from elastic_trainer.lost_peer import heartbeat_window_s, nodes_present
 
 # Each worker's first start (TORCHELASTIC_RESTART_COUNT=0) sleeps before anything else, so the kill below
 # lands after the rendezvous and before the process group forms. A test-only hook: fresh interpreters
@@ -25,16 +26,25 @@ PG_TIMEOUT_S = 600  # what the survivor would wait without lost_peer.py; the wai
 HANG = 180
 
 
-def test_round_participants_reads_the_dynamic_rendezvous_state_and_leaves_other_handlers_alone():
-    def handler(closed: bool) -> SimpleNamespace:
-        state = SimpleNamespace(participants={"a": 0, "b": 1}, closed=closed)
+def test_a_node_counts_while_it_is_in_the_round_or_heartbeats_and_other_handlers_are_left_alone():
+    def handler(participants, heartbeats, closed=False) -> SimpleNamespace:
+        state = SimpleNamespace(participants=participants, last_heartbeats=heartbeats, closed=closed)
         return SimpleNamespace(_state_holder=SimpleNamespace(state=state))
 
-    assert round_participants(handler(closed=False)) == 2
-    # A closed run (a node that exited 2 closes it, test_launcher_exits.py): its workers end by themselves;
-    # restarting them only repeated their failure (seen once before this check).
-    assert round_participants(handler(closed=True)) is None
-    assert round_participants(SimpleNamespace()) is None  # e.g. the legacy etcd handler
+    assert nodes_present(handler({"a": 0, "b": 1}, {"a": 1.0, "b": 1.0})) == 2
+    assert nodes_present(handler({"a": 0}, {"a": 1.0})) == 1  # b dropped and silent: lost
+    # b dropped from the round while alive (its heartbeats starved at a load average near 10: both
+    # nodes of a new round restarted their workers for nothing before this) heartbeats again: present
+    assert nodes_present(handler({"a": 0}, {"a": 1.0, "b": 2.0})) == 2
+    # A closed run (a node that exited 2 closes it, test_launcher_exits.py): its workers end by themselves
+    assert nodes_present(handler({"a": 0}, {"a": 1.0}, closed=True)) is None
+    assert nodes_present(SimpleNamespace()) is None  # e.g. the legacy etcd handler
+
+
+def test_the_heartbeat_window_is_the_handlers_or_torchs_default():
+    settings = SimpleNamespace(keep_alive_interval=timedelta(seconds=1), keep_alive_max_attempt=3)
+    assert heartbeat_window_s(SimpleNamespace(_settings=settings)) == 3.0
+    assert heartbeat_window_s(SimpleNamespace()) == 15.0
 
 
 @pytest.mark.slow
@@ -58,3 +68,5 @@ def test_a_node_killed_before_the_process_group_formed_does_not_hold_the_survivo
                                       describe="the survivor's step alone")
     assert went_on.node == "node0"
     assert "[torchfleet] the rendezvous has 1 of this round's 2 nodes" in survivor.log_text()
+    # it acted on the kill only: no restart for a live node's late heartbeat before it
+    assert survivor.log_text().count("[torchfleet] the rendezvous has") == 1

@@ -11,33 +11,47 @@ came 122 s after the kill, and it trained nothing meanwhile (tests/training_imag
 The dynamic rendezvous (etcd-v2 and c10d backends) drops a node whose heartbeat is older than
 ``keep_alive_interval x keep_alive_max_attempt`` from the round's participants whenever it syncs its
 state (``_BackendRendezvousStateHolder._sanitize``), which the agent does at every monitor pass
-(``num_nodes_waiting``) and on each keep-alive. When the round then has fewer participants than the
-workers' group has nodes, the monitor reports the workers UNHEALTHY and the agent restarts them into
+(``num_nodes_waiting``) and on each keep-alive. When the rendezvous then has fewer nodes than the
+workers' group (see below), the monitor reports the workers UNHEALTHY and the agent restarts them into
 a new round (one of ``--max_restarts``, as the collective's failure would have used). The bound is
 the heartbeat expiry (3 s with the launcher's tuned settings) plus a monitor pass, not minutes.
 
-A node declared dead while alive (heartbeats starved on a loaded machine: rdzvconf.py's margin is
-there to prevent it) costs one restart of the workers, not a hang. This reads the handler's private
-state (torch 2.13's DynamicRendezvousHandler ``_state_holder.state.participants``); any other
-handler, or a torch without it, is left alone. No torch import at module level: the launcher stays light.
+A live node can be dropped too: at a load average of 6-12 on 2 cores, an agent busy starting its
+workers missed heartbeats for over 3 s and both nodes of a new round saw the other dropped (a first
+version of this restarted them: an extra restart at every start, bench/kills.py). A live node's
+next keep-alive puts it back in ``last_heartbeats`` (not in the round); a dead one never comes
+back. So a node counts as lost only when it is in neither, for a whole heartbeat window
+(``keep_alive_interval x keep_alive_max_attempt``) in a row: the bound for a true loss is two such
+windows (6 s with the tuned settings) plus a monitor pass. This reads the handler's private state
+(torch 2.13's DynamicRendezvousHandler ``_state_holder.state`` and ``_settings``); any other handler,
+or a torch without it, is left alone. No torch import at module level: the launcher stays light.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 
 _FLAG = "_torchfleet_lost_peer"
 
 
-def round_participants(handler: object) -> int | None:
-    """Nodes in the handler's current round as its last sync saw them; None for a handler without that
-    state, and for a closed rendezvous: the run has ended (a node's failure closes it, launch_agent), its
-    workers end by themselves, and a new round could not form (a restart would only repeat their work)."""
+def nodes_present(handler: object) -> int | None:
+    """Nodes of the rendezvous as its last sync saw them, in the round or heartbeating (a live node dropped
+    from the round heartbeats again); None for a handler without that state, and for a closed rendezvous:
+    the run has ended (a node's failure closes it, launch_agent), its workers end by themselves, and a
+    new round could not form (a restart would only repeat their work)."""
     state = getattr(getattr(handler, "_state_holder", None), "state", None)
-    participants = getattr(state, "participants", None)
-    if getattr(state, "closed", True) or not isinstance(participants, dict):
+    participants, heartbeats = getattr(state, "participants", None), getattr(state, "last_heartbeats", None)
+    if getattr(state, "closed", True) or not isinstance(participants, dict) or not isinstance(heartbeats, dict):
         return None
-    return len(participants)
+    return len(set(participants) | set(heartbeats))
+
+
+def heartbeat_window_s(handler: object) -> float:
+    """``keep_alive_interval x keep_alive_max_attempt`` of the handler's settings (torch's defaults: 15 s)."""
+    settings = getattr(handler, "_settings", None)
+    interval = getattr(getattr(settings, "keep_alive_interval", None), "total_seconds", lambda: 5.0)()
+    return interval * getattr(settings, "keep_alive_max_attempt", 3)
 
 
 def install() -> None:
@@ -51,16 +65,21 @@ def install() -> None:
 
     def _monitor_workers(self, worker_group):
         result = monitor(self, worker_group)
-        if result.state != WorkerState.HEALTHY:
+        present = nodes_present(self._rdzv_handler) if result.state == WorkerState.HEALTHY else None
+        if present is None or present >= worker_group.group_world_size:
+            self._torchfleet_short_since = None
             return result
-        left = round_participants(self._rdzv_handler)
-        if left is not None and left < worker_group.group_world_size:
-            print(f"[torchfleet] the rendezvous has {left} of this round's {worker_group.group_world_size} nodes "
-                  "(a node's heartbeat expired): restarting the workers into a new round instead of letting them "
-                  "wait for the lost node until the process-group timeout (TORCHFLEET_PG_TIMEOUT_S)",
-                  file=sys.stderr, flush=True)
-            return RunResult(state=WorkerState.UNHEALTHY)
-        return result
+        now = time.monotonic()
+        since = getattr(self, "_torchfleet_short_since", None) or now
+        self._torchfleet_short_since = since
+        if now - since < heartbeat_window_s(self._rdzv_handler):  # a live node heartbeats again within it
+            return result
+        self._torchfleet_short_since = None
+        print(f"[torchfleet] the rendezvous has {present} of this round's {worker_group.group_world_size} nodes "
+              "(a node's heartbeats stopped): restarting the workers into a new round instead of letting them "
+              "wait for the lost node until the process-group timeout (TORCHFLEET_PG_TIMEOUT_S)",
+              file=sys.stderr, flush=True)
+        return RunResult(state=WorkerState.UNHEALTHY)
 
     _monitor_workers.__dict__.update(getattr(monitor, "__dict__", {}))  # e.g. launcher.py's exit-2 flag
     setattr(_monitor_workers, _FLAG, True)
