@@ -80,6 +80,9 @@ def _target_and_request():
     (["--max-duration", "40d"], "--max-duration: from 1m to 30d"),
     (["--max-cost", "-3"], "--max-cost: a number of US dollars above 0"),
     (["--max-cost", "lots"], "--max-cost: a number of US dollars above 0"),
+    # Regression: an in-place job got TORCHFLEET_STOP_AT, which its trainer never reads: it ran past the limit.
+    (["--recovery", "inplace", "--max-duration", "6h"], "--max-duration: a time or cost limit is not implemented"),
+    (["--recovery", "inplace", "--max-cost", "10"], "--max-cost: a time or cost limit is not implemented"),
 ])
 def test_bad_limits_are_exit_2_naming_the_flag(capsys, flags, message):
     capsys.readouterr()
