@@ -26,8 +26,8 @@ Figures, medians with every sample:
   are the net progress of the step counter over the window (a step redone after a restore counts
   once); ``goodput_vs_bare`` (inplace): against ``baseline``, both costs together;
 - ``sample_goodput`` (inplace): the same, counting each step by the share of the global batch
-  it trained (a step of 2 groups out of 3 trains 2/3 of it, training-image/README.md,
-  "Recovery modes"), so the two modes can also be compared by samples;
+  it trained (a step of 2 groups out of 3 trains 2/3 of it, docs/recovery-modes.md),
+  so the two modes can also be compared by samples;
 - ``resume_s``: from a SIGKILL until the survivors' next step; ``join_s``: from a replacement's
   start until it trains with the others;
 - ``redone_steps``: per fault, committed steps lost and trained again (the restart mode resumes

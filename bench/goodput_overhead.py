@@ -4,7 +4,7 @@
     python bench/goodput.py --overhead --quick --json    # the tiny GPT task, any machine (a CPU here)
 
 The issue's GPU part: NCCL refuses two ranks on one GPU, so a GPU run has one replica group
-(training-image/README.md, "Recovery modes"). Everything runs the image's real code: the example
+(docs/recovery-modes.md; its figures: docs/benchmarks.md). Everything runs the image's real code: the example
 script's task (``examples/gpt.py``, ``--task=resnet`` for ``examples/imagenet.py``, which needs
 torchvision), the in-place trainer under the launcher, and a real ``torchft_lighthouse``.
 

@@ -93,8 +93,7 @@ def _job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recovery", choices=jobspec.RECOVERY_MODES, default="restart",
                    help="what a lost node costs: restart (default) restarts every worker from the last checkpoint; "
                         "inplace keeps the survivors training and heals a replacement from a peer (torchft: an "
-                        "Indexed Job, one process per node, and a per-job Lighthouse; training-image/README.md, "
-                        "Recovery modes)")
+                        "Indexed Job, one process per node, and a per-job Lighthouse; docs/recovery-modes.md)")
     p.add_argument("--dry-run", action="store_true", default=False,
                    help="print the YAML that would be submitted; touches no cluster and never calls Pulumi")
     p.add_argument("-f", "--file", type=Path, default=None, metavar="JOB.yaml",

@@ -1,6 +1,6 @@
 """Pure builders for ``--recovery inplace`` jobs: an Indexed Job, its Lighthouse and their network policies.
 
-In the in-place mode (training-image/README.md, "Recovery modes") each pod is one torchft replica
+In the in-place mode (docs/recovery-modes.md) each pod is one torchft replica
 group and a per-job Lighthouse decides, every step, which groups train; survivors never restart.
 No operator or rendezvous is involved, so the job is a plain Kubernetes ``batch/v1`` Job:
 

@@ -6,7 +6,7 @@ O_CREAT | O_EXCL, which is atomic on a local disk and on NFSv3+ (EFS, Filestore,
 NFS). A group formed later therefore always holds a larger number than every older group.
 
 Why: with heartbeat settings that are too aggressive, one job was seen to split into two
-world-size-1 groups that both wrote the same checkpoint (training-image/README.md, "Fenced by
+world-size-1 groups that both wrote the same checkpoint (docs/checkpoints.md, "Fenced by
 generation"). A writer checks the fence before each commit and stops if a newer generation
 exists, and checkpoint names carry the generation, so even a commit that races the check
 cannot replace or outrank a newer group's checkpoint.

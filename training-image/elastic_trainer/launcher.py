@@ -301,7 +301,7 @@ def _warm_agent_imports() -> None:
     ``torch._dynamo`` to format it (torch/_logging/_internal.py): sympy, inductor's config and the
     DTensor op tables, 5 s on a loaded CPU here, paid inside the agent between the failure and the
     restart, once per launcher. It is why a node's first worker restart was slower than the later
-    ones (CPU: 6.2 s against 1.6 s; an H100 machine: 20.6 s against 13-14 s, README.md).
+    ones (CPU: 6.2 s against 1.6 s; an H100 machine: 20.6 s against 13-14 s, docs/benchmarks.md).
     """
 
     def work() -> None:

@@ -1,7 +1,7 @@
 """Random number generator state: what a checkpoint saves of every rank, and how a resume restores it.
 
 At the same world size every rank restores its own saved state, so a resumed run continues
-exactly (training-image/README.md, "Exact resume"); at another world size the per-rank streams
+exactly (docs/checkpoints.md, "Exact resume"); at another world size the per-rank streams
 cannot carry over, and each rank is seeded afresh from (seed, step, rank).
 """
 

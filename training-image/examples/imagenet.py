@@ -11,7 +11,7 @@ In a pod (the controller prepends the rendezvous arguments)::
 no dataset needed, no decoding cost). The global batch is fixed whatever the number of nodes, so
 the learning rate needs no change when nodes come and go; its default follows the linear scaling
 rule, 0.1 per 256 samples (Goyal et al. 2017). On GPUs that compute bf16 natively the forward pass
-runs under bf16 autocast with channels_last (ResNet-50 on an H100: 1805 -> 3696 img/s, README.md);
+runs under bf16 autocast with channels_last (ResNet-50 on an H100: 1805 -> 3696 img/s, docs/benchmarks.md);
 ``--precision=fp32`` and ``--no-channels-last`` turn them off. torchvision comes with the image's
 base; without it the script says so when it runs.
 """
