@@ -59,7 +59,8 @@ SKIPPED: list[tuple[str, str]] = [
     (r"torchfleet (submit|sweep) .*--dataset ",
      "needs a stack that declares datasets: tests/torchfleet/test_dataset_flag.py submits on one (dry run), "
      "tests/controlplane/test_datasets.py against the real API server"),
-    (r"\.venv/bin/python bench/", "a benchmark (minutes): docs/benchmarks.md's figures come from it, never from a test"),
+    (r"\.venv/bin/python bench/",
+     "a benchmark (minutes): docs/benchmarks.md's figures come from it, never from a test"),
     (r"TORCHFLEET_ETCD_BINARY=\S+ PYTHONPATH=\S+ \.venv/bin/python -m pytest tests/training_image/test_gpu\.py",
      "needs a GPU (the `gpu` tests skip without CUDA); TORCHFLEET_GPU_TESTS_ON_CPU=1 runs the same bodies on a CPU"),
     (r"PYTHONPATH=training-image \.venv/bin/python -m elastic_trainer\.launcher",
