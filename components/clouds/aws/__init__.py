@@ -1,4 +1,4 @@
-"""AWS: EKS with an on-demand manager pool, spot GPU pools per (GPU, zone), EFS, the autoscaler."""
+"""AWS: EKS with an on-demand manager group per zone, spot GPU pools per (GPU, zone), EFS, the autoscaler."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ class AwsCluster(pulumi.ComponentResource):
         nodes = EksNodeGroups(
             f"{name}-nodes", spec, control.cluster, subnets, partition, [control.vpc_cni, *network.egress], child
         )
-        node_groups = [nodes.manager, *nodes.gpu_groups.values()]
+        node_groups = [*nodes.managers.values(), *nodes.gpu_groups.values()]
         # A Deployment: ACTIVE only once nodes run it (cluster.py has kube-proxy and the CNI).
         coredns = create_addon(
             f"{name}-coredns",
@@ -75,7 +75,7 @@ class AwsCluster(pulumi.ComponentResource):
             spec,
             control.cluster,
             cluster_name,
-            [*nodes.asg_names, nodes.manager_asg_name],
+            [*nodes.asg_names, *nodes.manager_asg_names],
             identity.account_id,
             partition,
             [*node_groups, control.pod_identity_agent],

@@ -1,4 +1,4 @@
-"""Managed node groups: the on-demand manager pool and one GPU pool per (GPU, zone).
+"""Managed node groups: the on-demand manager pool and the GPU pools, one group per zone each.
 
 GPU groups scale from zero. The cluster autoscaler cannot see a node that does not exist, so it
 reads the would-be node's labels, taints and GPU count from tags on the Auto Scaling group;
@@ -29,6 +29,35 @@ ASG_TAG_PREFIX = "k8s.io/cluster-autoscaler/node-template"
 ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
 # EKS appends 26 characters to a node group name prefix (the provider's unique suffix).
 NAME_PREFIX_SUFFIX = 26
+
+
+def manager_zone_sizes(zones: tuple[str, ...], min_nodes: int, max_nodes: int) -> dict[str, tuple[int, int]]:
+    """managerPool's minNodes and maxNodes split over one node group per zone, (min, max) each.
+
+    One Auto Scaling group per zone, not one over every zone: etcd's members keep their data on
+    zonal EBS volumes, and for a multi-zone group the autoscaler builds its template node from the
+    first zone only and cannot choose the zone it grows into, so a member whose node is lost could
+    stay Pending for good ("either use a single AZ ASG for this use case, or an ASG-per-AZ":
+    cluster-autoscaler/cloudprovider/aws/README.md, "Common Notes and Gotchas"; AWS review M7).
+    The totals stay the user's: the earlier zones take the remainder, and a zone whose share of
+    maxNodes is 0 gets no group (EKS needs maxSize >= 1), so no etcd volume can land there."""
+    n = len(zones)
+    sizes = {}
+    for i, zone in enumerate(zones):
+        lo, hi = min_nodes // n + (i < min_nodes % n), max_nodes // n + (i < max_nodes % n)
+        if hi:
+            sizes[zone] = (lo, hi)
+    return sizes
+
+
+def manager_group_name(zone: str) -> str:
+    return f"{MANAGER_POOL_NAME}-{zone}"
+
+
+def manager_template_tags() -> dict[str, str]:
+    """A manager group may start at zero nodes in its zone; the control pods select the manager
+    label, so the autoscaler's template node must carry it (same mechanism as the GPU pools)."""
+    return {f"{ASG_TAG_PREFIX}/label/{LABEL_POOL}": MANAGER_POOL_NAME}
 
 
 def gpu_labels(pool: GpuPoolSpec) -> dict[str, str]:
@@ -127,18 +156,24 @@ class EksNodeGroups(pulumi.ComponentResource):
         ]
         self._prefix, self._cluster, self._role, self._deps = name, cluster, role, [*attachments, *wait_for]
         manager = spec.manager_pool
-        self.manager = self._create_group(
-            MANAGER_POOL_NAME,
-            subnet_ids=[s.id for s in subnets.values()],
-            instance_types=[manager.machine_type],
-            capacity_type="ON_DEMAND",
-            ami_type=MANAGER_AMI,
-            min_nodes=manager.min_nodes,
-            max_nodes=manager.max_nodes,
-            disk_size_gb=manager.disk_size_gb,
-            labels={LABEL_POOL: MANAGER_POOL_NAME},
-            taints=[],
-        )
+        self.managers: dict[str, aws.eks.NodeGroup] = {}
+        self.manager_asg_names: list[pulumi.Output[str]] = []
+        for zone, (lo, hi) in manager_zone_sizes(spec.zones, manager.min_nodes, manager.max_nodes).items():
+            group_name = manager_group_name(zone)
+            group = self._create_group(
+                group_name,
+                subnet_ids=[subnets[zone].id],
+                instance_types=[manager.machine_type],
+                capacity_type="ON_DEMAND",
+                ami_type=MANAGER_AMI,
+                min_nodes=lo,
+                max_nodes=hi,
+                disk_size_gb=manager.disk_size_gb,
+                labels={LABEL_POOL: MANAGER_POOL_NAME},
+                taints=[],
+            )
+            self.managers[zone] = group
+            self.manager_asg_names.append(self._tag_asg(group_name, group, manager_template_tags()))
         self.gpu_groups: dict[str, aws.eks.NodeGroup] = {}
         self.asg_names: list[pulumi.Output[str]] = []
         for pool in spec.gpu_pools:
@@ -154,20 +189,23 @@ class EksNodeGroups(pulumi.ComponentResource):
                 labels=gpu_labels(pool),
                 taints=[taint_for_eks(GPU_TAINT)],
             )
-            asg_name = group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
-            for key, value in sorted(scale_from_zero_tags(pool).items()):
-                aws.autoscaling.Tag(
-                    f"{name}-{pool.name}-{tag_resource_suffix(key)}",
-                    autoscaling_group_name=asg_name,
-                    tag={"key": key, "value": value, "propagate_at_launch": False},
-                    # One tag per key on the group: a replacement written first would be deleted
-                    # with the old resource (torchfleet/preview/plans.py UNIQUE_BY).
-                    opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
-                )
             self.gpu_groups[pool.name] = group
-            self.asg_names.append(asg_name)
-        self.manager_asg_name = self.manager.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
-        self.register_outputs({"gpuPools": list(self.gpu_groups)})
+            self.asg_names.append(self._tag_asg(pool.name, group, scale_from_zero_tags(pool)))
+        self.register_outputs({"gpuPools": list(self.gpu_groups), "managerZones": list(self.managers)})
+
+    def _tag_asg(self, pool_name: str, group: aws.eks.NodeGroup, tags: dict[str, str]) -> pulumi.Output[str]:
+        """Writes the autoscaler's template tags on the group's Auto Scaling group; returns its name."""
+        asg_name = group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
+        for key, value in sorted(tags.items()):
+            aws.autoscaling.Tag(
+                f"{self._prefix}-{pool_name}-{tag_resource_suffix(key)}",
+                autoscaling_group_name=asg_name,
+                tag={"key": key, "value": value, "propagate_at_launch": False},
+                # One tag per key on the group: a replacement written first would be deleted
+                # with the old resource (torchfleet/preview/plans.py UNIQUE_BY).
+                opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            )
+        return asg_name
 
     def _create_group(
         self,

@@ -1,7 +1,7 @@
 import pytest
 
 from components.catalog import Machine
-from components.clouds.aws.nodegroups import GPU_AMI, launch_template_args, scale_from_zero_tags
+from components.clouds.aws.nodegroups import GPU_AMI, launch_template_args, manager_zone_sizes, scale_from_zero_tags
 from components.clouds.aws.options import nodegroup_options
 from components.spec import GpuPoolSpec
 from torchfleet.preview.mock_aws import NAME_SUFFIX
@@ -17,6 +17,12 @@ GPU_GROUPS = {
         **{f"gpu-t4-us-east-1{z}": (f"us-east-1{z}", "SPOT", ["g4dn.xlarge"], 0, 4) for z in "abc"},
         **{f"gpu-a10g-us-east-1{z}": (f"us-east-1{z}", "ON_DEMAND", ["g5.12xlarge"], 1, 2) for z in "abc"},
     },
+}
+# fixture: {manager group: (zone, min, max)}: managerPool {minNodes: 1, maxNodes: 3} in both
+# (the stack's and the default), split over the zones with the remainder to the earlier ones.
+MANAGER_GROUPS = {
+    "aws_example": {"manager-us-west-2a": ("us-west-2a", 1, 2), "manager-us-west-2b": ("us-west-2b", 0, 1)},
+    "aws_three_zones": {f"manager-us-east-1{z}": (f"us-east-1{z}", int(z == "a"), 1) for z in "abc"},
 }
 
 
@@ -34,7 +40,7 @@ def _subnet_zone(result, subnet_id):
 def test_one_gpu_group_per_gpu_and_zone(request, fixture):
     result = request.getfixturevalue(fixture)
     groups = {_pool(g): g for g in result.of_type("aws:eks/nodeGroup:NodeGroup")}
-    assert set(groups) == {"manager", *GPU_GROUPS[fixture]}
+    assert set(groups) == {*MANAGER_GROUPS[fixture], *GPU_GROUPS[fixture]}
     for pool, (zone, capacity, types, lo, hi) in GPU_GROUPS[fixture].items():
         g = groups[pool].inputs
         assert [_subnet_zone(result, s) for s in g["subnetIds"]] == [zone]
@@ -53,18 +59,61 @@ def test_one_gpu_group_per_gpu_and_zone(request, fixture):
         assert g["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}]
 
 
-def test_manager_group_is_on_demand_in_every_zone(aws_example):
-    manager = next(g for g in aws_example.of_type("aws:eks/nodeGroup:NodeGroup") if _pool(g) == "manager")
-    assert manager.inputs["capacityType"] == "ON_DEMAND"
-    assert manager.inputs["instanceTypes"] == ["m6i.large"]
-    assert manager.inputs["labels"] == {"torchfleet.io/pool": "manager"}
-    assert not manager.inputs.get("taints")
-    assert sorted(_subnet_zone(aws_example, s) for s in manager.inputs["subnetIds"]) == ["us-west-2a", "us-west-2b"]
+@pytest.mark.parametrize("fixture", MANAGER_GROUPS)
+def test_one_on_demand_manager_group_per_zone(request, fixture):
+    """Regression (issue 20, AWS review M7): one manager group spanned every zone, so the autoscaler
+    could not grow it in the zone of a lost etcd member's EBS volume, which then stayed Pending."""
+    result = request.getfixturevalue(fixture)
+    groups = {_pool(g): g for g in result.of_type("aws:eks/nodeGroup:NodeGroup") if _pool(g).startswith("manager")}
+    assert set(groups) == set(MANAGER_GROUPS[fixture])
+    for pool, (zone, lo, hi) in MANAGER_GROUPS[fixture].items():
+        g = groups[pool].inputs
+        assert [_subnet_zone(result, s) for s in g["subnetIds"]] == [zone]
+        assert g["capacityType"] == "ON_DEMAND"
+        assert g["instanceTypes"] == ["m6i.large"]
+        assert g["labels"] == {"torchfleet.io/pool": "manager"}
+        assert not g.get("taints")
+        assert g["scalingConfig"] == {"minSize": lo, "maxSize": hi, "desiredSize": lo}
+
+
+@pytest.mark.parametrize("fixture", MANAGER_GROUPS)
+def test_no_node_group_spans_zones(request, fixture):
+    """The class of M7: a pod bound to a zonal volume needs a group the autoscaler can grow in that
+    zone, so every node group, manager or GPU, has exactly one subnet (one zone)."""
+    result = request.getfixturevalue(fixture)
+    for g in result.of_type("aws:eks/nodeGroup:NodeGroup"):
+        assert len(g.inputs["subnetIds"]) == 1, _pool(g)
+
+
+@pytest.mark.parametrize("n_zones", [1, 2, 3, 4])
+@pytest.mark.parametrize(("lo", "hi"), [(0, 1), (1, 1), (1, 3), (2, 3), (3, 3), (0, 7), (5, 10), (100, 450)])
+def test_manager_sizes_split_over_zones_keep_the_totals(n_zones, lo, hi):
+    zones = tuple(f"z{i}" for i in range(n_zones))
+    sizes = manager_zone_sizes(zones, lo, hi)
+    assert sum(z[0] for z in sizes.values()) == lo
+    assert sum(z[1] for z in sizes.values()) == hi
+    assert list(sizes) == list(zones[: min(n_zones, hi)])  # a zone with no share of maxNodes has no group
+    assert all(zhi >= 1 and 0 <= zlo <= zhi for zlo, zhi in sizes.values())  # EKS: maxSize >= 1, min <= max
+    assert max(z[1] for z in sizes.values()) - min(z[1] for z in sizes.values()) <= 1
+
+
+@pytest.mark.parametrize("fixture", MANAGER_GROUPS)
+def test_manager_groups_can_scale_from_zero_in_their_zone(request, fixture):
+    """A zone's manager group may start at zero nodes; the template node must carry the label the
+    control pods (etcd, the autoscaler) select, or the autoscaler never grows that zone for them."""
+    result = request.getfixturevalue(fixture)
+    tags = {}
+    for t in result.of_type("aws:autoscaling/tag:Tag"):
+        tags.setdefault(t.inputs["autoscalingGroupName"], {})[t.inputs["tag"]["key"]] = t.inputs["tag"]["value"]
+    for pool in MANAGER_GROUPS[fixture]:
+        assert tags[f"eks-{pool}-{NAME_SUFFIX}-0a1b2c3d"] == {
+            "k8s.io/cluster-autoscaler/node-template/label/torchfleet.io/pool": "manager"
+        }
 
 
 def test_every_group_uses_an_imdsv2_launch_template(aws_example):
     templates = aws_example.of_type("aws:ec2/launchTemplate:LaunchTemplate")
-    assert len(templates) == 4
+    assert len(templates) == len(aws_example.of_type("aws:eks/nodeGroup:NodeGroup")) == 5
     for t in templates:
         assert t.inputs["metadataOptions"]["httpTokens"] == "required"
         assert t.inputs["metadataOptions"]["httpPutResponseHopLimit"] == 1
@@ -130,7 +179,8 @@ def test_each_gpu_groups_asg_carries_its_tags(request, fixture):
         assert t.inputs["tag"]["propagateAtLaunch"] is False
         by_group.setdefault(t.inputs["autoscalingGroupName"], {})[t.inputs["tag"]["key"]] = t.inputs["tag"]["value"]
     # EKS names a managed node group's Auto Scaling group eks-<nodegroup>-<uuid> (see mock_aws).
-    assert set(by_group) == {f"eks-{pool}-{NAME_SUFFIX}-0a1b2c3d" for pool in GPU_GROUPS[fixture]}
+    groups = {*GPU_GROUPS[fixture], *MANAGER_GROUPS[fixture]}
+    assert set(by_group) == {f"eks-{pool}-{NAME_SUFFIX}-0a1b2c3d" for pool in groups}
     for pool in GPU_GROUPS[fixture]:
         group_tags = by_group[f"eks-{pool}-{NAME_SUFFIX}-0a1b2c3d"]
         gpus = "4" if "a10g" in pool and fixture == "aws_three_zones" else "1"
