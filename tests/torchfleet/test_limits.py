@@ -54,6 +54,14 @@ def test_max_duration_sets_one_stop_time_in_every_pod(capsys):
     assert "note: time limit: stops with a checkpoint at" in err and "6h0m" not in err and "6h after" in err
 
 
+def test_an_inplace_job_gets_the_limit_too(capsys):
+    # Until the in-place trainer read TORCHFLEET_STOP_AT (inplace.py) submit refused the flags with it (exit 2).
+    before = time.time()
+    values, _ = stop_at(capsys, "--recovery", "inplace", "--max-duration", "6h")
+    assert values and len(set(values)) == 1
+    assert before + 6 * 3600 - 1 <= values[0] <= time.time() + 6 * 3600
+
+
 def test_max_cost_is_a_duration_at_the_jobs_hourly_ceiling_and_the_earlier_limit_wins(capsys):
     ceiling = cost.for_jobs(*_target_and_request()).total  # 4 nodes on the priciest T4 machine
     before = time.time()
@@ -80,9 +88,6 @@ def _target_and_request():
     (["--max-duration", "40d"], "--max-duration: from 1m to 30d"),
     (["--max-cost", "-3"], "--max-cost: a number of US dollars above 0"),
     (["--max-cost", "lots"], "--max-cost: a number of US dollars above 0"),
-    # Regression: an in-place job got TORCHFLEET_STOP_AT, which its trainer never reads: it ran past the limit.
-    (["--recovery", "inplace", "--max-duration", "6h"], "--max-duration: a time or cost limit is not implemented"),
-    (["--recovery", "inplace", "--max-cost", "10"], "--max-cost: a time or cost limit is not implemented"),
 ])
 def test_bad_limits_are_exit_2_naming_the_flag(capsys, flags, message):
     capsys.readouterr()

@@ -64,7 +64,8 @@ def test_backward_lands_in_the_one_buffer_and_an_unreached_parameter_has_a_zero_
     assert all(p.grad.untyped_storage().data_ptr() == storage for p in model.parameters())
     assert torch.equal(model.used.weight.grad, expected[0]) and torch.equal(model.used.bias.grad, expected[1])
     assert model.unused.weight.grad is not None and not model.unused.weight.grad.any()  # the optimizer sees it
-    assert flat.numel() == sum(p.numel() for p in model.parameters()) + 2  # then the loss sum and sample count
+    # then the loss sum, sample count and time-limit votes (inplace._TAIL)
+    assert flat.numel() == sum(p.numel() for p in model.parameters()) + 3
     assert torch.equal(flat[:6], model.used.weight.grad.reshape(-1))
 
 

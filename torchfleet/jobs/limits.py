@@ -86,12 +86,6 @@ def apply(req: JobRequest, args: argparse.Namespace, target: Target) -> JobReque
     limit = limit_s(args, target, req)
     if limit is None:
         return req
-    if req.recovery == "inplace":
-        # The in-place trainer (training-image/elastic_trainer/inplace.py) reads no TORCHFLEET_STOP_AT yet:
-        # accepted, the limit would be ignored and the job would run (and bill) past it.
-        flag = "--max-duration" if getattr(args, "max_duration", None) is not None else "--max-cost"
-        raise UsageError(f"{flag}: a time or cost limit is not implemented for --recovery inplace yet; "
-                         "submit with --recovery restart, or without the limit")
     seconds, how = limit
     started = getattr(args, "limits_started", None) or time.time()
     args.limits_started = started

@@ -22,6 +22,15 @@ the same contiguous slice of every global batch as rank ``g`` of world ``G`` in 
 (data/sampler.py), at the step the quorum agreed on. A step whose quorum lacks a group trains on
 the slices of the groups present: a smaller batch, same learning rate (the gradient is the mean
 over the samples present). The missing slice of that step is not revisited.
+
+Time limit (``TORCHFLEET_STOP_AT``, deadline.py): each group votes "past the limit" in the step's
+gradient all-reduce, beside the loss sum, so every group of a committed step sees the same sum and
+all stop after that step: replica rank 0 commits the stop checkpoint, the others wait for it, and
+all exit 0 (the Job ends Succeeded, and resumes from that checkpoint when submitted again).
+
+Final model (``--output-dir``, outputs.py): replica rank 0 exports it once the final checkpoint is
+committed; the other groups wait for the export as well (bounded as the wait for the checkpoint),
+since the Job succeeds at the first group that exits 0 and then stops the rest, the writer included.
 """
 
 from __future__ import annotations
@@ -36,7 +45,14 @@ import torch
 from torch import nn
 from torch.utils.data import default_collate
 
-from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_MEMBERSHIP_CHANGE, EXIT_NONFINITE, schedule
+from elastic_trainer import (
+    EXIT_CHECKPOINT_FAILED,
+    EXIT_MEMBERSHIP_CHANGE,
+    EXIT_NONFINITE,
+    deadline,
+    outputs,
+    schedule,
+)
 from elastic_trainer.async_writer import AsyncWriter, WriteOutcome
 from elastic_trainer.checkpoint import CheckpointStore, CheckpointWriteError
 from elastic_trainer.data.sampler import ElasticBatchSampler
@@ -85,6 +101,9 @@ ENV_LIGHTHOUSE_WAIT_S = "TORCHFLEET_INPLACE_LIGHTHOUSE_WAIT_S"
 # room for a heal of a large state over a slow link (longer torchft timeouts raise the default).
 ENV_STALL_S = "TORCHFLEET_INPLACE_STALL_S"
 EXIT_BAD_SETTINGS = 2  # the node does not start the worker again (replica_node.FINAL_CODES)
+
+
+_TAIL = 3  # the gradient buffer's last entries: loss sum, sample count, time-limit votes (_bind_gradients)
 
 
 def recovery_mode(environ: dict[str, str] | os._Environ[str] = os.environ) -> str:
@@ -168,6 +187,7 @@ class _InplaceRun:
         if self.stall_s <= inner:  # it would end calls that are still within torchft's own bounds
             raise ValueError(f"{ENV_STALL_S}={self.stall_s:g}: must exceed {ENV_QUORUM_TIMEOUT_S} + 3 x "
                              f"{ENV_TIMEOUT_S} ({inner:g} s), what one torchft call may take by its own timeouts")
+        self.stop_at = deadline.stop_at()  # --max-duration/--max-cost: all groups stop together, exit 0
         self.lighthouse = os.environ.get(ENV_LIGHTHOUSE, "")
         if not self.lighthouse:
             raise ValueError(f"{ENV_LIGHTHOUSE} is not set: the in-place mode needs the job's Lighthouse address")
@@ -306,7 +326,7 @@ class _InplaceRun:
 
     def _bind_gradients(self) -> torch.Tensor:
         """One flat buffer holding every parameter's gradient (as views) and, after them, the step's loss
-        sum and sample count: what ``_average_gradients`` all-reduces.
+        sum, sample count and time-limit votes: what ``_average_gradients`` all-reduces.
 
         Backward accumulates into existing ``.grad`` tensors in place, so the gradients land in the
         buffer: no per-step copy into a flat tensor and back, and one division for all of them
@@ -319,7 +339,7 @@ class _InplaceRun:
             raise ValueError(f"the in-place mode averages gradients in one buffer: the model's parameters must share "
                              f"one dtype and device, got {sorted(str(k) for k in kinds)}")
         total = sum(p.numel() for p in params)
-        flat = torch.zeros(total + 2, dtype=params[0].dtype, device=params[0].device)
+        flat = torch.zeros(total + _TAIL, dtype=params[0].dtype, device=params[0].device)
         offset = 0
         for param in params:
             chunk = flat[offset:offset + param.numel()]
@@ -352,15 +372,16 @@ class _InplaceRun:
         buffer): on the CPU that was ~0.45 ms of a step (bench/goodput.py --overhead).
         """
         flat = self.grads
-        tail = flat[-2:]
+        tail = flat[-_TAIL:]
         tail[0].copy_(loss_sum.reshape(()))
         tail[1].fill_(float(count))
+        tail[2].fill_(1.0 if deadline.due(self.stop_at) else 0.0)  # a healing group's is zeroed: it sees the others'
         if not self._alone():
             with self.bound("the gradient all-reduce"):
                 self.manager.allreduce(flat, reduce_op=torch.distributed.ReduceOp.SUM).wait()
         groups = self.manager.num_participants()
         if groups > 1:
-            flat[:-2].div_(groups)
+            flat[:-_TAIL].div_(groups)
 
     def _no_quorum(self, exc: Exception) -> int:
         """The Lighthouse is gone (or the quorum failed): the node starts this worker again (replica_node.py)."""
@@ -440,7 +461,7 @@ class _InplaceRun:
             # Read on the host now, before the update is queued: should_commit synchronised the
             # device, so these wait for nothing. After optimizer.step they would wait for it, and
             # the next batch could not be prepared while the update runs (on a GPU).
-            loss_sum, loss_count = self.grads[-2:].tolist()
+            loss_sum, loss_count, due_votes = self.grads[-_TAIL:].tolist()
             step = manager.current_step()
             report = step % cfg.progress_every == 0 or step == cfg.total_steps
             digest = _digest(self.model) if report else None
@@ -479,6 +500,8 @@ class _InplaceRun:
                 return code
             if step >= cfg.total_steps:
                 continue  # the final checkpoint after the next quorum agrees we are done
+            if due_votes > 0:  # every group of this committed step got the same sum: all stop here
+                return self._time_limit(step, quorum[1])
             if step % cfg.checkpoint_every == 0 and quorum[1] == 0 and not self.guard.in_a_row:  # nonfinite.py
                 self._checkpoint(sampler, step, "periodic")
 
@@ -504,33 +527,66 @@ class _InplaceRun:
     def failed_save(self) -> int:
         return self._failed_save
 
+    def _time_limit(self, step: int, replica_rank: int | None) -> int:
+        """Past ``TORCHFLEET_STOP_AT``: replica rank 0 commits the stop checkpoint, the others wait for it; exit 0."""
+        emit("time_limit", group=self.group, step=step)
+        if replica_rank == 0:
+            code = self._checkpoint(None, step, "stop") or self.failed_save()
+        else:
+            code = self._await_committed(step, "stop")
+        emit("exit", group=self.group, step=step, code=code, reason="time_limit")
+        return code
+
     def _finish(self, step: int) -> int:
         """The last step: the group of replica rank 0 writes the final checkpoint; the others wait for it.
 
         The Kubernetes Job succeeds at the first group that exits 0 and stops the rest
         (torchfleet/jobs/inplace_job.py, successPolicy), so no group may exit 0 before the final
-        checkpoint is committed.
+        checkpoint is committed. The same group then exports the final model (outputs.py); a group that
+        resumed an already finished job from the store exports it if it is missing, as trainer.py does.
         """
-        if self.trained and self.manager.participating_rank() == 0:  # not a group that found the job done
+        writer = self.manager.participating_rank() == 0
+        if self.trained and writer:  # not a group that found the job done
             self._checkpoint(None, step, "final")
-            return self.failed_save()
-        return self._await_final(step)
+            code = self.failed_save()
+        else:
+            code = self._await_committed(step, "final")
+        if code == 0 and writer:
+            outputs.finish(self.model, self.cfg.output_dir, step, self.manager.num_participants())
+        elif code == 0 and self.cfg.output_dir is not None:
+            self._await_export(step)
+        return code
 
-    def _await_final(self, step: int) -> int:
-        deadline = time.monotonic() + self.final_wait_s
+    def _await_committed(self, step: int, what: str) -> int:
+        """Wait for the writer's checkpoint of ``step`` (``what``: final or stop), at most ``final_wait_s``."""
+        limit = time.monotonic() + self.final_wait_s
         started = time.monotonic()
         while not any(c.step >= step for c in self.store.committed()):
             if self.stop:  # a spot notice: the writer's group finishes the job
                 return 128 + self.stop.signum
-            if time.monotonic() > deadline:
+            if time.monotonic() > limit:
                 # The writer died before committing it: start again, so that whichever group holds the
                 # state trains on from the newest checkpoint and writes the final one.
-                log.warning("no final checkpoint of step %d after %.0f s", step, time.monotonic() - started)
-                emit("exit", group=self.group, step=step, code=EXIT_MEMBERSHIP_CHANGE, reason="no final checkpoint")
+                log.warning("no %s checkpoint of step %d after %.0f s", what, step, time.monotonic() - started)
+                emit("exit", group=self.group, step=step, code=EXIT_MEMBERSHIP_CHANGE, reason=f"no {what} checkpoint")
                 return EXIT_MEMBERSHIP_CHANGE
             time.sleep(0.2)
-        emit("final_seen", group=self.group, step=step, waited_s=round(time.monotonic() - started, 3))
+        emit(f"{what}_seen", group=self.group, step=step, waited_s=round(time.monotonic() - started, 3))
         return 0
+
+    def _await_export(self, step: int) -> None:
+        """Wait (at most ``final_wait_s``) for the writer's export: exiting 0 first would let the Job stop it.
+
+        A failed export is the writer's to report (outputs.finish); it then exits 0 itself, and on
+        Kubernetes the Job ends this wait. Past the bound this group exits 0 anyway: the final
+        checkpoint holds the same weights.
+        """
+        limit = time.monotonic() + self.final_wait_s
+        while outputs.exported_step(self.cfg.output_dir) != step:
+            if self.stop or time.monotonic() > limit:
+                log.warning("no exported model of step %d in %s", step, self.cfg.output_dir)
+                return
+            time.sleep(0.2)
 
     def _claim(self) -> int:
         """A new generation whenever this group becomes the writer of a new quorum (checkpoint.py's fence).
