@@ -95,10 +95,54 @@ def test_a_path_after_the_name(capsys, tmp_path):
     assert {"name": "dataset-c4", "mountPath": "/datasets/c4", "readOnly": True} in mounts
 
 
-def test_gke_pods_ask_for_the_fuse_sidecar(capsys, tmp_path):
+def test_gke_pods_ask_for_the_fuse_sidecar_and_set_its_resources(capsys, tmp_path):
     code, docs, err = submit(capsys, tmp_path, "--dataset", "imagenet", stack="gke-data")
     assert code == 0, err
-    assert docs[0]["spec"]["template"]["metadata"]["annotations"]["gke-gcsfuse/volumes"] == "true"
+    annotations = docs[0]["spec"]["template"]["metadata"]["annotations"]
+    # the names gcs-fuse-csi-driver's webhook reads (pkg/webhook/mutatingwebhook.go); without them its
+    # defaults (250m CPU limit, 256Mi, 5Gi) apply and are counted by nothing
+    assert {k: v for k, v in annotations.items() if k.startswith("gke-gcsfuse/")} == {
+        "gke-gcsfuse/volumes": "true",
+        "gke-gcsfuse/cpu-request": "500m",
+        "gke-gcsfuse/cpu-limit": "0",
+        "gke-gcsfuse/memory-request": "1024Mi",
+        "gke-gcsfuse/memory-limit": "0",
+        "gke-gcsfuse/ephemeral-storage-request": "1Gi",
+    }
+
+
+def test_gke_pods_leave_room_for_the_sidecar(capsys, tmp_path):
+    """Review of issue 21: the pod asked for its whole share of the node and the injected sidecar came on top,
+    so the pod stayed Pending; with --dataset its requests are less by what the sidecar's annotations request."""
+    _, plain, _ = submit(capsys, tmp_path, stack="gke-data")
+    code, mounted, err = submit(capsys, tmp_path, "--dataset", "imagenet", stack="gke-data")
+    assert code == 0, err
+
+    def requests(docs):
+        container = docs[0]["spec"]["template"]["spec"]["containers"][0]
+        return container["resources"]["requests"]
+
+    cpu = lambda r: int(r["cpu"].removesuffix("m"))  # noqa: E731
+    mem = lambda r: int(r["memory"].removesuffix("Mi"))  # noqa: E731
+    assert cpu(requests(mounted)) + 500 <= cpu(requests(plain))
+    assert mem(requests(mounted)) + 1024 <= mem(requests(plain))
+
+
+@pytest.mark.parametrize(("stack", "flags", "labelled"), [
+    ("gke-data", ["--dataset", "imagenet"], True),
+    ("aws-data", ["--dataset", "imagenet"], True),
+    ("gke-data", [], False),
+    ("aws-data", [], False),
+])
+def test_only_pods_that_mount_a_dataset_carry_the_label_the_egress_policy_selects(
+        capsys, tmp_path, stack, flags, labelled):
+    """Review of issue 21: training-to-datasets selected every training pod; now it requires this label
+    (tests/components/clouds/test_gcp_datasets.py), which only --dataset sets."""
+    code, docs, err = submit(capsys, tmp_path, *flags, stack=stack)
+    assert code == 0, err
+    labels = docs[0]["spec"]["template"]["metadata"]["labels"]
+    assert labels.get("torchfleet.io/datasets") == ("true" if labelled else None)
+    assert labels["torchfleet.io/role"] == "training"  # the policy's other selector still matches
 
 
 @pytest.mark.parametrize(

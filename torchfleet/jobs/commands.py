@@ -375,7 +375,9 @@ def run_submit(args: argparse.Namespace) -> int:
 
     def plan(t: targets.Target) -> Planned:
         req = _request(args, t, args.name, command, code=code.ref)
-        return [(req, *_documents(req, t, _dataset(args, t, req)))]
+        dataset = _dataset(args, t, req)
+        req = job_datasets.sized_for(req, dataset)
+        return [(req, *_documents(req, t, dataset))]
 
     return _submit_all(args, plan, code)
 
@@ -390,7 +392,9 @@ def run_sweep(args: argparse.Namespace) -> int:
         for i, overrides in enumerate(combos):
             req = _request(args, t, f"{args.name}-{i}", command, overrides=overrides, sweep=args.name,
                            code=code.ref)
-            planned.append((req, *_documents(req, t, _dataset(args, t, req))))
+            dataset = _dataset(args, t, req)
+            req = job_datasets.sized_for(req, dataset)
+            planned.append((req, *_documents(req, t, dataset)))
         return planned
 
     shown = plan(resolve_target(args, need_cluster=False).target)

@@ -3,18 +3,21 @@
 The stack's training layer made a read-only claim `dataset-NAME` per dataset (components/kube/datasets.py);
 a job mounts it at PATH (default /data/NAME). NAME is checked against the stack file before anything
 is sent, so a typo is an exit-2 error naming the datasets there are, not a pod stuck in
-ContainerCreating. On GKE the pods also carry the annotation that injects the Cloud Storage FUSE sidecar.
+ContainerCreating. On GKE the pods also carry the annotations that inject the Cloud Storage FUSE sidecar
+and set its resources, and the pod's own requests leave room for it (sized_for).
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from components.kube import datasets as kube_datasets
 from torchfleet.jobs.errors import UsageError
 from torchfleet.jobs.mounts import _within, normalize_mount
+from torchfleet.jobs.sizing import beside_sidecar
+from torchfleet.jobs.spec import JobRequest
 
 FLAG = "--dataset"
 DEFAULT_ROOT = "/data"
@@ -26,6 +29,7 @@ class DatasetMount:
     name: str
     path: str
     annotations: tuple[tuple[str, str], ...] = ()
+    sidecar: tuple[int, int] = (0, 0)  # what the sidecar the cloud injects requests: CPU millicores, MiB
 
     @property
     def claim(self) -> str:
@@ -61,7 +65,15 @@ def parse_dataset(item: str, declared: tuple[str, ...] | None, cloud: str, stack
         raise UsageError(f"{FLAG}: {where} overlaps the shared store at {shared_mount} (--mount), and one mount "
                          f"would hide the other; use another path, e.g. {DEFAULT_ROOT}/{name}")
     annotations = kube_datasets.POD_ANNOTATIONS.get(cloud, {})
-    return DatasetMount(name=name, path=where, annotations=tuple(sorted(annotations.items())))
+    return DatasetMount(name=name, path=where, annotations=tuple(sorted(annotations.items())),
+                        sidecar=kube_datasets.SIDECAR_REQUESTS.get(cloud, (0, 0)))
+
+
+def sized_for(req: JobRequest, dataset: DatasetMount | None) -> JobRequest:
+    """The request with its pods' requests less what the dataset's sidecar requests (sizing.beside_sidecar)."""
+    if dataset is None or dataset.sidecar == (0, 0):
+        return req
+    return replace(req, sizing=beside_sidecar(req.sizing, *dataset.sidecar))
 
 
 def _pod_templates(node: Any) -> list[dict[str, Any]]:
@@ -96,6 +108,9 @@ def mount_into(job: dict[str, Any], dataset: DatasetMount | None) -> dict[str, A
             container.setdefault("volumeMounts", []).append(
                 {"name": dataset.volume, "mountPath": dataset.path, "readOnly": True}
             )
+        metadata = template.setdefault("metadata", {})
+        # the label the storage egress policy selects (components/kube/datasets.py): only these pods get it
+        metadata.setdefault("labels", {})[kube_datasets.LABEL_MOUNTS_DATASET] = "true"
         if dataset.annotations:
-            template.setdefault("metadata", {}).setdefault("annotations", {}).update(dict(dataset.annotations))
+            metadata.setdefault("annotations", {}).update(dict(dataset.annotations))
     return job

@@ -79,15 +79,39 @@ def size(machine: catalog.Machine, gpus_per_node: int) -> Sizing:
     the GPUs; here each GPU's training process keeps one core and its share of the rest feeds it.
     """
     share = gpus_per_node / machine.gpus
-    cpu = int((machine.vcpus * 1000 - _reserved_cpu_millis(machine.vcpus)) * share) // 100 * 100
+    cpu = int(allocatable_cpu_millis(machine) * share) // 100 * 100
+    memory = int(allocatable_memory_mib(machine) * share) // 256 * 256
+    return _sized(machine.type, gpus_per_node, cpu, memory)
+
+
+def allocatable_cpu_millis(machine: catalog.Machine) -> int:
+    """What a node of this machine leaves to pods, by the reservations above."""
+    return machine.vcpus * 1000 - _reserved_cpu_millis(machine.vcpus)
+
+
+def allocatable_memory_mib(machine: catalog.Machine) -> int:
     total_mib = machine.memory_gib * 1024
-    memory = int((total_mib - _reserved_memory_mib(total_mib)) * share) // 256 * 256
+    return total_mib - _reserved_memory_mib(total_mib)
+
+
+def beside_sidecar(sizing: Sizing, cpu_millis: int, memory_mib: int) -> Sizing:
+    """The pod's requests less a sidecar's that an admission webhook adds to it (GKE's Cloud Storage
+    FUSE sidecar, components/kube/datasets.py): the scheduler sums both, and a pod sized to its whole
+    share plus a sidecar fits no node and stays Pending. A CPU job keeps what the user asked for."""
+    if sizing.gpus == 0 or (cpu_millis, memory_mib) == (0, 0):
+        return sizing
+    cpu = (sizing.cpu_millis - cpu_millis) // 100 * 100
+    memory = (sizing.memory_mib - memory_mib) // 256 * 256
+    return _sized(sizing.machine, sizing.gpus, cpu, memory)
+
+
+def _sized(machine: str, gpus_per_node: int, cpu: int, memory: int) -> Sizing:
     cores_per_gpu = cpu // 1000 // gpus_per_node
     workers = max(1, cores_per_gpu - 1)
     # /dev/shm is memory-backed and counts against the pod's memory: a quarter of it carries the
     # loaders' batches (Docker's 64 MiB default makes multi-worker loaders crash with "bus error").
     shm = max(512, min(memory // 4, 16384)) // 256 * 256
-    return Sizing(machine.type, gpus_per_node, cpu, memory, shm, workers)
+    return Sizing(machine, gpus_per_node, cpu, memory, shm, workers)
 
 
 def size_cpu(cpu_millis: int, memory_mib: int) -> Sizing:

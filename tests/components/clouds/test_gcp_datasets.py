@@ -66,7 +66,12 @@ def test_read_only_volumes_and_the_sidecars_egress(gcp_datasets):
     assert pv["spec"]["accessModes"] == ["ReadOnlyMany"]
     assert objects[("PersistentVolumeClaim", "dataset-c4")]["spec"]["volumeName"] == "elastic-job-dataset-c4"
     policy = objects[("NetworkPolicy", "training-to-datasets")]
-    assert policy["spec"]["podSelector"] == {"matchLabels": {"torchfleet.io/role": "training"}}
+    # Only pods of jobs submitted with --dataset (review of issue 21: the policy selected every training pod,
+    # opening all Google APIs and the metadata server to jobs that mount nothing); the CLI side is in
+    # tests/torchfleet/test_dataset_flag.py.
+    assert policy["spec"]["podSelector"] == {
+        "matchLabels": {"torchfleet.io/role": "training", "torchfleet.io/datasets": "true"}
+    }
     # Cloud Storage through Private Google Access, and the sidecar's Workload Identity token (Dataplane V2's
     # address and port): nothing else, and no other port to either.
     assert policy["spec"]["egress"] == [
