@@ -5,6 +5,8 @@ the rendezvous drops the node, instead of letting them wait for it until the pro
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 import uuid
 from datetime import timedelta
@@ -12,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 from elastic_trainer.localrun import IMAGE_DIR, LocalJob, worker_pids
-from elastic_trainer.lost_peer import heartbeat_window_s, nodes_present
+from elastic_trainer.lost_peer import dropped_self, heartbeat_window_s, nodes_present
 
 # Each worker's first start (TORCHELASTIC_RESTART_COUNT=0) sleeps before anything else, so the kill below
 # lands after the rendezvous and before the process group forms. A test-only hook: fresh interpreters
@@ -52,11 +54,17 @@ def test_a_node_killed_before_the_process_group_formed_does_not_hold_the_survivo
     hooks = tmp_path / "hooks"
     hooks.mkdir()
     (hooks / "sitecustomize.py").write_text(SLOW_FIRST_START)
-    job = LocalJob(etcd_endpoint=etcd.endpoint, run_id=f"lost-{uuid.uuid4().hex[:8]}", workdir=tmp_path / "job",
-                   script_args=["--total-steps=100000", "--global-batch-size=16", "--checkpoint-every=20",
-                                "--step-delay-s=0.02"],
-                   extra_env={"PYTHONPATH": f"{hooks}:{IMAGE_DIR}", "TORCHFLEET_PRELOAD": "0",
-                              "TORCHFLEET_PG_TIMEOUT_S": str(PG_TIMEOUT_S)})
+    job = LocalJob(
+        etcd_endpoint=etcd.endpoint,
+        run_id=f"lost-{uuid.uuid4().hex[:8]}",
+        workdir=tmp_path / "job",
+        script_args=["--total-steps=100000", "--global-batch-size=16", "--checkpoint-every=20", "--step-delay-s=0.02"],
+        extra_env={
+            "PYTHONPATH": f"{hooks}:{IMAGE_DIR}",
+            "TORCHFLEET_PRELOAD": "0",
+            "TORCHFLEET_PG_TIMEOUT_S": str(PG_TIMEOUT_S),
+        },
+    )
     with job:
         survivor, victim = job.start_node("node0"), job.start_node("node1")
         deadline = time.monotonic() + HANG
@@ -64,9 +72,62 @@ def test_a_node_killed_before_the_process_group_formed_does_not_hold_the_survivo
             assert time.monotonic() < deadline, "no round of both nodes formed"
             time.sleep(0.05)
         killed_at = victim.kill()
-        went_on = job.events.wait_for(lambda e: e.kind == "step" and e.t > killed_at and e["world"] == 1, HANG,
-                                      describe="the survivor's step alone")
+        went_on = job.events.wait_for(
+            lambda e: e.kind == "step" and e.t > killed_at and e["world"] == 1,
+            HANG,
+            describe="the survivor's step alone",
+        )
     assert went_on.node == "node0"
     assert "[torchfleet] the rendezvous has 1 of this round's 2 nodes" in survivor.log_text()
     # it acted on the kill only: no restart for a live node's late heartbeat before it
     assert survivor.log_text().count("[torchfleet] the rendezvous has") == 1
+
+
+def test_a_node_knows_when_the_rendezvous_dropped_it():
+    def handler(participants, heartbeats, closed=False, node="a") -> SimpleNamespace:
+        state = SimpleNamespace(participants=participants, last_heartbeats=heartbeats, closed=closed, round=3)
+        return SimpleNamespace(_state_holder=SimpleNamespace(state=state), _this_node=node)
+
+    assert not dropped_self(handler({"a": 0, "b": 1}, {"a": 1.0, "b": 1.0}))
+    assert not dropped_self(handler({"a": 0}, {"a": 1.0}))  # alone in its round
+    # issue 23's split: a's heartbeats starved, b moved the run to a round of its own; a keeps no heartbeat
+    assert dropped_self(handler({"b": 0}, {"b": 1.0}))
+    assert dropped_self(handler({}, {}))  # dropped, and no round formed yet
+    assert not dropped_self(handler({"b": 0}, {"b": 1.0}, closed=True))  # the run has ended
+    assert not dropped_self(SimpleNamespace())  # e.g. the legacy etcd handler
+
+
+@pytest.mark.slow
+def test_a_node_dropped_while_its_agent_stalled_rejoins_instead_of_splitting_the_run(etcd, tmp_path):
+    """Issue 23: with --nnodes=1:2, a node whose agent's heartbeats stalled past the heartbeat window while a
+    second node joined was dropped; the joiner formed a newer round alone, and both world-1 groups of one run id
+    trained apart and waited for each other forever. SIGSTOP on the first agent makes the stall certain."""
+    job = LocalJob(
+        etcd_endpoint=etcd.endpoint,
+        run_id=f"split-{uuid.uuid4().hex[:8]}",
+        workdir=tmp_path / "job",
+        script_args=["--total-steps=100000", "--global-batch-size=16", "--checkpoint-every=20", "--step-delay-s=0.02"],
+    )
+    with job:
+        first = job.start_node("node0")
+        job.wait_for("step", HANG, world=1)
+        os.kill(first.pid, signal.SIGSTOP)  # the agent only: its heartbeats stop, its worker trains on
+        try:
+            job.start_node("node1")
+            alone = job.events.wait_for(
+                lambda e: e.kind == "step" and e.node == "node1",
+                HANG,
+                describe="the joiner's step in a round of its own",
+            )
+        finally:
+            os.kill(first.pid, signal.SIGCONT)
+        assert alone["world"] == 1  # the split is set up: node0's round was superseded while it was stopped
+        # both nodes end in one round, a world of 2 (before the fix: two world-1 groups until the hang limit);
+        # only rank 0 reports steps, and it can be either node
+        job.events.wait_for(
+            lambda e: e.kind == "step" and e["world"] == 2,
+            HANG,
+            since=alone.t,
+            describe="a step in a round of both nodes",
+        )
+    assert "[torchfleet] the rendezvous dropped this node" in first.log_text()

@@ -25,6 +25,16 @@ back. So a node counts as lost only when it is in neither, for a whole heartbeat
 windows (6 s with the tuned settings) plus a monitor pass. This reads the handler's private state
 (torch 2.13's DynamicRendezvousHandler ``_state_holder.state`` and ``_settings``); any other handler,
 or a torch without it, is left alone. No torch import at module level: the launcher stays light.
+
+A node can also lose the rendezvous itself: its own heartbeat starved past the window, it is dropped (by a
+peer's write or its own sync) and never heartbeats again, since torch's keep-alive only refreshes a node
+still in ``last_heartbeats`` (``_should_keep_alive``). Its agent kept training the old round, unseen: with
+``--nnodes=1:2`` a node joining meanwhile found no live participant, moved the run to the next round
+(``_remove_participant_epilogue``) and completed it alone, and both world-1 groups of one run id trained
+apart and waited for each other forever (issue 23; num_nodes_waiting counts only the wait list). So an
+agent whose own node is in neither ``participants`` nor ``last_heartbeats`` of a live rendezvous restarts
+its workers at the next monitor pass: its rejoin goes to the wait list of the newer round, whose agents
+then restart into one round with it (tests/training_image/test_lost_peer.py reproduces it with SIGSTOP).
 """
 
 from __future__ import annotations
@@ -47,6 +57,19 @@ def nodes_present(handler: object) -> int | None:
     return len(set(participants) | set(heartbeats))
 
 
+def dropped_self(handler: object) -> bool:
+    """Whether the rendezvous, as its last sync saw it, has dropped this node (in neither the round nor the
+    heartbeats) while it is still open: permanent, the node's keep-alive no longer writes (module docstring)."""
+    state = getattr(getattr(handler, "_state_holder", None), "state", None)
+    node = getattr(handler, "_this_node", None)
+    participants, heartbeats = getattr(state, "participants", None), getattr(state, "last_heartbeats", None)
+    if node is None or getattr(state, "closed", True):
+        return False
+    if not isinstance(participants, dict) or not isinstance(heartbeats, dict):
+        return False
+    return node not in participants and node not in heartbeats
+
+
 def heartbeat_window_s(handler: object) -> float:
     """``keep_alive_interval x keep_alive_max_attempt`` of the handler's settings (torch's defaults: 15 s)."""
     settings = getattr(handler, "_settings", None)
@@ -65,6 +88,17 @@ def install() -> None:
 
     def _monitor_workers(self, worker_group):
         result = monitor(self, worker_group)
+        if result.state == WorkerState.HEALTHY and dropped_self(self._rdzv_handler):
+            print(
+                f"[torchfleet] the rendezvous dropped this node (its heartbeats stopped for over "
+                f"{heartbeat_window_s(self._rdzv_handler):g} s; round {self._rdzv_handler._state_holder.state.round} "
+                "goes on without it): restarting the workers to rejoin, instead of training a round no other "
+                "node is in",
+                file=sys.stderr,
+                flush=True,
+            )
+            self._torchfleet_short_since = None
+            return RunResult(state=WorkerState.UNHEALTHY)
         present = nodes_present(self._rdzv_handler) if result.state == WorkerState.HEALTHY else None
         if present is None or present >= worker_group.group_world_size:
             self._torchfleet_short_since = None
@@ -75,10 +109,13 @@ def install() -> None:
         if now - since < heartbeat_window_s(self._rdzv_handler):  # a live node heartbeats again within it
             return result
         self._torchfleet_short_since = None
-        print(f"[torchfleet] the rendezvous has {present} of this round's {worker_group.group_world_size} nodes "
-              "(a node's heartbeats stopped): restarting the workers into a new round instead of letting them "
-              "wait for the lost node until the process-group timeout (TORCHFLEET_PG_TIMEOUT_S)",
-              file=sys.stderr, flush=True)
+        print(
+            f"[torchfleet] the rendezvous has {present} of this round's {worker_group.group_world_size} nodes "
+            "(a node's heartbeats stopped): restarting the workers into a new round instead of letting them "
+            "wait for the lost node until the process-group timeout (TORCHFLEET_PG_TIMEOUT_S)",
+            file=sys.stderr,
+            flush=True,
+        )
         return RunResult(state=WorkerState.UNHEALTHY)
 
     _monitor_workers.__dict__.update(getattr(monitor, "__dict__", {}))  # e.g. launcher.py's exit-2 flag
