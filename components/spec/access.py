@@ -1,5 +1,6 @@
-"""Parsing who may administer the cluster (torchfleet:admins, torchfleet:deployerPrincipalType) and
-the AWS provider credentials the kubeconfig must use (aws:profile, aws:assumeRoles)."""
+"""Parsing who may administer the cluster (torchfleet:admins, torchfleet:deployerPrincipalType), how
+the Azure kubeconfig logs in (torchfleet:kubeLogin) and the AWS provider credentials the kubeconfig
+must use (aws:profile, aws:assumeRoles)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,14 @@ ADMIN_FORMS: dict[str, tuple[str, str]] = {
 # creator's entry (aws/cluster.py bootstrap_cluster_creator_admin_permissions) and the node role's,
 # which EKS makes for managed node groups, take two (issue 23: list caps per cloud).
 MAX_EKS_ADMINS = 3000 - 2
+# kubelogin's login modes that authenticate as the identity Pulumi's azure-native provider uses, and
+# whether that identity is a service principal (or managed identity). kubelogin reads (Azure/kubelogin
+# pkg/internal/token/options.go UpdateFromEnv, docs/book/src/concepts/login-modes/*.md, 2026-08-14):
+# azurecli: the `az` session (the provider's credential when it uses the CLI);
+# spn with --use-azurerm-env-vars: ARM_CLIENT_ID, ARM_CLIENT_SECRET (or ARM_CLIENT_CERTIFICATE_PATH),
+#   ARM_TENANT_ID, the variables the provider reads for a service principal;
+# workloadidentity: AZURE_CLIENT_ID, AZURE_TENANT_ID, AZURE_FEDERATED_TOKEN_FILE (a federated token).
+KUBE_LOGIN_MODES = {"azurecli": False, "spn": True, "workloadidentity": True}
 _ROLE_ARN = r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}"
 
 
@@ -63,7 +72,23 @@ def parse_access(p: _Problems, raw: dict[str, Any], cloud: str) -> AccessSpec:
             f"must be one of {', '.join(AZURE_PRINCIPAL_TYPES)} (ServicePrincipal when `pulumi up` runs as a "
             f"service principal or managed identity, as in CI), got {_r(deployer)}",
         )
-    return AccessSpec(admins=tuple(admins), deployer_type=deployer if deployer in AZURE_PRINCIPAL_TYPES else "User")
+    deployer = deployer if deployer in AZURE_PRINCIPAL_TYPES else "User"
+    login_key = _k("kubeLogin")
+    login = raw.get(login_key, "azurecli")
+    if login_key in raw and cloud != "azure":
+        p.add(login_key, "only the Azure kubeconfig uses kubelogin; remove this key")
+        login = "azurecli"
+    elif not isinstance(login, str) or login not in KUBE_LOGIN_MODES:
+        p.add(login_key, f"must be one of {', '.join(KUBE_LOGIN_MODES)} (spn: the provider's ARM_CLIENT_ID/"
+                         f"ARM_CLIENT_SECRET/ARM_TENANT_ID), got {_r(login)}")
+        login = "azurecli"
+    elif (KUBE_LOGIN_MODES[login] and deployer != "ServicePrincipal"
+          and not any(item.startswith(f"{deployer_key}:") for item in p.items)):
+        # The deployer's cluster-admin assignment goes to the provider's identity; with a service
+        # principal's login, a User assignment is refused by ARM (UnmatchedPrincipalType).
+        p.add(deployer_key, f"{login_key} {login} logs in as a service principal: set "
+                            f"{deployer_key}: ServicePrincipal, got {_r(deployer)}")
+    return AccessSpec(admins=tuple(admins), deployer_type=deployer, kube_login=login)
 
 
 def aws_credentials(p: _Problems, raw: dict[str, Any]) -> tuple[str | None, str | None]:

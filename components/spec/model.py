@@ -122,10 +122,12 @@ class AccessSpec:
     Azure "<User|Group|ServicePrincipal>:<object id>" (the type is ARM's principalType, which it
     checks against the directory: a wrong one fails the assignment).
     deployer_type: the principalType of the identity running `pulumi up` on Azure.
+    kube_login: kubelogin's login mode in the Azure kubeconfig (spec/access.py KUBE_LOGIN_MODES).
     """
 
     admins: tuple[str, ...] = ()
     deployer_type: str = "User"
+    kube_login: str = "azurecli"
 
 
 @dataclass(frozen=True)

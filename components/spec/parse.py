@@ -35,6 +35,7 @@ _TOP_KEYS = {
     "guardrails",
     "admins",
     "deployerPrincipalType",
+    "kubeLogin",
     "datasets",
 }
 

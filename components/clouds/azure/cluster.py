@@ -170,15 +170,29 @@ def cluster_args(spec: PlatformSpec, subnet_id: pulumi.Input[str], identity_id: 
     }
 
 
-def azurecli_kubeconfig(encoded: str) -> str:
-    """The user kubeconfig AKS returns (exec format, kubelogin device-code login), rewritten to
-    kubelogin's `azurecli` login so that `pulumi up` runs non-interactively.
+def kubelogin_args(mode: str, server_id: str) -> list[str]:
+    """kubelogin's arguments for a login mode of spec/access.py KUBE_LOGIN_MODES, each reading the
+    credential Pulumi's azure-native provider uses, so both providers act as one identity.
 
-    This is what `kubelogin convert-kubeconfig -l azurecli` does; the device-code flow would
+    `spn --use-azurerm-env-vars` reads ARM_CLIENT_ID/ARM_CLIENT_SECRET/ARM_TENANT_ID, the provider's
+    own variables, rather than kubelogin's AAD_SERVICE_PRINCIPAL_* (Azure/kubelogin
+    pkg/internal/token/options.go UpdateFromEnv); `workloadidentity` reads AZURE_CLIENT_ID,
+    AZURE_TENANT_ID and AZURE_FEDERATED_TOKEN_FILE; `azurecli` the `az` session. No secret is
+    written into the kubeconfig (kubelogin docs, login-modes/sp.md: a --client-secret flag "will
+    leave the secret in the kubeconfig").
+    """
+    extra = {"azurecli": [], "spn": ["--use-azurerm-env-vars"], "workloadidentity": []}[mode]
+    return ["get-token", "--login", mode, "--server-id", server_id, *extra]
+
+
+def kubelogin_kubeconfig(encoded: str, mode: str = "azurecli") -> str:
+    """The user kubeconfig AKS returns (exec format, kubelogin device-code login), rewritten to a
+    non-interactive kubelogin login (torchfleet:kubeLogin, default `azurecli`).
+
+    This is what `kubelogin convert-kubeconfig -l <mode>` does; the device-code flow would
     block every update on a browser prompt (pulumi/pulumi-azure-native#2399, Azure/AKS#4990).
-    Users need kubelogin on PATH and an `az login` session (CI: `az login --service-principal`);
-    for other login modes, run `kubelogin convert-kubeconfig -l <mode>` on the exported file.
-    https://azure.github.io/kubelogin/concepts/login-modes/azurecli.html
+    Users need kubelogin on PATH (v0.0.18 or later for --use-azurerm-env-vars).
+    https://azure.github.io/kubelogin/concepts/login-modes.html
     """
     config = yaml.safe_load(base64.b64decode(encoded).decode())
     for user in config.get("users") or []:
@@ -189,7 +203,7 @@ def azurecli_kubeconfig(encoded: str) -> str:
         server_id = AKS_AAD_SERVER_ID
         if "--server-id" in args:
             server_id = args[args.index("--server-id") + 1]
-        exec_["args"] = ["get-token", "--login", "azurecli", "--server-id", server_id]
+        exec_["args"] = kubelogin_args(mode, server_id)
         exec_.pop("env", None)
     return yaml.safe_dump(config, sort_keys=False)
 
@@ -218,7 +232,9 @@ class AksCluster(pulumi.ComponentResource):
         creds = containerservice.list_managed_cluster_user_credentials_output(
             resource_group_name=rg, resource_name=self.cluster.name, format="exec"
         )
-        self.kubeconfig = pulumi.Output.secret(creds.kubeconfigs[0].value.apply(azurecli_kubeconfig))
+        self.kubeconfig = pulumi.Output.secret(
+            creds.kubeconfigs[0].value.apply(lambda c: kubelogin_kubeconfig(c, spec.access.kube_login))
+        )
         # Azure RBAC must grant us cluster admin, and the grant must have taken effect (up to five
         # minutes: Azure review 2), before the provider talks to the cluster.
         self.rbac_effective = PropagationWait(

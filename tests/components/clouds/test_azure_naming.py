@@ -11,6 +11,7 @@ import yaml
 from components import catalog
 from components.clouds.azure import cluster, files, naming, network, pools
 from components.spec import GpuPoolSpec, parse
+from components.spec.access import KUBE_LOGIN_MODES
 from torchfleet.preview import mock_azure
 
 
@@ -90,12 +91,33 @@ def test_default_network_avoids_aks_default_service_range():
     assert naming.cluster_ranges("10.0.0.0/16")["service_cidr"] != "10.0.0.0/16"
 
 
-def test_kubeconfig_is_rewritten_to_non_interactive_azurecli_login():
+# torchfleet:kubeLogin -> the arguments after --server-id, and where kubelogin then finds the
+# credential: the same variables Pulumi's azure-native provider reads (Azure/kubelogin
+# pkg/internal/token/options.go; pulumi-azure-native docs, "Authenticate using a service principal").
+KUBE_LOGIN_ARGS = {
+    "azurecli": [],  # the `az` session
+    "spn": ["--use-azurerm-env-vars"],  # ARM_CLIENT_ID, ARM_CLIENT_SECRET, ARM_TENANT_ID
+    "workloadidentity": [],  # AZURE_CLIENT_ID, AZURE_TENANT_ID, AZURE_FEDERATED_TOKEN_FILE
+}
+
+
+def test_every_login_mode_the_spec_accepts_has_its_arguments():
+    assert set(KUBE_LOGIN_ARGS) == set(KUBE_LOGIN_MODES)
+
+
+@pytest.mark.parametrize("mode", KUBE_LOGIN_ARGS)
+def test_kubeconfig_is_rewritten_to_a_non_interactive_login(mode):
+    """Regression (issue 20, Azure review 11): the login was fixed to azurecli, so a `pulumi up` run as
+    a service principal (ARM_* variables) whose `az` was logged in as someone else, or not at all,
+    got 403 or "run az login" on every Kubernetes resource."""
     encoded = base64.b64encode(mock_azure.user_kubeconfig("aks1").encode()).decode()
-    config = yaml.safe_load(cluster.azurecli_kubeconfig(encoded))
+    config = yaml.safe_load(cluster.kubelogin_kubeconfig(encoded, mode))
     exec_ = config["users"][0]["user"]["exec"]
     assert exec_["command"] == "kubelogin"
-    assert exec_["args"] == ["get-token", "--login", "azurecli", "--server-id", cluster.AKS_AAD_SERVER_ID]
+    server = ["--server-id", cluster.AKS_AAD_SERVER_ID]
+    assert exec_["args"] == ["get-token", "--login", mode, *server, *KUBE_LOGIN_ARGS[mode]]
+    # No credential of the Azure CLI's app (--client-id) and no secret ride along in the file.
+    assert "--client-id" not in exec_["args"] and "--client-secret" not in exec_["args"] and "env" not in exec_
     assert "devicecode" not in yaml.safe_dump(config)
     assert config["clusters"][0]["cluster"]["server"].startswith("https://aks1-")
 

@@ -45,6 +45,9 @@ THREE_ZONES = {
     "torchfleet:network": {"cidr": "10.20.0.0/16", "publicAccessCidrs": ["203.0.113.0/24"]},
     "torchfleet:autoscaler": {"scaleDownUnneededTime": "3m", "scaleDownDelayAfterAdd": "7m"},
     "torchfleet:guardrails": {"maxGpus": 64, "allowOnDemandGpus": True},
+    # As CI runs it: a service principal through ARM_* for both providers.
+    "torchfleet:deployerPrincipalType": "ServicePrincipal",
+    "torchfleet:kubeLogin": "spn",
 }
 
 
@@ -222,6 +225,16 @@ def test_kubeconfig_is_a_secret_with_kubelogin_azurecli(example):
     # listManagedClusterUserCredentials was asked about this very cluster.
     assert config["clusters"][0]["name"] == "torchfleet-azure-cluster-aks"
     assert example.outputs["kubeconfig"] == "[secret]"
+
+
+def test_a_service_principal_deploy_logs_the_kubeconfig_in_as_that_principal(three):
+    """Regression (issue 20, Azure review 11): the kubeconfig logged in through `az` whatever identity
+    the azure-native provider used; with torchfleet:kubeLogin spn both read ARM_CLIENT_ID/SECRET/TENANT_ID."""
+    config = yaml.safe_load(three.one(K8S_PROVIDER).inputs["kubeconfig"])
+    exec_ = config["users"][0]["user"]["exec"]
+    assert exec_["args"][:3] == ["get-token", "--login", "spn"] and "--use-azurerm-env-vars" in exec_["args"]
+    role = three.one(ROLE, "torchfleet-azure-cluster-deployer-admin")
+    assert role.inputs["principalType"] == "ServicePrincipal"
 
 
 # ------------------------------------------------------------------ GPU pools

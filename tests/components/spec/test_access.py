@@ -51,6 +51,25 @@ def test_deployer_principal_type_is_azures_and_one_of_three():
     assert "only Azure" in only(config("aws", deployerPrincipalType="User"), "torchfleet:deployerPrincipalType")
 
 
+@pytest.mark.parametrize("mode", ["spn", "workloadidentity"])
+def test_kube_login_as_a_service_principal_is_azures(mode):
+    spec = ok(config("azure", kubeLogin=mode, deployerPrincipalType="ServicePrincipal"))
+    assert spec.access.kube_login == mode
+    assert ok(config("azure")).access.kube_login == "azurecli"
+    # The cluster-admin grant goes to the provider's identity: a service principal, not a User.
+    assert "ServicePrincipal" in only(config("azure", kubeLogin=mode), "torchfleet:deployerPrincipalType")
+
+
+@pytest.mark.parametrize("value", ["devicecode", "SPN", ["spn"], 1])
+def test_kube_login_other_than_a_non_interactive_mode_is_refused(value):
+    message = only(config("azure", kubeLogin=value), "torchfleet:kubeLogin")
+    assert "azurecli, spn, workloadidentity" in message
+
+
+def test_kube_login_is_azure_only():
+    assert "only the Azure" in only(config("gcp", kubeLogin="azurecli"), "torchfleet:kubeLogin")
+
+
 def test_storage_adopt_is_a_boolean_and_not_on_local():
     assert ok(config("aws", storage={"adopt": True})).storage.adopt is True
     assert only(config("gcp", storage={"adopt": "yes"}), "torchfleet:storage.adopt")
