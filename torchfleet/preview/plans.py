@@ -65,6 +65,9 @@ UNIQUE_BY: dict[str, tuple[str, ...]] = {
     "aws:efs/fileSystem:FileSystem": ("creationToken",),
     "aws:eks/accessEntry:AccessEntry": ("clusterName", "principalArn"),  # type forces one
     "aws:eks/accessPolicyAssociation:AccessPolicyAssociation": ("clusterName", "principalArn", "policyArn"),
+    # a route table holds one route per endpoint service, so a second endpoint on the same tables fails
+    # (https://docs.aws.amazon.com/vpc/latest/privatelink/gateway-endpoints.html#gateway-endpoint-routing)
+    "aws:ec2/vpcEndpoint:VpcEndpoint": ("vpcId", "serviceName"),
     "azure-native:authorization:RoleAssignment": ("principalId", "roleDefinitionId", "scope"),  # principalType
     "azure-native:containerservice:MaintenanceConfiguration": ("configName",),
     "azure-native:privatedns:PrivateZone": ("privateZoneName",),

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components.clouds.aws.s3_endpoint import create_s3_gateway_endpoint
 from components.spec import PlatformSpec
 
 
@@ -65,6 +66,7 @@ class AwsNetwork(pulumi.ComponentResource):
         # create, and on destroy it goes only after them (AWS review m1).
         self.egress: list[pulumi.Resource] = []
         nat_ids: dict[str, pulumi.Output[str]] = {}
+        private_rts: list[aws.ec2.RouteTable] = []
         for i, plan in enumerate(plan_subnets(spec.network.cidr, spec.zones)):
             public = aws.ec2.Subnet(
                 f"{name}-public-{plan.zone}",
@@ -102,6 +104,10 @@ class AwsNetwork(pulumi.ComponentResource):
                 )
             )
             self.private_subnets[plan.zone] = private
+            private_rts.append(rt)
+        self.s3_endpoint = create_s3_gateway_endpoint(
+            f"{name}-s3", self.vpc.id, [rt.id for rt in private_rts], spec.region or "", child
+        )
         self.register_outputs({"vpcId": self.vpc.id})
 
     def _create_nat(self, name: str, public: aws.ec2.Subnet, igw: aws.ec2.InternetGateway) -> pulumi.Output[str]:

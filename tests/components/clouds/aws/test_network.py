@@ -47,3 +47,24 @@ def test_nat_layout_follows_config(request, fixture, nat_count):
     assert len(result.of_type("aws:ec2/natGateway:NatGateway")) == nat_count
     private_routes = [r for r in result.of_type("aws:ec2/routeTable:RouteTable") if "-private-" in r.name]
     assert private_routes and all(r.inputs["routes"][0]["natGatewayId"] for r in private_routes)
+
+
+@pytest.mark.parametrize(("fixture", "region"), [("aws_example", "us-west-2"), ("aws_three_zones", "us-east-1")])
+def test_s3_is_reached_through_a_gateway_endpoint_not_nat(request, fixture, region):
+    """Review of issue 21: with no S3 gateway endpoint, Mountpoint's dataset reads and ECR's layer downloads
+    went through the NAT gateway, charged per GB; a gateway endpoint on every private route table is free."""
+    result = request.getfixturevalue(fixture)
+    (endpoint,) = result.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")
+    assert endpoint.inputs["serviceName"] == f"com.amazonaws.{region}.s3"
+    assert endpoint.inputs["vpcEndpointType"] == "Gateway"
+    assert endpoint.parent == "torchfleet:clouds:AwsNetwork::" + endpoint.name.removesuffix("-s3")
+    private_routes = [r for r in result.of_type("aws:ec2/routeTable:RouteTable") if "-private-" in r.name]
+    assert sorted(endpoint.inputs["routeTableIds"]) == sorted(f"{r.name}-id" for r in private_routes)
+    assert "policy" not in endpoint.inputs  # the default; pods' access is their IAM role's
+
+
+def test_the_endpoint_needs_a_region():
+    from components.clouds.aws.s3_endpoint import service_name
+
+    with pytest.raises(ValueError, match="aws:region"):
+        service_name("")
