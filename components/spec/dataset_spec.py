@@ -11,6 +11,7 @@ class DatasetSpec:
     bucket: str  # Azure: "<account>/<container>"
     prefix: str = ""  # "" or "dir/sub/" (always ending with '/')
     resource_group: str | None = None  # Azure: the storage account's resource group
+    kms_key_arn: str | None = None  # AWS: the bucket's SSE-KMS key, which the training pods may decrypt with
 
     @property
     def account(self) -> str:

@@ -1,7 +1,8 @@
 """`torchfleet:datasets`: buckets jobs mount read-only, checked against each cloud's own naming rules.
 
-Each entry is {name, bucket, prefix?} (Azure: bucket is "<storage account>/<container>" and
-resourceGroup names the account's group, which the read-only role assignment is scoped under).
+Each entry is {name, bucket, prefix?} (AWS: kmsKeyArn? when the bucket is encrypted with SSE-KMS;
+Azure: bucket is "<storage account>/<container>" and resourceGroup names the account's group, which
+the read-only role assignment is scoped under).
 A bucket name the cloud would refuse, a key of another cloud, or a stack that cannot mount
 buckets (local: no object-store CSI driver) is reported here, naming the key, before anything
 is created. Pure Python: no pulumi import.
@@ -22,7 +23,7 @@ MAX_NAME = 40
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _COMMON_KEYS = {"name", "bucket", "prefix"}
 # Keys only one cloud reads; on another cloud they are reported, not ignored.
-_CLOUD_KEYS = {"azure": {"resourceGroup"}}
+_CLOUD_KEYS = {"azure": {"resourceGroup"}, "aws": {"kmsKeyArn"}}
 # Clouds whose managed CSI driver mounts a bucket (components/clouds/<cloud>/datasets.py).
 CLOUDS = ("aws", "gcp", "azure")
 
@@ -44,6 +45,9 @@ _AZ_ACCOUNT = re.compile(r"^[a-z0-9]{3,24}$")
 _AZ_CONTAINER = re.compile(r"^[a-z0-9](-?[a-z0-9])+$")
 # Azure resource group: 1-90 of letters, digits, _ - . ( ), not ending with '.'
 # (https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules#microsoftresources).
+# A KMS key's ARN, not an alias's (an alias ARN names no key in IAM policies):
+# https://docs.aws.amazon.com/kms/latest/developerguide/concepts.html#key-id-key-ARN
+_KMS_KEY_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$")
 _AZ_GROUP = re.compile(r"^[-\w.()]{0,89}[-\w()]$")
 _PREFIX = re.compile(r"^[A-Za-z0-9!_.*'()/=+-]+$")
 
@@ -173,9 +177,17 @@ def parse_datasets(p: _Problems, value: Any, cloud: str) -> tuple[DatasetSpec, .
                 f"the storage account's resource group (1-90 letters, digits, _ - . ( )), got {_r(group)}",
             )
             group = None
+        kms = obj.get("kmsKeyArn")
+        if kms is not None and (not isinstance(kms, str) or not _KMS_KEY_ARN.match(kms)):
+            p.add(
+                f"{at}.kmsKeyArn",
+                "the ARN of the bucket's SSE-KMS key, arn:aws:kms:REGION:ACCOUNT:key/KEY-ID (not an alias), "
+                f"got {_r(kms)}",
+            )
+            kms = None
         if name and bucket:
             seen.add(name)
-            out.append(DatasetSpec(name=name, bucket=bucket, prefix=prefix, resource_group=group))
+            out.append(DatasetSpec(name=name, bucket=bucket, prefix=prefix, resource_group=group, kms_key_arn=kms))
     return tuple(out)
 
 

@@ -70,6 +70,17 @@ def read_only_policy(partition: str, datasets: tuple[DatasetSpec, ...]) -> str:
                 "Resource": f"{bucket_arn(partition, d.bucket)}/{d.prefix}*",
             }
         )
+        if d.kms_key_arn:
+            # SSE-KMS objects also need kms:Decrypt on their key (mountpoint-s3 doc/CONFIGURATION.md#iam-permissions);
+            # this key only, so the role decrypts nothing else the account encrypts.
+            statements.append(
+                {
+                    "Sid": f"Decrypt{_sid(d.name)}",
+                    "Effect": "Allow",
+                    "Action": ["kms:Decrypt"],
+                    "Resource": d.kms_key_arn,
+                }
+            )
     return json.dumps({"Version": iam.VERSION, "Statement": statements})
 
 

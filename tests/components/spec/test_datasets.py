@@ -21,6 +21,8 @@ def test_no_datasets_by_default():
         ("aws", {"name": "imagenet", "bucket": "my-imagenet", "prefix": "train"},
          DatasetSpec("imagenet", "my-imagenet", "train/")),
         ("aws", {"name": "c4", "bucket": "corp.data.c4"}, DatasetSpec("c4", "corp.data.c4")),
+        ("aws", {"name": "c4", "bucket": "corp-c4", "kmsKeyArn": "arn:aws:kms:us-west-2:111122223333:key/ab-12"},
+         DatasetSpec("c4", "corp-c4", kms_key_arn="arn:aws:kms:us-west-2:111122223333:key/ab-12")),
         ("gcp", {"name": "imagenet", "bucket": "my_imagenet.v2", "prefix": "a/b/"},
          DatasetSpec("imagenet", "my_imagenet.v2", "a/b/")),
         ("azure", {"name": "imagenet", "bucket": "mydatasets/imagenet-1k", **AZ},
@@ -138,3 +140,18 @@ def test_every_problem_is_reported_at_once():
     entries = [{"name": "D", "bucket": "xn--x"}, {"name": "ok", "bucket": "fine-bucket", "prefix": "../x"}]
     found = problems(config("aws", datasets=entries))
     assert set(found) == {f"{KEY}[0].name", f"{KEY}[0].bucket", f"{KEY}[1].prefix"}
+
+
+@pytest.mark.parametrize(
+    ("cloud", "value", "why"),
+    [
+        ("aws", "arn:aws:kms:us-west-2:111122223333:alias/data", "not an alias"),
+        ("aws", "1234abcd-12ab-34cd-56ef-1234567890ab", "arn:aws:kms:REGION:ACCOUNT:key/KEY-ID"),
+        ("aws", 7, "arn:aws:kms:REGION:ACCOUNT:key/KEY-ID"),
+        ("gcp", "arn:aws:kms:us-west-2:111122223333:key/ab-12", "only aws"),
+    ],
+)
+def test_a_bad_kms_key_is_named(cloud, value, why):
+    found = problems(config(cloud, datasets=[{"name": "d", "bucket": "my-data", "kmsKeyArn": value}]))
+    assert list(found) == [f"{KEY}[0].kmsKeyArn"]
+    assert why in found[f"{KEY}[0].kmsKeyArn"][0]

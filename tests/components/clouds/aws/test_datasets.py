@@ -11,9 +11,10 @@ from components.clouds.aws.datasets import ADDON, DRIVER, check_driver_version
 from tests.components.clouds.aws.conftest import THREE_ZONES
 from tests.harness import synth_config
 
+KMS_KEY = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 DATASETS = [
     {"name": "imagenet", "bucket": "corp-imagenet", "prefix": "train"},
-    {"name": "c4", "bucket": "corp-c4"},
+    {"name": "c4", "bucket": "corp-c4", "kmsKeyArn": KMS_KEY},
 ]
 
 
@@ -47,12 +48,15 @@ def test_the_role_reads_only_the_datasets(aws_datasets):
     policy = json.loads(aws_datasets.one("aws:iam/rolePolicy:RolePolicy", "torchfleet-aws-datasets-training-read")
                         .inputs["policy"])
     actions = {a for s in policy["Statement"] for a in s["Action"]}
-    assert actions == {"s3:ListBucket", "s3:GetObject"}
+    assert actions == {"s3:ListBucket", "s3:GetObject", "kms:Decrypt"}
     by_sid = {s["Sid"]: s for s in policy["Statement"]}
     assert by_sid["ListImagenet"]["Resource"] == "arn:aws:s3:::corp-imagenet"
     assert by_sid["ListImagenet"]["Condition"] == {"StringLike": {"s3:prefix": ["train/*"]}}
     assert by_sid["ReadImagenet"]["Resource"] == "arn:aws:s3:::corp-imagenet/train/*"
     assert "Condition" not in by_sid["ListC4"] and by_sid["ReadC4"]["Resource"] == "arn:aws:s3:::corp-c4/*"
+    # Review of issue 21: an SSE-KMS bucket could not be read (no kms:Decrypt); now its key, and only its key
+    assert [s["Resource"] for s in policy["Statement"] if "kms:Decrypt" in s["Action"]] == [KMS_KEY]
+    assert "DecryptImagenet" not in by_sid
 
 
 def test_a_read_only_pv_and_claim_per_dataset(aws_datasets):
