@@ -180,11 +180,12 @@ def test_a_same_name_resubmit_after_delete_works(training_layer, capsys, kind):
         delete(training_layer, capsys, name)
 
 
-def test_a_run_that_lost_a_node_for_good_and_then_finished_succeeds(training_layer, capsys):
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_run_that_lost_a_node_for_good_and_then_finished_succeeds(training_layer, capsys, kind):
     """Regression (review of 2026-11-25): with completions = MAX the Job controller counted one failed plus one
     succeeded index as all of a 1:2 job's completions and marked the finished run Failed (FailedIndexes)
-    before reading its success policy."""
-    name = submit(training_layer, capsys, "restart", nodes="1:2")
+    before reading its success policy. In-place jobs kept completions = MAX after the restart mode's fix."""
+    name = submit(training_layer, capsys, kind, nodes="1:2")
     try:
         seen: set[str] = set()
         for _ in range(BACKOFF_LIMIT_PER_INDEX + 1):  # index 1 crashes by signal until its retries are spent

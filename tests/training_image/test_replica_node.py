@@ -161,6 +161,26 @@ def test_an_indexed_jobs_completion_index_is_the_group(monkeypatch, tmp_path):
     assert inplace._group_index() == 1
 
 
+def test_a_spare_completion_index_is_a_group_of_its_own_on_the_slice_index_mod_groups(monkeypatch, tmp_path):
+    # Regression: the in-place Job's spare indexes (completions > MAX, inplace_job.py) were refused with a
+    # ValueError (exit 2: the Job failed at once) the moment one started.
+    from types import SimpleNamespace
+
+    from elastic_trainer import inplace
+    from elastic_trainer.data.sampler import ElasticBatchSampler
+    from elastic_trainer.trainer import TrainConfig
+
+    monkeypatch.delenv("TORCHFLEET_REPLICA_GROUP", raising=False)
+    for name, value in {"JOB_COMPLETION_INDEX": "3", "TORCHFLEET_REPLICA_GROUPS": "2",
+                        "TORCHFT_LIGHTHOUSE": "http://lh:1"}.items():
+        monkeypatch.setenv(name, value)
+    cfg = TrainConfig(checkpoint_dir=tmp_path, total_steps=4, global_batch_size=8)
+    run = inplace._InplaceRun(SimpleNamespace(dataset=range(64)), cfg, None)
+    assert (run.group, run.slice) == (3, 1)  # replica id group3, the slice of group 1
+    group1 = ElasticBatchSampler(64, 8, 1, 2, cfg.seed, total_steps=4)
+    assert [run.sampler.batch(s) for s in range(4)] == [group1.batch(s) for s in range(4)]
+
+
 @pytest.mark.parametrize(
     ("options", "script", "expected"),
     [

@@ -7,6 +7,11 @@ No operator or rendezvous is involved, so the job is a plain Kubernetes ``batch/
 - ``completionMode: Indexed``: pod ``i`` gets ``JOB_COMPLETION_INDEX=i``, the replica group it is
   (the trainer reads it), and a failed pod is replaced *with the same index*, so a replacement
   takes the dead group's slice of every global batch and heals from a live peer.
+- ``completions`` = MAX + (MAX - MIN) + 1, as the ``job`` operator's (indexed_job.py, ``shell``):
+  with completions = MAX, a 1:2 job whose index 1 failed for good and whose index 0 then finished
+  was marked Failed. An index past MAX starts only once an index failed for good (the Job
+  controller creates the lowest pending index first); the trainer makes it a replica group of its
+  own on slice ``index mod MAX`` (training-image/elastic_trainer/inplace.py says what that costs).
 - ``backoffLimitPerIndex`` retries a failing group on its own; ``maxFailedIndexes`` lets the job
   go on as long as ``min`` groups can still train. A spot reclaim (the pod's ``DisruptionTarget``
   condition) is ignored by the pod failure policy: it costs no retry. Exit 2 (bad input) fails
@@ -86,7 +91,8 @@ def indexed_job(req: JobRequest, target: Target) -> dict[str, Any]:
     # a spot reclaim, preemption or node drain replaces the pod without spending a retry. Disruptions
     # come first, as in restart_failure_rules: a reclaimed pod's exit code is whatever the kill left.
     rules = [DISRUPTION_IGNORED, on_exit_codes("FailJob", [EXIT_BAD_INPUT])]
-    return shell(req, target, recovery="inplace", failure_rules=rules, template=manifests.pod_template(req, target))
+    return shell(req, target, recovery="inplace", failure_rules=rules, template=manifests.pod_template(req, target),
+                 spare_indexes=req.max_nodes - req.min_nodes + 1)
 
 
 # torchft's Lighthouse is Rust (torchft._torchft.lighthouse_main). Its console script imports it as

@@ -23,6 +23,17 @@ the same contiguous slice of every global batch as rank ``g`` of world ``G`` in 
 the slices of the groups present: a smaller batch, same learning rate (the gradient is the mean
 over the samples present). The missing slice of that step is not revisited.
 
+Spare indexes: the Job has more completion indexes than groups (torchfleet/jobs/indexed_job.py,
+``shell``: with completions = MAX the Job controller marked a finished run Failed). Pod ``k >= G``
+starts only once an index failed for good, and its trainer cannot tell which: no pod reads the Job's
+status, and torchft's quorum tells a group only its replica rank among the participants, not their
+ids. So spare ``k`` is replica ``group<k>`` (an id of its own) and takes slice ``k mod G``. When
+that slice's own group is alive (a 1:2 job whose index 1 failed: spare 2 takes slice 0, as index 0
+does), both train the same samples; their gradients and their loss per sample are equal, so each
+step is what it would be without the spare (its GPU spent for nothing), and the failed group's slice
+stays missing, as in any quorum that lacks a group. The spare does count towards the minimum
+(``TORCHFLEET_MIN_REPLICA_GROUPS``, the Lighthouse's ``min_replicas``), as any group.
+
 Time limit (``TORCHFLEET_STOP_AT``, deadline.py): each group votes "past the limit" in the step's
 gradient all-reduce, beside the loss sum, so every group of a committed step sees the same sum and
 all stop after that step: replica rank 0 commits the stop checkpoint, the others wait for it, and
@@ -173,10 +184,11 @@ def _digest(model: nn.Module) -> float:
 class _InplaceRun:
     def __init__(self, task, cfg, stop: StopRequest) -> None:
         self.task, self.cfg, self.stop = task, cfg, stop
-        self.group = _group_index()
+        self.group = _group_index()  # the replica group's own id; a spare index's is above the slices
         self.groups = _env_int(ENV_GROUPS, None, 1)
-        if self.group >= self.groups:
+        if self.group >= self.groups and os.environ.get(ENV_GROUP, "") != "":  # a spare index is a pod's only
             raise ValueError(f"{ENV_GROUP}={self.group} must be below {ENV_GROUPS}={self.groups}")
+        self.slice = self.group % self.groups  # a spare index's slice (module docstring)
         self.min_groups = _env_int(ENV_MIN_GROUPS, 1, 1)
         self.timeout = timedelta(seconds=_env_seconds(ENV_TIMEOUT_S, 10.0))
         self.quorum_timeout = timedelta(seconds=_env_seconds(ENV_QUORUM_TIMEOUT_S, 10.0))
@@ -210,7 +222,7 @@ class _InplaceRun:
             raise ValueError(f"--global-batch-size={cfg.global_batch_size} is smaller than {ENV_GROUPS}="
                              f"{self.groups}: every group needs at least one sample of each global batch")
         # this group's slice of every global batch (ValueError, exit 2, if the dataset is smaller than one)
-        self.sampler = ElasticBatchSampler(len(task.dataset), cfg.global_batch_size, self.group, self.groups,
+        self.sampler = ElasticBatchSampler(len(task.dataset), cfg.global_batch_size, self.slice, self.groups,
                                            cfg.seed, total_steps=cfg.total_steps)
 
     # -- state exchanged with a healing peer (torchft's checkpoint transport) ---------------------
