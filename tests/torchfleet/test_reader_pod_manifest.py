@@ -57,3 +57,21 @@ def test_pod_passes_checkov(tmp_path):
     assert failed == []
     passed = {(c["check_id"], c["resource"]) for r in results for c in r.get("passed_checks", [])}
     assert ("CKV_K8S_22", "Pod.elastic-job.resnet-reader-0a1b2c") in passed  # read-only root filesystem
+
+
+def test_the_reader_runs_as_its_own_account_with_no_identity():
+    """Review of issue 21: the reader pod ran as training-job, which on AWS has the datasets' Pod Identity
+    association, so `checkpoints` and `cp` pods got S3 credentials they never use."""
+    from components.clouds.dataset_access import TRAINING_SERVICE_ACCOUNT
+    from components.kube import K8S_BASE
+
+    spec = _pod()["spec"]
+    assert spec["serviceAccountName"] == reader_pod.SERVICE_ACCOUNT != TRAINING_SERVICE_ACCOUNT
+    assert spec["automountServiceAccountToken"] is False
+    # declared in the training layer (the kustomization lists it, so `kubectl apply -k` and Pulumi make it)
+    path = K8S_BASE / "jobs" / "serviceaccount-reader.yaml"
+    assert "jobs/serviceaccount-reader.yaml" in (K8S_BASE / "kustomization.yaml").read_text().split()
+    account = yaml.safe_load(path.read_text())
+    assert account["kind"] == "ServiceAccount" and account["metadata"]["name"] == reader_pod.SERVICE_ACCOUNT
+    assert account["automountServiceAccountToken"] is False
+    assert "annotations" not in account["metadata"]  # no GKE or Azure workload identity bound to it

@@ -77,8 +77,9 @@ def test_job_operator_grants_nothing(job):
     # Training pods never call the API: no Role or binding at all, and their account mounts no token.
     assert not [o for o in layer_objects(job) if o["kind"] in RBAC]
     accounts = {o["metadata"]["name"]: o for o in layer_objects(job) if o["kind"] == "ServiceAccount"}
-    assert set(accounts) == {"training-job", "etcd"}
+    assert set(accounts) == {"training-job", "job-reader", "etcd"}  # job-reader: the checkpoints/cp pod's
     assert accounts["training-job"]["automountServiceAccountToken"] is False
+    assert accounts["job-reader"]["automountServiceAccountToken"] is False
 
 
 def test_job_operator_keeps_what_the_jobs_use(job, torchelastic):
