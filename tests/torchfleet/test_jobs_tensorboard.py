@@ -46,6 +46,8 @@ def test_pod_reads_the_store_only_on_the_manager_pool():
     assert container["command"][:5] == ["python", "-m", "tensorboard.main", "--logdir", "/mnt/shared/resnet"]
     assert container["command"][5:7] == ["--host", "127.0.0.1"]  # reachable through the port-forward only
     assert spec["activeDeadlineSeconds"] == tensorboard.MAX_LIFETIME_S
+    # Review of issue 21: it ran as training-job, which on AWS carries the datasets' S3 credentials
+    assert (spec["serviceAccountName"], spec["automountServiceAccountToken"]) == ("job-reader", False)
     # the local stack's node has no pool label: a selector would leave the pod Pending
     assert "nodeSelector" not in _pod("local")["spec"]
 

@@ -34,9 +34,7 @@ from torchfleet.jobs.errors import ClusterError
 
 LABEL_READER = "torchfleet.io/reader"
 CONTAINER = "reader"
-# k8s/base/jobs/serviceaccount-reader.yaml: no cloud identity (training-job has the datasets' one, on AWS
-# the S3 credentials of their Pod Identity association), which a pod that reads the shared store never needs
-SERVICE_ACCOUNT = "job-reader"
+SERVICE_ACCOUNT = manifests.READER_SERVICE_ACCOUNT  # no cloud identity: it only reads the shared store
 # Long enough for a large download at NFS speeds (a few TB at 100-300 MiB/s); a pod the CLI could not
 # delete (killed with SIGKILL, the laptop closed) is stopped by the kubelet after this long.
 MAX_LIFETIME_S = 6 * 3600

@@ -83,7 +83,8 @@ def build_pod(job: str, job_dir: str, mount: str, image: str, target, port: int 
         ],
     }
     spec: dict[str, Any] = {
-        "serviceAccountName": manifests.SERVICE_ACCOUNT,
+        # It reads the store only: never the training account, which carries the datasets' cloud identity.
+        "serviceAccountName": manifests.READER_SERVICE_ACCOUNT,
         "automountServiceAccountToken": False,
         "restartPolicy": "Never",
         "activeDeadlineSeconds": MAX_LIFETIME_S,
