@@ -34,10 +34,6 @@ CONTAINER_NAME = {"job": "worker", "torchelastic": "elasticjob-worker", "kubeflo
 # the prepended legacy `etcd` backend into `etcd-v2`.
 LAUNCHER = ("python", "-m", "elastic_trainer.launcher")
 SERVICE_ACCOUNT = "training-job"  # k8s/base/jobs/serviceaccount.yaml
-# k8s/base/jobs/serviceaccount-reader.yaml: no cloud identity (training-job has the datasets' one, on AWS
-# the S3 credentials of their Pod Identity association), for pods that only read the shared store
-# (checkpoints/cp's reader, TensorBoard)
-READER_SERVICE_ACCOUNT = "job-reader"
 PRIORITY_CLASS = "torchfleet-training"  # k8s/base/cluster/priorityclass-training.yaml
 MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_SWEEP = "torchfleet.io/sweep"

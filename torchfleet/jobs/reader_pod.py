@@ -28,13 +28,12 @@ from typing import Any
 
 import yaml
 
-from components import spec as platform
-from torchfleet.jobs import manifests
+from torchfleet.jobs import manifests, store_pod
 from torchfleet.jobs.errors import ClusterError
 
 LABEL_READER = "torchfleet.io/reader"
 CONTAINER = "reader"
-SERVICE_ACCOUNT = manifests.READER_SERVICE_ACCOUNT  # no cloud identity: it only reads the shared store
+SERVICE_ACCOUNT = store_pod.SERVICE_ACCOUNT  # no cloud identity: it only reads the shared store
 # Long enough for a large download at NFS speeds (a few TB at 100-300 MiB/s); a pod the CLI could not
 # delete (killed with SIGKILL, the laptop closed) is stopped by the kubelet after this long.
 MAX_LIFETIME_S = 6 * 3600
@@ -64,25 +63,11 @@ def build_pod(name: str, job: str, mount: str, image: str, target, owner: dict[s
         "securityContext": {**manifests.container_security(), "readOnlyRootFilesystem": True},
         "volumeMounts": [
             {"name": manifests.SHARED_VOLUME, "mountPath": mount, "readOnly": True},
-            {"name": "scratch", "mountPath": SCRATCH},
+            {"name": store_pod.SCRATCH_VOLUME, "mountPath": SCRATCH},
         ],
     }
-    spec: dict[str, Any] = {
-        "serviceAccountName": SERVICE_ACCOUNT,
-        "automountServiceAccountToken": False,
-        "restartPolicy": "Never",
-        "activeDeadlineSeconds": MAX_LIFETIME_S,
-        "terminationGracePeriodSeconds": 5,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": platform.TRAINING_UID,
-                            "runAsGroup": platform.TRAINING_UID, "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [container],
-        "volumes": [
-            {"name": manifests.SHARED_VOLUME, "persistentVolumeClaim": {"claimName": target.claim, "readOnly": True}},
-            {"name": "scratch", "emptyDir": {"sizeLimit": "256Mi"}},
-        ],
-    }
-    if not local:  # the local stack's node carries no pool label
-        spec["nodeSelector"] = {platform.LABEL_POOL: platform.MANAGER_POOL_NAME}
+    spec = store_pod.spec(target, container, lifetime_s=MAX_LIFETIME_S, scratch_limit="256Mi", local=local)
+    spec["terminationGracePeriodSeconds"] = 5
     metadata: dict[str, Any] = {
         "name": name,
         "namespace": target.namespace,

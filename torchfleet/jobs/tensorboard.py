@@ -24,8 +24,7 @@ import threading
 import time
 from typing import Any
 
-from components import spec as platform
-from torchfleet.jobs import commands, flag_checks, manifests
+from torchfleet.jobs import commands, flag_checks, manifests, store_pod
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs.errors import EXIT_OK, ClusterError, UsageError
 from torchfleet.jobs.image_ref import EXAMPLE as IMAGE_EXAMPLE
@@ -79,27 +78,11 @@ def build_pod(job: str, job_dir: str, mount: str, image: str, target, port: int 
         "securityContext": {**manifests.container_security(), "readOnlyRootFilesystem": True},
         "volumeMounts": [
             {"name": manifests.SHARED_VOLUME, "mountPath": mount, "readOnly": True},
-            {"name": "scratch", "mountPath": SCRATCH},
+            {"name": store_pod.SCRATCH_VOLUME, "mountPath": SCRATCH},
         ],
     }
-    spec: dict[str, Any] = {
-        # It reads the store only: never the training account, which carries the datasets' cloud identity.
-        "serviceAccountName": manifests.READER_SERVICE_ACCOUNT,
-        "automountServiceAccountToken": False,
-        "restartPolicy": "Never",
-        "activeDeadlineSeconds": MAX_LIFETIME_S,
-        # The restricted level (k8s/base/namespace.yaml), as the job pods: non-root as the training
-        # image's user, whose group can read the shared store.
-        "securityContext": {"runAsNonRoot": True, "runAsUser": platform.TRAINING_UID,
-                            "runAsGroup": platform.TRAINING_UID, "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [container],
-        "volumes": [
-            {"name": manifests.SHARED_VOLUME, "persistentVolumeClaim": {"claimName": target.claim, "readOnly": True}},
-            {"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}},
-        ],
-    }
-    if not local:  # the local stack's node carries no pool label
-        spec["nodeSelector"] = {platform.LABEL_POOL: platform.MANAGER_POOL_NAME}
+    # It reads the store only: the reader account, never training-job with the datasets' cloud identity.
+    spec = store_pod.spec(target, container, lifetime_s=MAX_LIFETIME_S, scratch_limit="1Gi", local=local)
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -1,0 +1,42 @@
+"""The pod spec of a short-lived pod that only reads the shared store: `checkpoints`/`cp`'s reader
+(reader_pod.py) and `tensorboard` (tensorboard.py).
+
+Both run at the training namespace's restricted level as the job pods do (k8s/base/namespace.yaml), as
+the training image's user whose group can read the store, with the claim mounted read-only, a scratch
+emptyDir for Python's files, no service-account token, a hard lifetime, and on the manager pool: never
+on a spot GPU node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components import spec as platform
+from torchfleet.jobs import manifests
+from torchfleet.jobs.target import Target
+
+# k8s/base/jobs/serviceaccount-reader.yaml: no cloud identity. training-job has the datasets' one (on AWS
+# the S3 credentials of their Pod Identity association), which a pod that only reads the store never needs.
+SERVICE_ACCOUNT = "job-reader"
+SCRATCH_VOLUME = "scratch"
+
+
+def spec(target: Target, container: dict[str, Any], *, lifetime_s: int, scratch_limit: str,
+         local: bool) -> dict[str, Any]:
+    """The pod spec around `container`, which mounts SHARED_VOLUME read-only and SCRATCH_VOLUME itself."""
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "automountServiceAccountToken": False,
+        "restartPolicy": "Never",
+        "activeDeadlineSeconds": lifetime_s,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": platform.TRAINING_UID,
+                            "runAsGroup": platform.TRAINING_UID, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": [
+            {"name": manifests.SHARED_VOLUME, "persistentVolumeClaim": {"claimName": target.claim, "readOnly": True}},
+            {"name": SCRATCH_VOLUME, "emptyDir": {"sizeLimit": scratch_limit}},
+        ],
+    }
+    if not local:  # the local stack's node carries no pool label
+        pod_spec["nodeSelector"] = {platform.LABEL_POOL: platform.MANAGER_POOL_NAME}
+    return pod_spec
