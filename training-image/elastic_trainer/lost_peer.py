@@ -19,8 +19,9 @@ the heartbeat expiry (3 s with the launcher's tuned settings) plus a monitor pas
 A live node can be dropped too: at a load average of 6-12 on 2 cores, an agent busy starting its
 workers missed heartbeats for over 3 s and both nodes of a new round saw the other dropped (a first
 version of this restarted them: an extra restart at every start, bench/kills.py). A live node's
-next keep-alive puts it back in ``last_heartbeats`` (not in the round); a dead one never comes
-back. So a node counts as lost only when it is in neither, for a whole heartbeat window
+late keep-alive can still land before its drop is written to etcd, and a node that was dropped for good
+rejoins by itself (below); a dead one never comes back. So a peer counts as lost only when it is in
+neither ``participants`` nor ``last_heartbeats``, for a whole heartbeat window
 (``keep_alive_interval x keep_alive_max_attempt``) in a row: the bound for a true loss is two such
 windows (6 s with the tuned settings) plus a monitor pass. This reads the handler's private state
 (torch 2.13's DynamicRendezvousHandler ``_state_holder.state`` and ``_settings``); any other handler,
