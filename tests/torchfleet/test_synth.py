@@ -19,7 +19,8 @@ def test_prints_resources_and_outputs_as_json(capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["stack"] == "aws-usw2"
     groups = [r for r in doc["resources"] if r["type"] == "aws:eks/nodeGroup:NodeGroup"]
-    assert {g["inputs"]["nodeGroupNamePrefix"] for g in groups} >= {"manager-", "gpu-t4-us-west-2a-"}
+    # one manager group per zone since e199f99 (AWS review M7)
+    assert {g["inputs"]["nodeGroupNamePrefix"] for g in groups} >= {"manager-us-west-2a-", "gpu-t4-us-west-2a-"}
     first = doc["resources"][0]
     assert set(first) == {"type", "name", "parent", "inputs", "options"}
     assert first["parent"] is None
@@ -157,7 +158,7 @@ def test_prints_a_summary_by_default_and_the_json_behind_a_flag(capsys):
     out = capsys.readouterr().out
     assert not out.lstrip().startswith("{") and len(out.splitlines()) < 40, out
     assert out.startswith("stack aws-usw2: aws in us-west-2, ")
-    assert re.search(r"^ +\d+  aws:eks: .*NodeGroup 4", out, re.M), out
+    assert re.search(r"^ +\d+  aws:eks: .*NodeGroup 5", out, re.M), out  # 3 GPU pools + a manager group per zone
     assert "  gpu-t4-us-west-2a  g4dn.xlarge (1 GPU/node), 0-8 nodes, spot" in out
     assert "  manager  m6i.large, " in out
     kept = next(line for line in out.splitlines() if line.startswith("  keeps (retainOnDelete"))
