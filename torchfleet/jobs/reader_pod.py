@@ -60,11 +60,7 @@ def build_pod(name: str, job: str, mount: str, image: str, target, owner: dict[s
         "env": [{"name": "HOME", "value": SCRATCH}, {"name": "TMPDIR", "value": SCRATCH},
                 {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
-        "securityContext": {**manifests.container_security(), "readOnlyRootFilesystem": True},
-        "volumeMounts": [
-            {"name": manifests.SHARED_VOLUME, "mountPath": mount, "readOnly": True},
-            {"name": store_pod.SCRATCH_VOLUME, "mountPath": SCRATCH},
-        ],
+        **store_pod.container_fields(mount, SCRATCH),
     }
     spec = store_pod.spec(target, container, lifetime_s=MAX_LIFETIME_S, scratch_limit="256Mi", local=local)
     spec["terminationGracePeriodSeconds"] = 5

@@ -21,9 +21,21 @@ SERVICE_ACCOUNT = "job-reader"
 SCRATCH_VOLUME = "scratch"
 
 
+def container_fields(mount: str, scratch: str) -> dict[str, Any]:
+    """A store-reading container's securityContext and mounts: read-only root, the store read-only at
+    `mount`, the scratch volume at `scratch` (its HOME and TMPDIR)."""
+    return {
+        "securityContext": {**manifests.container_security(), "readOnlyRootFilesystem": True},
+        "volumeMounts": [
+            {"name": manifests.SHARED_VOLUME, "mountPath": mount, "readOnly": True},
+            {"name": SCRATCH_VOLUME, "mountPath": scratch},
+        ],
+    }
+
+
 def spec(target: Target, container: dict[str, Any], *, lifetime_s: int, scratch_limit: str,
          local: bool) -> dict[str, Any]:
-    """The pod spec around `container`, which mounts SHARED_VOLUME read-only and SCRATCH_VOLUME itself."""
+    """The pod spec around `container`, whose mounts are container_fields'."""
     pod_spec: dict[str, Any] = {
         "serviceAccountName": SERVICE_ACCOUNT,
         "automountServiceAccountToken": False,

@@ -75,11 +75,7 @@ def build_pod(job: str, job_dir: str, mount: str, image: str, target, port: int 
         "readinessProbe": {**probe, "initialDelaySeconds": 3},
         "livenessProbe": {**probe, "initialDelaySeconds": 60, "failureThreshold": 6},
         "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
-        "securityContext": {**manifests.container_security(), "readOnlyRootFilesystem": True},
-        "volumeMounts": [
-            {"name": manifests.SHARED_VOLUME, "mountPath": mount, "readOnly": True},
-            {"name": store_pod.SCRATCH_VOLUME, "mountPath": SCRATCH},
-        ],
+        **store_pod.container_fields(mount, SCRATCH),
     }
     # It reads the store only: the reader account, never training-job with the datasets' cloud identity.
     spec = store_pod.spec(target, container, lifetime_s=MAX_LIFETIME_S, scratch_limit="1Gi", local=local)
