@@ -73,3 +73,22 @@ def test_the_writer_thread_does_not_keep_a_dying_worker_alive():
     assert writer._thread.daemon
     blocked.set()
     writer.wait()
+
+
+def test_wait_within_bounds_the_write_from_its_submit_not_from_each_wait():
+    # issue 23: the bound is on the write; two waits of 0.2 s each must not add up to 0.4 s of write
+    release = threading.Event()
+    writer = AsyncWriter()
+    writer.submit(lambda: release.wait(30), step=40, reason="periodic")
+    release_after = threading.Timer(30, release.set)
+    release_after.start()
+    try:
+        writer._thread.join(0.3)  # the write has now run at least 0.3 s
+        with pytest.raises(TimeoutError, match="still running"):
+            writer.wait_within(0.2)  # already past its bound: no further wait
+        assert writer.busy and writer.context == {"step": 40, "reason": "periodic"}
+        assert writer.running_s() >= 0.3
+    finally:
+        release.set()
+        release_after.cancel()
+    assert writer.wait_within(30).ok and writer.context == {} and writer.running_s() == 0.0

@@ -90,3 +90,23 @@ def test_a_sharded_checkpoint_of_two_nodes_resumes_on_one(make_job):
     assert (meta["step"], meta["world_size"], meta["reason"]) == (150, 1, "final")
     state = sharded.read(final)
     assert state["step"] == 150 and set(state) >= {"model", "optimizer", "rng", "sampler", "scheduler"}
+
+
+def test_a_checkpoint_write_that_never_ends_ends_the_worker_and_its_group_starts_again(make_job):
+    # Issue 23: the restart-mode loop waited for the write in flight with no bound, so a store that
+    # stopped answering held the GPUs and trained nothing. The commit of step 20 stalls far past
+    # --checkpoint-write-timeout-s (the fault hook sleeps in the writer thread); the next save's wait
+    # must give up at the bound, leave with exit 75, and the agent must start the group again.
+    job = make_job("--total-steps=100000", "--global-batch-size=16", "--checkpoint-every=20", "--step-delay-s=0.03",
+                   "--checkpoint-write-timeout-s=3", nnodes="1:1", extra_env={FAULT_STALL_COMMIT: "20:3600"})
+    node = job.start_node()
+    writing = job.wait_for("ckpt_writing", TIMEOUT, step=20)
+    gave_up = job.wait_for("exit", TIMEOUT, since=writing.t, reason="stalled")
+    assert (gave_up["code"], gave_up["waiting_for"], gave_up["limit_s"]) == (75, "the checkpoint write", 3.0)
+    assert gave_up["step"] == 20  # the write it gave up on: training went on meanwhile
+    again = job.wait_for("start", TIMEOUT, since=gave_up.t)  # the agent restarted the worker
+    assert again.t > gave_up.t
+    assert not any(e.kind == "ckpt" and e["step"] == 20 for e in job.events.snapshot())  # never committed
+    assert "--checkpoint-write-timeout-s=3" in node.log_text() and "leaving with exit 75" in node.log_text()
+    node.sigterm()
+    node.wait(TIMEOUT)

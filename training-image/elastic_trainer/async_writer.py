@@ -39,6 +39,8 @@ class AsyncWriter:
         self.name = name
         self._thread: threading.Thread | None = None
         self._outcome: WriteOutcome | None = None
+        self._submitted = 0.0  # monotonic time of the write in flight's submit
+        self._context: dict = {}  # the write in flight's context, for a message about it
 
     @property
     def busy(self) -> bool:
@@ -48,7 +50,8 @@ class AsyncWriter:
     def submit(self, write: Callable[[], object], **context: object) -> None:
         if self._thread is not None:
             raise RuntimeError("a checkpoint write is already in flight: wait() for it first")
-        started = time.monotonic()
+        started = self._submitted = time.monotonic()
+        self._context = dict(context)
 
         def run() -> None:
             try:
@@ -71,8 +74,27 @@ class AsyncWriter:
             return None
         self._thread.join(timeout)
         if self._thread.is_alive():
-            raise TimeoutError(f"the checkpoint write is still running after {timeout} s")
+            raise TimeoutError(f"the checkpoint write is still running {self.running_s():.0f} s after it began")
         return self._collect()
+
+    def wait_within(self, limit_s: float) -> WriteOutcome | None:
+        """As ``wait``, but only until ``limit_s`` after the write was submitted (not after this call).
+
+        A bound on the write, however many waits it spans: raises TimeoutError once the write has
+        run ``limit_s`` seconds, and the write stays in flight.
+        """
+        if self._thread is None:
+            return None
+        return self.wait(max(0.0, self._submitted + limit_s - time.monotonic()))
+
+    @property
+    def context(self) -> dict:
+        """The context the write in flight was submitted with (empty when none is)."""
+        return dict(self._context) if self._thread is not None else {}
+
+    def running_s(self) -> float:
+        """Seconds since the write in flight was submitted (0 when none is)."""
+        return time.monotonic() - self._submitted if self._thread is not None else 0.0
 
     def poll(self) -> WriteOutcome | None:
         """The outcome if the write in flight has ended (collected once), else None. Never blocks."""

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
-from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_FENCED
+from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_FENCED, EXIT_MEMBERSHIP_CHANGE
 from elastic_trainer.async_writer import AsyncWriter, WriteOutcome
 from elastic_trainer.checkpoint import Checkpoint, CheckpointStore
 from elastic_trainer.checkpoint_write import CheckpointWriteError
@@ -58,6 +58,7 @@ class LoopCheckpoints:
         self.snapshot = HostSnapshot(pin=device.type == "cuda")
         self.writer = AsyncWriter()
         self.failed_save = 0  # EXIT_CHECKPOINT_FAILED once a stop or final checkpoint could not be written
+        self.abandoned = False  # a write outlived --checkpoint-write-timeout-s: nothing more waits for it
         self.group = None
         if cfg.checkpoint_format == "sharded":
             from elastic_trainer import sharded
@@ -84,7 +85,7 @@ class LoopCheckpoints:
             return 0  # the single format: rank 0 writes everything
         self.leaving = self.leaving or reason == "stop"  # also when another rank got the notice
         started = time.monotonic()
-        code = self.report(self.writer.wait())
+        code = self._finish_write()
         if code:
             return code
         waited = time.monotonic() - started
@@ -134,7 +135,7 @@ class LoopCheckpoints:
             return saved
 
         self.writer.submit(write, step=step, generation=generation, reason=reason)
-        return self.report(self.writer.wait()) if synchronous else 0
+        return self._finish_write() if synchronous else 0
 
     def _changed_by_the_optimizer_only(self, model, optimizer) -> set[int]:
         """Storages of parameters and optimizer state: on CUDA a snapshot copies them beside the next step.
@@ -165,6 +166,28 @@ class LoopCheckpoints:
             return  # the single format: rank 0 writes everything
         self.writer.submit(lambda: self.snapshot.allocate(layout), step=step, generation=generation, reason="staging")
 
+    def _finish_write(self) -> int:
+        """Wait for the write in flight, at most until its bound, and ``report`` it.
+
+        Issue 23: a write that never ends (a store that stopped answering, a peer of a sharded write
+        stuck in a collective with no timeout) would hold the GPUs while training nothing. Past
+        ``--checkpoint-write-timeout-s`` after the write began, the worker leaves with
+        EXIT_MEMBERSHIP_CHANGE: its agent restarts the group, which resumes from the last committed
+        checkpoint. The writer thread is a daemon (async_writer.py), so it does not hold up the exit.
+        """
+        limit_s = self.cfg.checkpoint_write_timeout_s
+        try:
+            return self.report(self.writer.wait_within(limit_s))
+        except TimeoutError as exc:
+            context = self.writer.context
+            self.abandoned = True
+            log.error("the %s checkpoint of step %s: %s (--checkpoint-write-timeout-s=%g); leaving with exit %d, the "
+                      "group restarts and resumes from the last committed checkpoint", context.get("reason"),
+                      context.get("step"), exc, limit_s, EXIT_MEMBERSHIP_CHANGE)
+            emit("exit", rank=self.rank, step=context.get("step"), code=EXIT_MEMBERSHIP_CHANGE, reason="stalled",
+                 waiting_for="the checkpoint write", limit_s=limit_s)
+            return EXIT_MEMBERSHIP_CHANGE
+
     def report(self, outcome: WriteOutcome | None) -> int:
         """Say how a checkpoint write ended: EXIT_FENCED if this group must stop, else 0.
 
@@ -192,7 +215,7 @@ class LoopCheckpoints:
 
     def settle(self) -> None:
         """Leaving on an error: let a write in flight commit if it can, briefly (see SETTLE_WRITE_S)."""
-        if not self.writer.busy:
+        if not self.writer.busy or self.abandoned:
             return
         self.leaving = True
         try:

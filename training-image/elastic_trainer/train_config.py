@@ -61,6 +61,7 @@ class TrainConfig:
     schedule_on_extend: str = "rebuild"  # one of SCHEDULE_ON_EXTEND (schedule.py)
     output_dir: Path | None = None  # the final model is exported there (outputs.py); None: not exported
     eval_every: int = 0  # steps between the task's evaluate() calls; 0: after the last step only
+    checkpoint_write_timeout_s: float = 1800.0  # a write still running after this ends the worker (checkpointing.py)
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -109,6 +110,10 @@ class TrainConfig:
                             help="resuming a checkpoint written for another --total-steps: rebuild the task's LR "
                                  "schedule for the new total at the resumed step (warm-up not repeated), or keep the "
                                  "saved one and its old horizon (default: rebuild; training-image/README.md)")
+        parser.add_argument("--checkpoint-write-timeout-s", type=_positive_float, default=1800.0, metavar="SECONDS",
+                            help="a checkpoint write (or a wait for one) still running this long after it began "
+                                 "ends the worker with exit 75: its group restarts and resumes from the last "
+                                 "committed checkpoint (default: 1800, torch's default process-group timeout)")
         parser.add_argument("--max-nonfinite-steps", type=_at_least(0), default=10,
                             help="steps in a row whose NaN or infinite loss only skips their update; one more "
                                  "ends the worker without saving, to resume from the last checkpoint (default: 10)")
@@ -124,4 +129,5 @@ class TrainConfig:
             max_nonfinite_steps=args.max_nonfinite_steps, clip_grad_norm=args.clip_grad_norm,
             schedule_on_extend=args.schedule_on_extend,
             output_dir=args.output_dir, eval_every=args.eval_every,
+            checkpoint_write_timeout_s=args.checkpoint_write_timeout_s,
         )
