@@ -72,13 +72,23 @@ def read_only_policy(partition: str, datasets: tuple[DatasetSpec, ...]) -> str:
         )
         if d.kms_key_arn:
             # SSE-KMS objects also need kms:Decrypt on their key (mountpoint-s3 doc/CONFIGURATION.md#iam-permissions);
-            # this key only, so the role decrypts nothing else the account encrypts.
+            # this key only, and only through S3 for this dataset's objects: kms:ViaService names the calling
+            # service (AWS KMS developer guide, "kms:ViaService"); S3 passes the object's ARN as the encryption
+            # context, or the bucket's with an S3 Bucket Key (Amazon S3 user guide, "Encryption context"), so
+            # a pod cannot use the grant to decrypt other data under the same key.
+            arn = bucket_arn(partition, d.bucket)
             statements.append(
                 {
                     "Sid": f"Decrypt{_sid(d.name)}",
                     "Effect": "Allow",
                     "Action": ["kms:Decrypt"],
                     "Resource": d.kms_key_arn,
+                    "Condition": {
+                        "StringLike": {
+                            "kms:ViaService": "s3.*",
+                            "kms:EncryptionContext:aws:s3:arn": [arn, f"{arn}/{d.prefix}*"],
+                        }
+                    },
                 }
             )
     return json.dumps({"Version": iam.VERSION, "Statement": statements})

@@ -57,6 +57,12 @@ def test_the_role_reads_only_the_datasets(aws_datasets):
     # Review of issue 21: an SSE-KMS bucket could not be read (no kms:Decrypt); now its key, and only its key
     assert [s["Resource"] for s in policy["Statement"] if "kms:Decrypt" in s["Action"]] == [KMS_KEY]
     assert "DecryptImagenet" not in by_sid
+    # and only through S3, for that dataset's objects (or its bucket, with an S3 Bucket Key)
+    decrypt = next(s for s in policy["Statement"] if "kms:Decrypt" in s["Action"])
+    assert decrypt["Condition"] == {"StringLike": {
+        "kms:ViaService": "s3.*",
+        "kms:EncryptionContext:aws:s3:arn": ["arn:aws:s3:::corp-c4", "arn:aws:s3:::corp-c4/*"],
+    }}
 
 
 def test_a_read_only_pv_and_claim_per_dataset(aws_datasets):
