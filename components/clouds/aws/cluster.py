@@ -133,9 +133,14 @@ class EksControlPlane(pulumi.ComponentResource):
             encryption_config={"provider": {"key_arn": key.arn}, "resources": ["secrets"]},
             enabled_cluster_log_types=CONTROL_PLANE_LOGS,
             tags={"torchfleet.io/stack": spec.stack},
-            # Not protected, and the KMS key below neither: `pulumi destroy` must remove the cluster
+            # Not protected, and the KMS key above neither: `pulumi destroy` must remove the cluster
             # (a protected resource fails the whole destroy). The key is scheduled for deletion
-            # with a 30-day window (deletion_window_in_days), the safety net against a mistake.
+            # with a 30-day window (deletion_window_in_days), the safety net against a mistake
+            # (`aws kms cancel-key-deletion`); KMS bills nothing while it is pending
+            # (https://aws.amazon.com/kms/pricing/). It encrypts only this cluster's Secrets,
+            # which go with the cluster; what destroy keeps uses no key of ours: EFS the AWS managed
+            # aws/elasticfilesystem (efs.py sets no kms_key_id), the log group CloudWatch's own
+            # encryption (AWS review m10; tests/components/clouds/aws/test_cluster.py).
             opts=cluster_options(self, depends_on=[logs, *attachments]),
         )
         # The VPC CNI enforces NetworkPolicy only when its add-on says so; without this the

@@ -109,3 +109,20 @@ def test_vpc_cni_enforces_network_policies_before_nodes_join(aws_example):
     assert cni.inputs["addonVersion"] == MOCK_ADDON_VERSION  # EKS's default for the minor (addons.py)
     for group in aws_example.of_type("aws:eks/nodeGroup:NodeGroup"):
         assert any(dep.endswith(f"::{cni.name}") for dep in group.options["dependencies"]), group.name
+
+
+def test_what_destroy_keeps_is_not_encrypted_with_the_key_destroy_deletes(aws_example):
+    """AWS review m10: destroy schedules the secrets key for deletion (unprotected, not retained) while
+    it keeps the EFS file system and the log group. Were either encrypted with that key, the kept data
+    would become unreadable 30 days later. The key encrypts the cluster's Secrets only; EFS uses the
+    AWS managed key aws/elasticfilesystem (no kmsKeyId), the log group CloudWatch's own encryption."""
+    key = aws_example.one("aws:kms/key:Key")
+    assert (key.options["protect"], key.options["retainOnDelete"]) == (False, False)
+    assert key.inputs["deletionWindowInDays"] == 30  # KMS's longest wait; no charge while pending
+    cluster = aws_example.one("aws:eks/cluster:Cluster")
+    assert cluster.inputs["encryptionConfig"]["resources"] == ["secrets"]
+    kept = [r for r in aws_example.resources if r.options.get("retainOnDelete")]
+    assert sorted(r.type for r in kept) == ["aws:cloudwatch/logGroup:LogGroup", "aws:efs/fileSystem:FileSystem"]
+    for r in kept:
+        assert "kmsKeyId" not in r.inputs, r.name
+        assert key.name not in json.dumps(r.inputs), r.name
