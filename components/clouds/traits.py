@@ -47,6 +47,8 @@ class CloudTraits:
     storage_max_gb: dict[str, int] = field(default_factory=dict)
     # The most CIDRs the cluster's API endpoint allow-list takes (network.publicAccessCidrs), cited below.
     max_public_access_cidrs: int | None = None
+    # Whether the cluster has an IAM-gated DNS control-plane endpoint (network.dnsEndpoint): GKE only.
+    dns_endpoint: bool = False
     # Prefix lengths the cloud accepts for the VPC/VNet (AWS: /16 to /28).
     network_prefix_range: tuple[int, int] = (8, 29)
     # Provider config namespaces of this cloud: keys of another cloud's namespace are errors.
@@ -120,6 +122,8 @@ CLOUD_TRAITS: dict[str, CloudTraits] = {
         # up to 100": https://cloud.google.com/kubernetes-engine/docs/how-to/authorized-networks
         # (Limitations, read 2026-11-25). gcp/cluster.py always makes nodes private (a private cluster).
         max_public_access_cidrs=100,
+        # GKE's DNS-based control-plane endpoint (gcp/cluster.py control_plane_endpoints).
+        dns_endpoint=True,
         # Persistent Disk up to 64 TiB: https://cloud.google.com/compute/docs/disks#introduction
         max_disk_gb=65536,
         # Basic tiers up to 63.9 TiB, zonal and regional up to 100 TiB (the same service-tiers page).

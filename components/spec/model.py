@@ -62,6 +62,8 @@ class NodePoolSpec:
     min_nodes: int
     max_nodes: int
     disk_size_gb: int = 100
+    # AKS's enableEncryptionAtHost (Azure only; spec/pools.py checks the size supports it).
+    encryption_at_host: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class GpuPoolSpec:
     spot: bool = True
     disk_size_gb: int = 200
     accelerator: str | None = None  # GCP's guest_accelerator type
+    encryption_at_host: bool = False  # AKS's enableEncryptionAtHost, as NodePoolSpec's
 
     @property
     def name(self) -> str:
@@ -146,6 +149,11 @@ class NetworkSpec:
     # Private by default: no public API endpoint unless the stack lists who may reach it (issue 20).
     public_access_cidrs: tuple[str, ...] = ()
     nat: str = "single"  # "single" | "perZone"
+    # GKE's DNS-based control-plane endpoint, open to callers outside the VPC and gated by IAM
+    # (container.clusters.connect), not by source address: how a laptop or CI reaches a private
+    # cluster (GCP review F1; components/clouds/gcp/cluster.py). GKE only: spec.parse turns it on for
+    # GCP unless the stack says false, and refuses the key on other clouds.
+    dns_endpoint: bool = False
 
 
 @dataclass(frozen=True)

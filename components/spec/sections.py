@@ -27,7 +27,7 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # Allowed keys of each structured value; anything else is a typo worth reporting.
 _STORAGE_KEYS = {"protect", "tier", "sizeGb", "adopt"}
 _TRAINING_KEYS = {"operator", "namespace", "etcdReplicas"}
-_NETWORK_KEYS = {"cidr", "publicAccessCidrs", "natGateways"}
+_NETWORK_KEYS = {"cidr", "publicAccessCidrs", "natGateways", "dnsEndpoint"}
 _AUTOSCALER_KEYS = {"scaleDownUnneededTime", "scaleDownDelayAfterAdd"}
 _GUARDRAIL_KEYS = {"maxGpus", "allowOnDemandGpus", "restrictPublicEndpoint"}
 
@@ -160,7 +160,18 @@ def _parse_network(p: _Problems, value: Any, cloud: str, traits: CloudTraits) ->
         cidr=cidr,
         public_access_cidrs=tuple(public) if public is not None else default.public_access_cidrs,
         nat=nat,
+        dns_endpoint=_parse_dns_endpoint(p, f"{key}.dnsEndpoint", obj, cloud, traits),
     )
+
+
+def _parse_dns_endpoint(p: _Problems, key: str, obj: dict, cloud: str, traits: CloudTraits) -> bool:
+    """GKE's IAM-gated DNS control-plane endpoint: on by default where the cloud has one."""
+    if not traits.dns_endpoint:
+        if "dnsEndpoint" in obj:
+            p.add(key, f"{cloud} has no DNS-based control-plane endpoint (GKE only); remove this key and reach "
+                       "the API through network.publicAccessCidrs or from inside the network")
+        return False
+    return _bool(p, key, obj.get("dnsEndpoint"), True)
 
 
 def _parse_autoscaler(p: _Problems, value: Any, cloud: str) -> AutoscalerSpec:

@@ -28,6 +28,8 @@ def _project(args: pulumi.runtime.MockResourceArgs) -> str:
 
 
 MOCK_PRIVATE_ENDPOINT = "10.0.0.2"
+# GKE's DNS control-plane endpoint has the form gke-<id>-<project number>.<location>.gke.goog.
+MOCK_DNS_ENDPOINT = f"gke-0123456789abcdef0123456789abcdef-{MOCK_PROJECT_NUMBER}.mock-location.gke.goog"
 
 
 def _cluster(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
@@ -39,11 +41,18 @@ def _cluster(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
         "selfLink": f"https://container.googleapis.com/v1/projects/{_project(args)}/locations/{location}"
         f"/clusters/{args.name}",
         # With Private Service Connect, GKE gives the control plane an address in the node subnet.
+        "controlPlaneEndpointsConfig": _endpoints(args.inputs.get("controlPlaneEndpointsConfig") or {}),
         "privateClusterConfig": {
             **(args.inputs.get("privateClusterConfig") or {}),
             "privateEndpoint": MOCK_PRIVATE_ENDPOINT,
         },
     }
+
+
+def _endpoints(given: dict[str, Any]) -> dict[str, Any]:
+    # Every GKE cluster has a DNS endpoint; allowExternalTraffic only decides who may use it.
+    dns = given.get("dnsEndpointConfig") or {}
+    return {**given, "dnsEndpointConfig": {**dns, "endpoint": MOCK_DNS_ENDPOINT}}
 
 
 def filestore_ip(reserved_range: str | None) -> str:

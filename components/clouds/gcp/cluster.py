@@ -93,6 +93,31 @@ def private_cluster(public_access_cidrs: tuple[str, ...]) -> dict[str, Any]:
     return config
 
 
+def control_plane_endpoints(dns_endpoint: bool) -> dict[str, Any]:
+    """GKE's DNS-based control-plane endpoint (network.dnsEndpoint, on by default): how a laptop or CI
+    reaches a cluster whose IP endpoint is private, with no VPN and no IP allow-list.
+
+    Every cluster has the endpoint; `allow_external_traffic` decides whether user traffic from outside
+    Google's internal callers is accepted on it. A request there passes IAM (the caller needs
+    container.clusters.connect) before it reaches the API server, which then applies RBAC, so it is
+    gated by identity rather than by source address ("A new flexible DNS-based approach for accessing
+    the GKE control plane", cloud.google.com/blog, 2024-11-11). It is said explicitly either way: the
+    provider sends allowExternalTraffic false when the block is absent (terraform-provider-google
+    resource_container_cluster.go expandControlPlaneEndpointsConfig, ForceSendFields). The IP endpoints
+    stay on (a private one: private_cluster, the webhook firewall rule uses its address); the public IP
+    endpoint is governed by network.publicAccessCidrs as before (GCP review F1).
+    """
+    return {"dns_endpoint_config": {"allow_external_traffic": dns_endpoint}}
+
+
+def api_server(cluster: gcp.container.Cluster, dns_endpoint: bool) -> pulumi.Output[str]:
+    """The address the kubeconfig (and so the Kubernetes provider) talks to: the DNS endpoint when it
+    is on, else the IP endpoint (private when network.publicAccessCidrs is [])."""
+    if dns_endpoint:
+        return cluster.control_plane_endpoints_config.apply(lambda c: c.dns_endpoint_config.endpoint)
+    return cluster.endpoint
+
+
 def cluster_options(
     parent: pulumi.Resource, depends_on: list[pulumi.Resource] | None = None
 ) -> pulumi.ResourceOptions:
@@ -141,10 +166,11 @@ class GcpCluster(pulumi.ComponentResource):
             node_service_account=self.identity.email,
             opts=pulumi.ResourceOptions(parent=self),
         )
+        dns = spec.network.dns_endpoint
         config = pulumi.Output.secret(
             pulumi.Output.all(
-                self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
-            ).apply(lambda args: kubeconfig(*args))
+                self.cluster.name, api_server(self.cluster, dns), self.cluster.master_auth.cluster_ca_certificate
+            ).apply(lambda args: kubeconfig(*args, dns_endpoint=dns))
         )
         provider = k8s.Provider(f"{name}-k8s", kubeconfig=config, opts=pulumi.ResourceOptions(parent=self))
         datasets = (
@@ -189,6 +215,7 @@ class GcpCluster(pulumi.ComponentResource):
             default_max_pods_per_node=MAX_PODS_PER_NODE,
             private_cluster_config=private_cluster(spec.network.public_access_cidrs),
             master_authorized_networks_config=authorized_networks(spec.network.public_access_cidrs),
+            control_plane_endpoints_config=control_plane_endpoints(spec.network.dns_endpoint),
             master_auth={"client_certificate_config": {"issue_client_certificate": False}},
             # Application-layer secrets encryption with our Cloud KMS key (kms.py).
             database_encryption=database_encryption(self.secrets_key.key.id),

@@ -20,9 +20,19 @@ EXEC_API_VERSION = "client.authentication.k8s.io/v1beta1"
 ADC_FLAG = "--use_application_default_credentials"
 
 
-def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:
-    """A kubeconfig for one cluster; ca_certificate is base64 PEM as GKE's masterAuth gives it."""
+def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str, dns_endpoint: bool = False) -> str:
+    """A kubeconfig for one cluster; ca_certificate is base64 PEM as GKE's masterAuth gives it.
+
+    With dns_endpoint, `endpoint` is GKE's DNS control-plane endpoint (gcp/cluster.py api_server). It
+    serves a publicly trusted certificate, not one of the cluster's CA, so the CA is left out and the
+    system's trust store verifies it, as `gcloud container clusters get-credentials --dns-endpoint`
+    writes it (google-cloud-sdk googlecloudsdk/api_lib/container/kubeconfig.py Cluster(): no
+    certificate-authority-data when has_dns_endpoint). The cluster's CA would fail that handshake.
+    """
     context = f"gke-{cluster_name}"
+    server: dict = {"server": f"https://{endpoint}"}
+    if not dns_endpoint:
+        server["certificate-authority-data"] = ca_certificate
     return yaml.safe_dump(
         {
             "apiVersion": "v1",
@@ -30,7 +40,7 @@ def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:
             "clusters": [
                 {
                     "name": context,
-                    "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca_certificate},
+                    "cluster": server,
                 }
             ],
             "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],

@@ -49,7 +49,9 @@ THREE_ZONES: dict[str, Any] = {
          "machineTypes": ["a2-highgpu-2g"]},
     ],
     "torchfleet:storage": {"protect": False, "tier": "ZONAL", "sizeGb": 2048},
-    "torchfleet:network": {"cidr": "10.20.0.0/16", "publicAccessCidrs": ["203.0.113.0/24", "198.51.100.7/32"]},
+    # Narrowed to two ranges, without the DNS endpoint: the kubeconfig then names the IP endpoint.
+    "torchfleet:network": {"cidr": "10.20.0.0/16", "publicAccessCidrs": ["203.0.113.0/24", "198.51.100.7/32"],
+                           "dnsEndpoint": False},
     "torchfleet:guardrails": {"allowOnDemandGpus": True},
 }
 # Every GPU GCP offers, in one zone: the machine family each must get.
@@ -525,14 +527,32 @@ def test_webhook_port_open_from_the_control_plane_to_the_nodes(stack):
     assert target.startswith(account.inputs["accountId"] + "@")  # the nodes' account only
 
 
+def test_control_plane_reached_by_dns_endpoint_unless_turned_off(stack):
+    """GCP review F1: a private cluster was reachable only from inside its VPC. The DNS endpoint
+    (IAM-gated) is on unless network.dnsEndpoint is false, said explicitly either way, and Google
+    Cloud's public IPs never bypass the authorized networks."""
+    result, spec = stack
+    c = result.one(CLUSTER).inputs
+    dns = spec.network.dns_endpoint
+    assert c["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": dns}}
+    assert c["masterAuthorizedNetworksConfig"]["gcpPublicCidrsAccessEnabled"] is False
+    assert [b["cidrBlock"] for b in c["masterAuthorizedNetworksConfig"]["cidrBlocks"]] == list(
+        spec.network.public_access_cidrs
+    )
+
+
 def test_kubernetes_provider_uses_exec_auth_against_the_cluster(stack):
-    result, _ = stack
+    result, spec = stack
     provider = result.one("pulumi:providers:kubernetes")
     config = yaml.safe_load(provider.inputs["kubeconfig"])
     assert provider.printable["kubeconfig"] == "[secret]"
     cluster = config["clusters"][0]["cluster"]
-    assert cluster["server"] == f"https://{mock_gcp.MOCK_ENDPOINT}"
-    assert cluster["certificate-authority-data"] == mock_gcp.MOCK_CA
+    if spec.network.dns_endpoint:
+        # The DNS endpoint serves a publicly trusted certificate: no cluster CA, as gcloud writes it.
+        assert cluster == {"server": f"https://{mock_gcp.MOCK_DNS_ENDPOINT}"}
+    else:
+        assert cluster["server"] == f"https://{mock_gcp.MOCK_ENDPOINT}"
+        assert cluster["certificate-authority-data"] == mock_gcp.MOCK_CA
     user = config["users"][0]["user"]
     assert set(user) == {"exec"}  # no token, password or client key in the file
     assert user["exec"]["command"] == kubeconfig_mod.AUTH_PLUGIN

@@ -215,6 +215,20 @@ def test_kubeconfig_uses_the_gke_auth_plugin_and_no_credentials():
     assert user["exec"]["provideClusterInfo"] is True
 
 
+def test_kubeconfig_for_the_dns_endpoint_has_no_cluster_ca():
+    # GKE's DNS endpoint presents a publicly trusted certificate; the cluster CA would fail the
+    # handshake, so the file leaves it out as gcloud's --dns-endpoint does (GCP review F1).
+    host = "gke-abc-123.us-central1.gke.goog"
+    config = yaml.safe_load(kubeconfig("c1", host, "Q0E=", dns_endpoint=True))
+    assert config["clusters"][0]["cluster"] == {"server": f"https://{host}"}
+    assert config["users"][0]["user"]["exec"]["command"] == AUTH_PLUGIN
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_control_plane_endpoints_say_allow_external_traffic_explicitly(on):
+    assert cluster.control_plane_endpoints(on) == {"dns_endpoint_config": {"allow_external_traffic": on}}
+
+
 def test_csi_volume_source_names_instance_share_and_address():
     assert filestore.csi_volume_source("us-central1-a", "fs1", "10.0.0.2") == {
         "csi": {

@@ -428,3 +428,23 @@ def test_all_problems_reported_at_once():
         "torchfleet:network.cidr",
     ]
     assert sum(len(messages) for messages in found.values()) == 4
+
+
+# ---------------------------------------------------------------- network.dnsEndpoint (GCP review F1)
+
+
+def test_gcp_dns_endpoint_is_on_unless_the_stack_turns_it_off():
+    assert ok(BASE["gcp"]).network.dns_endpoint is True
+    assert ok(config("gcp", network={"dnsEndpoint": False})).network.dns_endpoint is False
+
+
+def test_gcp_dns_endpoint_must_be_a_boolean():
+    message = only(config("gcp", network={"dnsEndpoint": "sometimes"}), "torchfleet:network.dnsEndpoint")
+    assert message == "expected true or false, got 'sometimes'"
+
+
+@pytest.mark.parametrize("cloud", ["aws", "azure"])
+def test_dns_endpoint_is_refused_where_the_cloud_has_none(cloud):
+    assert ok(BASE[cloud]).network.dns_endpoint is False
+    message = only(config(cloud, network={"dnsEndpoint": True}), "torchfleet:network.dnsEndpoint")
+    assert message.startswith(f"{cloud} has no DNS-based control-plane endpoint (GKE only); remove this key")
