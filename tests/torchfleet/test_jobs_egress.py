@@ -81,3 +81,17 @@ def test_wide_egress_on_each_cloud_leaves_its_metadata_endpoints_closed(stack, e
     for block in blocks:
         for inner in block.get("except", []):
             assert ipaddress.ip_network(inner).subnet_of(ipaddress.ip_network(block["cidr"]))
+
+
+def test_the_refusal_says_what_the_endpoint_hands_out_on_each_cloud():
+    """GCP review F18: the refusal said every endpoint "hands out the node's credentials"; on GKE nodes
+    with GKE_METADATA the metadata server serves the pod's own Workload Identity instead."""
+    with pytest.raises(UsageError) as imds:
+        parse_egress([IMDS])
+    assert "the node's credentials on EKS and AKS (a pod's own Workload Identity on GKE)" in str(imds.value)
+    with pytest.raises(UsageError) as gke:
+        parse_egress([GKE_METADATA])
+    assert "Workload Identity" in str(gke.value) and "node's" not in str(gke.value)
+    with pytest.raises(UsageError) as wireserver:
+        parse_egress([WIRESERVER])
+    assert "node's" not in str(wireserver.value) and "extension settings" in str(wireserver.value)

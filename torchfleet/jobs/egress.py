@@ -1,13 +1,33 @@
 """`--allow-egress CIDR`: the networks a job may reach, never the clouds' metadata endpoints.
 
-A metadata endpoint hands out credentials: the node's on AWS, on Azure and on GCE (and, on Azure,
-the WireServer its extensions' settings); on GKE nodes with GKE_METADATA (every Torchfleet pool) it
-answers with the Workload Identity of the pod's Kubernetes service account instead, never the
-node's (GCP review F18: this said "the node's" for GKE too), and the one path to it a job gets is
-the datasets' (docs/data.md). README.md promises they stay closed whatever a job opens, so every
-CIDR that contains one gets it as an ``except`` (a NetworkPolicy ipBlock's excepts must lie
-strictly inside its cidr, so each CIDR gets only the endpoints inside it), and a CIDR that is
-a metadata endpoint, or lies inside one, is refused.
+What each endpoint hands a pod that reaches it differs by cloud (GCP review F18: this said "the
+node's credentials" everywhere):
+- EKS: IMDS (169.254.169.254, fd00:ec2::254) hands out the node role's credentials. Our node groups
+  require IMDSv2 with a hop limit of 1 (components/clouds/aws/nodegroups.py), so a pod off the host
+  network gets no session token already; the except is a second wall (a node group launched from
+  another template, or with IMDSv1 back on). A pod's own AWS identity comes from the EKS Pod Identity agent on
+  169.254.170.23 / fd00:ec2::23 (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-agent-setup.html),
+  which serves only the role of the pod's service account and is not excepted here.
+- AKS: IMDS hands any pod a token of the node's managed identities (the kubelet identity), since AKS
+  lets pods with hostNetwork=false reach it "without restriction" unless the pool's podLinkLocalAccess
+  is None (ARM's PodLinkLocalAccess, default IMDS: https://learn.microsoft.com/dotnet/api/azure.resourcemanager.containerservice.models.podlinklocalaccess);
+  WireServer (168.63.129.16) carries the VM agent's channel and extension settings. AKS workload
+  identity needs neither: a pod exchanges its projected service-account token with Microsoft Entra ID
+  (https://learn.microsoft.com/azure/aks/workload-identity-overview).
+- GKE: on nodes with GKE_METADATA (every Torchfleet pool, components/clouds/gcp/pools.py) the GKE
+  metadata server answers on 169.254.169.254 (reached at 169.254.169.252:988 behind it) with the
+  Workload Identity of the pod's Kubernetes service account, never the node's credentials
+  (https://cloud.google.com/kubernetes-engine/docs/concepts/workload-identity#metadata_server).
+
+The rule stays the same on every cloud, so a job's flags mean one thing wherever it runs: whatever a
+job opens, these endpoints stay closed (docs/jobs.md promises it). On GKE that costs nothing: the one
+path to the metadata server a job needs, the datasets' gcsfuse sidecar token, is opened by the
+stack's own `training-to-datasets` policy for pods labelled torchfleet.io/datasets=true, on port 80
+only (components/clouds/gcp/datasets.py, docs/data.md), and NetworkPolicies add up, so an except here
+does not close it. On EKS and AKS the endpoints would hand a job the node's identity. So every CIDR
+that contains one gets it as an ``except`` (a NetworkPolicy ipBlock's excepts must lie strictly inside
+its cidr, so each CIDR gets only the endpoints inside it), and a CIDR that is a metadata endpoint, or
+lies inside one, is refused.
 """
 
 from __future__ import annotations
@@ -27,6 +47,7 @@ class MetadataEndpoint:
     network: Network
     what: str
     source: str
+    serves: str  # what it hands a pod that reaches it, per cloud (the module's docstring)
 
 
 METADATA_ENDPOINTS = (
@@ -34,15 +55,19 @@ METADATA_ENDPOINTS = (
     MetadataEndpoint(ipaddress.ip_network("169.254.169.254/32"), "AWS, GCP and Azure instance metadata",
                      "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html, "
                      "https://cloud.google.com/compute/docs/metadata/querying-metadata, "
-                     "https://learn.microsoft.com/en-us/azure/virtual-machines/instance-metadata-service"),
+                     "https://learn.microsoft.com/en-us/azure/virtual-machines/instance-metadata-service",
+                     "hands out the node's credentials on EKS and AKS (a pod's own Workload Identity on GKE)"),
     # GKE's metadata server (Workload Identity) answers on this address, port 988.
     MetadataEndpoint(ipaddress.ip_network("169.254.169.252/32"), "the GKE metadata server",
-                     "https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity"),
+                     "https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity",
+                     "hands out the pod's Workload Identity token"),
     MetadataEndpoint(ipaddress.ip_network("168.63.129.16/32"), "Azure's WireServer",
-                     "https://learn.microsoft.com/en-us/azure/virtual-network/what-is-ip-address-168-63-129-16"),
+                     "https://learn.microsoft.com/en-us/azure/virtual-network/what-is-ip-address-168-63-129-16",
+                     "carries the VM agent's channel and extension settings"),
     # IMDS over IPv6 on Nitro instances.
     MetadataEndpoint(ipaddress.ip_network("fd00:ec2::254/128"), "AWS instance metadata over IPv6",
-                     "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html"),
+                     "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html",
+                     "hands out the node's credentials"),
 )
 
 
@@ -87,13 +112,13 @@ def parse_egress(items: Sequence[str]) -> tuple[str, ...]:
         metadata = _metadata_containing(ipv4 or network)
         if metadata is not None and ipv4 is not None:
             raise UsageError(f"--allow-egress: {item!r} is the IPv4-mapped form of {ipv4}, {metadata.what} "
-                             f"({metadata.network}), which hands out the node's credentials and stays closed to jobs")
+                             f"({metadata.network}), which {metadata.serves} and stays closed to jobs")
         if ipv4 is not None:
             raise UsageError(f"--allow-egress: {item!r} is the IPv4-mapped IPv6 form of {ipv4}; write {ipv4} "
                              "(Kubernetes refuses IPv4-mapped addresses in a NetworkPolicy, KEP-4858)")
         if metadata is not None:
-            raise UsageError(f"--allow-egress: {item!r} is {metadata.what} ({metadata.network}), which hands out "
-                             "the node's credentials and stays closed to jobs; give the networks the job needs")
+            raise UsageError(f"--allow-egress: {item!r} is {metadata.what} ({metadata.network}), which "
+                             f"{metadata.serves} and stays closed to jobs; give the networks the job needs")
         if str(network) not in cidrs:
             cidrs.append(str(network))
     return tuple(cidrs)
