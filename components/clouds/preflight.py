@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from components.catalog import host_encryption
 from components.clouds import zone_offers
 from components.spec import PlatformSpec
 
@@ -128,8 +129,40 @@ def _azure(spec: PlatformSpec) -> list[Need]:
         out.append(Need(f"Total Regional vCPUs ({spec.region})", total, "vCPUs"))
     m = spec.manager_pool
     out.append(Need(f"vCPU quota of the {m.machine_type} family ({spec.region}): room for {m.max_nodes}", None))
-    out += [Need(f"registered: {rp}", None) for rp in APIS["azure"]]
-    return out
+    at_host = any(p.encryption_at_host for p in (m, *spec.gpu_pools))
+    out += [Need(f"registered: {rp}", None) for rp in APIS["azure"] if at_host or "EncryptionAtHost" not in rp]
+    return out + [Need(f"check: {line}", None) for line in azure_commands(spec)]
+
+
+def azure_commands(spec: PlatformSpec) -> list[str]:
+    """The `az` commands that answer the lines above for the subscription: quotas, registrations, and
+    for every size with encryption at host, whether the region offers it (Azure review 14)."""
+    region = spec.region
+    providers = " ".join(rp for rp in APIS["azure"] if not rp.startswith("feature"))
+    lines = [
+        f"az vm list-usage --location {region} --output table   # the vCPU quotas above",
+        f"for ns in {providers}; do az provider show --namespace $ns --query registrationState --output tsv; done"
+        "   # Registered",
+    ]
+    sizes = {spec.manager_pool.machine_type: spec.manager_pool.encryption_at_host}
+    for pool in spec.gpu_pools:
+        for m in pool.machines:
+            sizes[m.type] = sizes.get(m.type, False) or pool.encryption_at_host
+    on = sorted(t for t, enabled in sizes.items() if enabled)
+    if on:
+        lines.append(
+            "az feature show --namespace Microsoft.Compute --name EncryptionAtHost --query properties.state "
+            "--output tsv   # Registered; else: az feature register --namespace Microsoft.Compute "
+            "--name EncryptionAtHost"
+        )
+    for t in on:
+        recorded = {True: "recorded True", False: "recorded False", None: "not recorded"}[host_encryption.supported(t)]
+        lines.append(
+            f"az vm list-skus --location {region} --size {t} --query "
+            f"\"[].capabilities[?name=='EncryptionAtHostSupported'].value\" --output tsv   # True "
+            f"(catalog/host_encryption.yaml: {recorded})"
+        )
+    return lines
 
 
 def render(spec: PlatformSpec) -> str:

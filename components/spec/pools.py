@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from components import catalog
-from components.catalog import machines
+from components.catalog import host_encryption, machines
 from components.clouds.traits import CLOUD_TRAITS, CloudTraits
 from components.spec.fields import _bool, _int, _k, _obj, _Problems, _r, _str_list, _unknown_keys
 from components.spec.model import DEFAULT_MANAGER_MACHINE, GpuPoolSpec, NodePoolSpec
 
 # Allowed keys of each structured value; anything else is a typo worth reporting.
-_MANAGER_KEYS = {"machineType", "minNodes", "maxNodes", "diskSizeGb"}
-_GPU_POOL_KEYS = {"gpu", "maxNodes", "minNodes", "machineTypes", "spot", "zones", "diskSizeGb"}
+_MANAGER_KEYS = {"machineType", "minNodes", "maxNodes", "diskSizeGb", "encryptionAtHost"}
+_GPU_POOL_KEYS = {"gpu", "maxNodes", "minNodes", "machineTypes", "spot", "zones", "diskSizeGb", "encryptionAtHost"}
 
 
 def _parse_min_max(
@@ -48,7 +48,36 @@ def _parse_manager(p: _Problems, value: Any, cloud: str) -> NodePoolSpec:
     elif rules and (why := rules.problem(machine)) is not None:
         p.add(f"{key}.machineType", why)
     disk = _int(p, f"{key}.diskSizeGb", obj.get("diskSizeGb"), 100, minimum=20, **_disk_max(traits))
-    return NodePoolSpec(machine_type=machine, min_nodes=lo, max_nodes=hi, disk_size_gb=disk or 100)
+    at_host = _encryption_at_host(p, key, obj, cloud, [machine], f"{key}.machineType", _manager_sizes_with_it())
+    return NodePoolSpec(
+        machine_type=machine, min_nodes=lo, max_nodes=hi, disk_size_gb=disk or 100, encryption_at_host=at_host
+    )
+
+
+def _manager_sizes_with_it() -> list[str]:
+    rules = machines.rules("azure")
+    return [m for m in rules.examples if host_encryption.supported(m)] if rules else []
+
+
+def _encryption_at_host(
+    p: _Problems, key: str, obj: dict, cloud: str, types: list[str], machine_key: str, alternatives: list[str]
+) -> bool:
+    """AKS's enableEncryptionAtHost for one pool: on by default on Azure, refused on a size the
+    catalog records without it (the pool create would fail; catalog/host_encryption.yaml)."""
+    if cloud != "azure":
+        if "encryptionAtHost" in obj:
+            p.add(f"{key}.encryptionAtHost", f"only Azure pools set encryption at host; remove this key on {cloud}")
+        return False
+    on = _bool(p, f"{key}.encryptionAtHost", obj.get("encryptionAtHost"), True)
+    without = [t for t in types if isinstance(t, str) and host_encryption.supported(t) is False]
+    if on and without:
+        p.add(
+            machine_key,
+            f"{', '.join(without)} cannot encrypt at host (Resource SKUs EncryptionAtHostSupported False, "
+            f"components/catalog/host_encryption.yaml); sizes that can: {', '.join(alternatives) or 'none recorded'}; "
+            f"or set {key}.encryptionAtHost: false",
+        )
+    return on
 
 
 def _disk_max(traits: CloudTraits) -> dict[str, Any]:
@@ -114,6 +143,8 @@ def _parse_gpu_pools(p: _Problems, value: Any, cloud: str, traits: CloudTraits, 
         if offer is None:
             continue
         machines = _pool_machines(p, pk, entry, offer)
+        with_it = [m.type for m in offer.machines if host_encryption.supported(m.type)]
+        at_host = _encryption_at_host(p, pk, entry, cloud, [m.type for m in machines], f"{pk}.machineTypes", with_it)
         if traits.machine_types_per_pool and len(machines) > traits.machine_types_per_pool:
             hint = f"list one, e.g. [{machines[0].type}]"
             p.add(f"{pk}.machineTypes", f"a {cloud} node pool has one machine type; {hint}")
@@ -127,7 +158,7 @@ def _parse_gpu_pools(p: _Problems, value: Any, cloud: str, traits: CloudTraits, 
                 continue
             seen[offer.gpu, zone] = i
             if machines:
-                pools.append(GpuPoolSpec(offer.gpu, zone, machines, lo, hi, spot, disk, offer.accelerator))
+                pools.append(GpuPoolSpec(offer.gpu, zone, machines, lo, hi, spot, disk, offer.accelerator, at_host))
     return pools
 
 

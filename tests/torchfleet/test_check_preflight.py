@@ -47,6 +47,32 @@ def test_azure_spot_vcpus_and_the_on_demand_family():
     assert "registered: feature Microsoft.Compute/EncryptionAtHost" in needs
 
 
+def test_azure_check_prints_the_az_commands_that_answer_for_the_subscription():
+    """Azure review 14: quotas, the resource providers, the EncryptionAtHost feature and, per size
+    with encryption at host, the SKU capability (catalog/host_encryption.yaml says what it recorded)."""
+    lines = [w.removeprefix("check: ") for w in needs_of("azure-eus") if w.startswith("check: ")]
+    assert lines[0].startswith("az vm list-usage --location eastus --output table")
+    assert "az provider show --namespace $ns --query registrationState" in lines[1]
+    assert lines[2].startswith("az feature show --namespace Microsoft.Compute --name EncryptionAtHost")
+    skus = [line for line in lines if line.startswith("az vm list-skus")]
+    assert [line.split("--size ")[1].split()[0] for line in skus] == [
+        "Standard_D4s_v5", "Standard_NC24ads_A100_v4", "Standard_NC8as_T4_v3"]
+    assert all("EncryptionAtHostSupported" in line and "recorded True" in line for line in skus)
+
+
+def test_azure_check_asks_for_no_feature_where_no_pool_encrypts_at_host():
+    from components.spec import parse
+
+    raw = {"torchfleet:cloud": "azure", "azure-native:location": "eastus", "torchfleet:zones": ["1"],
+           "torchfleet:managerPool": {"maxNodes": 3, "encryptionAtHost": False},
+           "torchfleet:gpuPools": [{"gpu": "h100", "maxNodes": 1, "encryptionAtHost": False}]}
+    found = [n.what for n in preflight.needs(parse(raw, "noeah"))]
+    assert not [w for w in found if "EncryptionAtHost" in w], found
+    raw["torchfleet:gpuPools"] = [{"gpu": "h100", "maxNodes": 1, "machineTypes": ["Standard_ND96isr_H100_v5"]}]
+    found = [n.what for n in preflight.needs(parse(raw, "eah"))]
+    assert any("--size Standard_ND96isr_H100_v5" in w and "not recorded" in w for w in found), found
+
+
 def test_check_prints_them_on_stderr_and_keeps_stdout_for_violations(capsys):
     code = main(["check", "--stack-file", str(STACKS_DIR / "Pulumi.gcp-usc1.yaml")])
     out, err = capsys.readouterr()

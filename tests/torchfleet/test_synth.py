@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from tests.harness import REPO
+from tests.harness import REPO, STACKS_DIR
 from torchfleet import synth
 from torchfleet.cli import main
 from torchfleet.synth import manifest_filename
@@ -67,6 +67,20 @@ def test_config_error_exits_2_with_problems_on_stderr_and_nothing_on_stdout(tmp_
     assert captured.out == ""
     assert "torchfleet:gpuPools[0].maxNode: unknown key; did you mean 'maxNodes'?" in captured.err
     assert "k80 on aws was retired" in captured.err
+
+
+def test_a_size_without_encryption_at_host_exits_2_naming_the_key(tmp_path, capsys, monkeypatch):
+    """Azure review 14: refused before anything is created, with the sizes that would work."""
+    from components.catalog import host_encryption
+
+    monkeypatch.setattr(host_encryption, "supported", lambda t: t != "Standard_NC8as_T4_v3")
+    stack = yaml.safe_load((STACKS_DIR / "Pulumi.azure-eus.yaml").read_text())
+    bad = tmp_path / "Pulumi.azure-eus.yaml"
+    bad.write_text(yaml.safe_dump(stack))
+    assert main(["synth", "--stack-file", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "torchfleet:gpuPools[0].machineTypes: Standard_NC8as_T4_v3 cannot encrypt at host" in err
+    assert "or set torchfleet:gpuPools[0].encryptionAtHost: false" in err
 
 
 def test_missing_stack_file_exits_2(tmp_path, capsys):

@@ -89,7 +89,7 @@ def manager_profile(spec: PlatformSpec, subnet_id: pulumi.Input[str]) -> dict:
         "vnet_subnet_id": subnet_id,
         "enable_node_public_ip": False,
         # Temp disks, caches and OS/data disk flows encrypted on the VM host (pools.py says why).
-        "enable_encryption_at_host": True,
+        "enable_encryption_at_host": m.encryption_at_host,
         "os_disk_size_gb": m.disk_size_gb,
         "node_labels": dict(MANAGER_SELECTOR),
         "orchestrator_version": spec.kubernetes_version,

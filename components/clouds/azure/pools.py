@@ -50,9 +50,10 @@ def pool_args(pool: GpuPoolSpec, machine_index: int, spec: PlatformSpec) -> dict
         # Encryption at host: temp disks, ephemeral OS disks (where the kubelet keeps emptyDirs and
         # container layers) and the disk caches are encrypted at rest on the VM host, not only
         # the managed disks. Needs the subscription feature Microsoft.Compute/EncryptionAtHost
-        # registered (README, Azure notes); set when a pool is created.
-        # https://learn.microsoft.com/azure/aks/enable-host-encryption
-        "enable_encryption_at_host": True,
+        # registered (`torchfleet check` prints the command) and a size that supports it (spec/pools.py
+        # refuses one the catalog records without it; gpuPools[].encryptionAtHost: false turns it off);
+        # set when a pool is created. https://learn.microsoft.com/azure/aks/enable-host-encryption
+        "enable_encryption_at_host": pool.encryption_at_host,
         "os_disk_size_gb": pool.disk_size_gb,
         "orchestrator_version": spec.kubernetes_version,
         # Exactly the contract labels, identical across zones (see naming.py on balancing).

@@ -179,6 +179,21 @@ def test_every_pool_encrypts_at_host(request, fixture):
     assert {p.name: p.inputs["enableEncryptionAtHost"] for p in pools} == {p.name: True for p in pools}
 
 
+def test_a_pool_with_encryption_at_host_off_is_created_without_it():
+    """Azure review 14: gpuPools[].encryptionAtHost / managerPool.encryptionAtHost false reach the
+    AgentPool and the system pool; the others keep it."""
+    from components.clouds.azure.pools import pool_args
+    from components.spec import parse
+
+    raw = {**THREE_ZONES, "torchfleet:managerPool": {"maxNodes": 3, "encryptionAtHost": False}}
+    raw["torchfleet:gpuPools"] = [{"gpu": "t4", "maxNodes": 2, "encryptionAtHost": False},
+                                  {"gpu": "a100-80gb", "maxNodes": 1, "zones": ["1"]}]
+    spec = parse(raw, "eah")
+    assert aks_cluster.manager_profile(spec, "subnet")["enable_encryption_at_host"] is False
+    assert {p.name: pool_args(p, 0, spec)["enable_encryption_at_host"] for p in spec.gpu_pools} == {
+        "gpu-t4-1": False, "gpu-t4-2": False, "gpu-t4-3": False, "gpu-a100-80gb-1": True}
+
+
 def test_builtin_autoscaler_profile(three):
     result = three
     profile = result.one(CLUSTER).inputs["autoScalerProfile"]

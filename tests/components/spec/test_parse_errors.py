@@ -60,7 +60,9 @@ def test_unknown_key_in_a_section_suggests_the_close_one(section, value, typo, s
 
 def test_unknown_key_with_no_close_match_lists_the_valid_keys():
     message = only(pools("aws", {"gpu": "t4", "maxNodes": 4, "colour": "green"}), f"{GPU_POOLS}[0].colour")
-    assert message == "unknown key; valid keys: diskSizeGb, gpu, machineTypes, maxNodes, minNodes, spot, zones"
+    assert message == (
+        "unknown key; valid keys: diskSizeGb, encryptionAtHost, gpu, machineTypes, maxNodes, minNodes, spot, zones"
+    )
 
 
 def test_unknown_top_level_key_suggests_the_close_one():
