@@ -34,9 +34,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training-image"))
 
 import torch  # after the path to the image's library
-from elastic_trainer.checkpoint import CheckpointStore
-from elastic_trainer.checkpoint_verify import Verdicts, check_files, read_meta
-from elastic_trainer.checkpoint_write import remove
+from elastic_trainer.store.checkpoint import CheckpointStore
+from elastic_trainer.store.checkpoint_verify import Verdicts, check_files, read_meta
+from elastic_trainer.store.checkpoint_write import remove
 
 
 def timed(action, repeats: int) -> float:

@@ -154,7 +154,7 @@ def test_list_and_status_show_a_cpu_job_as_cpu():
 def test_the_cli_reads_checkpoint_names_as_the_training_image_writes_them():
     """torchfleet/jobs/progress.py keeps its own copy of the name pattern (the CLI does not import the
     training image): it must stay the store's own (a stale copy once named a pattern that had moved)."""
-    from elastic_trainer.fence import COMMITTED_NAME
+    from elastic_trainer.store.fence import COMMITTED_NAME
 
     from torchfleet.jobs import progress
 

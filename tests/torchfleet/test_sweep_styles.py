@@ -19,8 +19,8 @@ from unittest import mock
 import pytest
 import torch
 import yaml
-from elastic_trainer.checkpoint import CheckpointStore
 from elastic_trainer.localrun import IMAGE_DIR, Etcd, etcd_binary
+from elastic_trainer.store.checkpoint import CheckpointStore
 
 from torchfleet.cli import main
 from torchfleet.jobs.mounts import DEFAULT_MOUNT

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 import pytest
-from elastic_trainer.async_writer import AsyncWriter
-from elastic_trainer.fence import StaleGenerationError
+from elastic_trainer.store.async_writer import AsyncWriter
+from elastic_trainer.store.fence import StaleGenerationError
 
 
 def test_the_write_runs_in_the_background_and_its_result_comes_back_at_wait():

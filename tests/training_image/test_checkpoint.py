@@ -7,9 +7,9 @@ import logging
 
 import pytest
 import torch
-from elastic_trainer.checkpoint import CheckpointStore
-from elastic_trainer.checkpoint_verify import CorruptCheckpointError
-from elastic_trainer.fence import Generations, StaleGenerationError
+from elastic_trainer.store.checkpoint import CheckpointStore
+from elastic_trainer.store.checkpoint_verify import CorruptCheckpointError
+from elastic_trainer.store.fence import Generations, StaleGenerationError
 
 
 def state(step: int) -> dict:

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 import torch
-from elastic_trainer.checkpoint import CheckpointStore
 from elastic_trainer.localrun import SYNTHETIC_EXAMPLE
+from elastic_trainer.store.checkpoint import CheckpointStore
 
 pytestmark = pytest.mark.slow
 

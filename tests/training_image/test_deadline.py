@@ -8,8 +8,8 @@ import time
 
 import pytest
 from elastic_trainer import deadline
-from elastic_trainer.checkpoint import CheckpointStore
 from elastic_trainer.signals import StopRequest
+from elastic_trainer.store.checkpoint import CheckpointStore
 from elastic_trainer.trainer import _Run
 
 from tests.harness.trainer_run import Task, config, printed

@@ -22,8 +22,8 @@ import time
 
 import pytest
 import torch
-from elastic_trainer.fence import Generations
 from elastic_trainer.localrun import IMAGE_DIR, worker_pids
+from elastic_trainer.store.fence import Generations
 from elastic_trainer.trainer import FAULT_STALL_COMMIT, TrainConfig
 
 ON_CPU = os.environ.get("TORCHFLEET_GPU_TESTS_ON_CPU") == "1"
@@ -83,7 +83,7 @@ def assert_ran_on(job, device: str) -> None:
 
 
 def committed_steps(job, generation: int | None = None) -> list[int]:
-    from elastic_trainer.checkpoint import CheckpointStore
+    from elastic_trainer.store.checkpoint import CheckpointStore
 
     return sorted(c.step for c in CheckpointStore(job.checkpoint_dir).committed()
                   if generation is None or c.generation == generation)

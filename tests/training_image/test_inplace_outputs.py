@@ -10,10 +10,10 @@ import time
 
 import pytest
 import torch
-from elastic_trainer.checkpoint import CheckpointStore
 from elastic_trainer.deadline import ENV_STOP_AT
 from elastic_trainer.inplacerun import InplaceJob, lighthouse_binary
 from elastic_trainer.outputs import MODEL_DIR, MODEL_FILE, exported_step
+from elastic_trainer.store.checkpoint import CheckpointStore
 from elastic_trainer.train_config import ENV_OUTPUT_DIR
 
 pytestmark = pytest.mark.slow

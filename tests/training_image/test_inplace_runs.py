@@ -10,8 +10,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from elastic_trainer.checkpoint import CheckpointStore
 from elastic_trainer.inplacerun import InplaceJob, lighthouse_binary
+from elastic_trainer.store.checkpoint import CheckpointStore
 from elastic_trainer.trainer import FAULT_STALL_COMMIT
 
 pytestmark = pytest.mark.slow

@@ -15,8 +15,8 @@ import pytest
 import torch
 from elastic_trainer import events as events_module
 from elastic_trainer import outputs
-from elastic_trainer.checkpoint import CheckpointStore
 from elastic_trainer.signals import StopRequest
+from elastic_trainer.store.checkpoint import CheckpointStore
 from elastic_trainer.trainer import _Run
 from torch import nn
 

@@ -13,9 +13,9 @@ import signal
 
 import pytest
 import torch
-from elastic_trainer.checkpoint import Checkpoint, CheckpointStore
-from elastic_trainer.checkpoint_write import FileDigest
-from elastic_trainer.fence import Generations
+from elastic_trainer.store.checkpoint import Checkpoint, CheckpointStore
+from elastic_trainer.store.checkpoint_write import FileDigest
+from elastic_trainer.store.fence import Generations
 from elastic_trainer.trainer import FAULT_STALL_COMMIT, HOLD_FOR_WORLD
 
 pytestmark = pytest.mark.slow

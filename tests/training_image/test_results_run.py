@@ -12,7 +12,7 @@ import sys
 
 import pytest
 import torch
-from elastic_trainer.checkpoint import CheckpointStore
+from elastic_trainer.store.checkpoint import CheckpointStore
 
 from torchfleet.cli import main
 

@@ -15,8 +15,8 @@ import math
 import pytest
 import torch
 from elastic_trainer import schedule
-from elastic_trainer.checkpoint import CheckpointStore
 from elastic_trainer.signals import StopRequest
+from elastic_trainer.store.checkpoint import CheckpointStore
 from elastic_trainer.train_config import TrainConfig
 from elastic_trainer.trainer import _Run
 

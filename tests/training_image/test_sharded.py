@@ -17,10 +17,10 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from elastic_trainer import sharded
-from elastic_trainer.checkpoint import CheckpointStore
-from elastic_trainer.checkpoint_verify import CorruptCheckpointError
-from elastic_trainer.staging import HostSnapshot
+from elastic_trainer.store import sharded
+from elastic_trainer.store.checkpoint import CheckpointStore
+from elastic_trainer.store.checkpoint_verify import CorruptCheckpointError
+from elastic_trainer.store.staging import HostSnapshot
 from torch import nn
 from torch.distributed.checkpoint import FileSystemReader
 

@@ -9,7 +9,7 @@ from collections import OrderedDict
 
 import pytest
 import torch
-from elastic_trainer.staging import HostSnapshot
+from elastic_trainer.store.staging import HostSnapshot
 from torch import nn
 
 

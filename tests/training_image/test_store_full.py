@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from elastic_trainer import fence as fence_module
-from elastic_trainer.checkpoint import CheckpointStore
-from elastic_trainer.checkpoint_write import CheckpointWriteError
-from elastic_trainer.fence import Generations, StaleGenerationError
+from elastic_trainer.store import fence as fence_module
+from elastic_trainer.store.checkpoint import CheckpointStore
+from elastic_trainer.store.checkpoint_write import CheckpointWriteError
+from elastic_trainer.store.fence import Generations, StaleGenerationError
 
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
@@ -162,8 +162,8 @@ SCENARIO = textwrap.dedent(
     """
     import json, sys, torch
     from pathlib import Path
-    from elastic_trainer.checkpoint import CheckpointStore
-    from elastic_trainer.checkpoint_write import CheckpointWriteError
+    from elastic_trainer.store.checkpoint import CheckpointStore
+    from elastic_trainer.store.checkpoint_write import CheckpointWriteError
     root = Path(sys.argv[1])
     small = lambda step: {"model": {"w": torch.full((1000,), float(step))}, "step": step}
     result = {}

@@ -12,9 +12,9 @@ import shutil
 
 import pytest
 import torch
-from elastic_trainer.checkpoint import CheckpointStore
-from elastic_trainer.checkpoint_write import CheckpointWriteError
-from elastic_trainer.fence import Generations, StaleGenerationError
+from elastic_trainer.store.checkpoint import CheckpointStore
+from elastic_trainer.store.checkpoint_write import CheckpointWriteError
+from elastic_trainer.store.fence import Generations, StaleGenerationError
 
 
 def state(step: int) -> dict:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from elastic_trainer.checkpoint import CheckpointStore
-from elastic_trainer.checkpoint_verify import CorruptCheckpointError
+from elastic_trainer.store.checkpoint import CheckpointStore
+from elastic_trainer.store.checkpoint_verify import CorruptCheckpointError
 
 BOUND_S = 30  # a read that is bounded ends in milliseconds; this only turns a hang into a failure
 
@@ -153,7 +153,7 @@ def test_an_oversized_meta_is_refused_unread(store):
 
 
 def chosen_at(path: Path):
-    from elastic_trainer.checkpoint import Checkpoint
+    from elastic_trainer.store.checkpoint import Checkpoint
 
     generation, step = (int(part[1:]) for part in path.name.split("-")[1:])
     return Checkpoint(generation, step, path)
@@ -165,7 +165,7 @@ DEV_ZERO = textwrap.dedent(
     """
     import resource, sys
     from pathlib import Path
-    from elastic_trainer.checkpoint_verify import CorruptCheckpointError, read_meta
+    from elastic_trainer.store.checkpoint_verify import CorruptCheckpointError, read_meta
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
     try:
         read_meta(Path(sys.argv[1]))

@@ -14,8 +14,8 @@ import logging
 
 import pytest
 import torch
-from elastic_trainer.checkpoint import Checkpoint, CheckpointStore
-from elastic_trainer.checkpoint_verify import CorruptCheckpointError
+from elastic_trainer.store.checkpoint import Checkpoint, CheckpointStore
+from elastic_trainer.store.checkpoint_verify import CorruptCheckpointError
 
 
 def state(step: int) -> dict:

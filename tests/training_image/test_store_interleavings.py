@@ -19,9 +19,9 @@ import tempfile
 from pathlib import Path
 
 import torch
-from elastic_trainer.checkpoint import CheckpointStore
-from elastic_trainer.checkpoint_verify import CorruptCheckpointError
-from elastic_trainer.checkpoint_write import CheckpointWriteError
+from elastic_trainer.store.checkpoint import CheckpointStore
+from elastic_trainer.store.checkpoint_verify import CorruptCheckpointError
+from elastic_trainer.store.checkpoint_write import CheckpointWriteError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -18,9 +18,9 @@ import time
 
 import pytest
 import torch
-from elastic_trainer import checkpoint as checkpoint_module
-from elastic_trainer.checkpoint import CheckpointStore
-from elastic_trainer.checkpoint_write import CheckpointWriteError
+from elastic_trainer.store import checkpoint as checkpoint_module
+from elastic_trainer.store.checkpoint import CheckpointStore
+from elastic_trainer.store.checkpoint_write import CheckpointWriteError
 
 
 def state(step: int) -> dict:
@@ -138,7 +138,7 @@ def test_a_cached_verdict_is_dropped_when_a_file_is_replaced_by_one_of_the_same_
 
 
 def test_a_file_changed_while_it_was_hashed_is_hashed_again(store, monkeypatch):
-    from elastic_trainer import checkpoint_verify
+    from elastic_trainer.store import checkpoint_verify
 
     store.keep = 5
     saved = store.save(state(20), step=20, generation=1)

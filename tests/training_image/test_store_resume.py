@@ -20,12 +20,13 @@ import signal
 
 import pytest
 import torch
-from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_FENCED, checkpoint_verify
-from elastic_trainer.checkpoint import CheckpointStore
-from elastic_trainer.checkpoint_write import CheckpointWriteError
+from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_FENCED
 from elastic_trainer.events import PREFIX
 from elastic_trainer.rng import rng_state, set_rng_state
 from elastic_trainer.signals import StopRequest
+from elastic_trainer.store import checkpoint_verify
+from elastic_trainer.store.checkpoint import CheckpointStore
+from elastic_trainer.store.checkpoint_write import CheckpointWriteError
 from elastic_trainer.trainer import _Run
 
 from tests.harness.trainer_run import Task, config, printed

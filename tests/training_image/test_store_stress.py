@@ -23,8 +23,8 @@ import time
 
 import pytest
 import torch
-from elastic_trainer.checkpoint import LIST_ROUNDS, CheckpointStore
-from elastic_trainer.checkpoint_write import CheckpointWriteError
+from elastic_trainer.store.checkpoint import LIST_ROUNDS, CheckpointStore
+from elastic_trainer.store.checkpoint_write import CheckpointWriteError
 
 SAVES = 150  # per writer
 RESUMES = 400

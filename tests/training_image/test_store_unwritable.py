@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from elastic_trainer.checkpoint import CheckpointStore
-from elastic_trainer.checkpoint_write import CheckpointWriteError
+from elastic_trainer.store.checkpoint import CheckpointStore
+from elastic_trainer.store.checkpoint_write import CheckpointWriteError
 
 
 def state(step: int) -> dict:
@@ -80,8 +80,8 @@ SCENARIO = textwrap.dedent(
     """
     import json, sys, torch
     from pathlib import Path
-    from elastic_trainer.checkpoint import CheckpointStore
-    from elastic_trainer.checkpoint_write import CheckpointWriteError
+    from elastic_trainer.store.checkpoint import CheckpointStore
+    from elastic_trainer.store.checkpoint_write import CheckpointWriteError
     root = Path(sys.argv[1])
     result = {}
     store = CheckpointStore(root, keep=3)

@@ -12,10 +12,10 @@ import time
 
 import pytest
 import torch
-from elastic_trainer.checkpoint import CheckpointStore
-from elastic_trainer.fence import StaleGenerationError
 from elastic_trainer.signals import StopRequest
-from elastic_trainer.staging import HostSnapshot
+from elastic_trainer.store.checkpoint import CheckpointStore
+from elastic_trainer.store.fence import StaleGenerationError
+from elastic_trainer.store.staging import HostSnapshot
 from elastic_trainer.trainer import _Run
 
 from tests.harness.trainer_run import Task, config, position, printed

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from torchfleet.jobs.summary import events_from_lines
 
-_COMMITTED = re.compile(r"^ckpt-g(\d+)-s(\d+)$")  # the training image's elastic_trainer.fence.COMMITTED_NAME
+_COMMITTED = re.compile(r"^ckpt-g(\d+)-s(\d+)$")  # the training image's elastic_trainer.store.fence.COMMITTED_NAME
 
 
 @dataclass(frozen=True)

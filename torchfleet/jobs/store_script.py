@@ -12,7 +12,7 @@ listing and the tar stream a test checks on a local folder are exactly what a cl
 Nothing here trusts the store: a name like a checkpoint whose meta.json is missing, unreadable or of the
 wrong shape is listed as not verified with the reason, never an error that hides the others; links,
 FIFOs and devices are neither followed nor sent. The checkpoint layout is the training image's
-(training-image/elastic_trainer/checkpoint_write.py and fence.py): ``checkpoints/ckpt-g<gen>-s<step>/``
+(training-image/elastic_trainer/store/checkpoint_write.py and fence.py): ``checkpoints/ckpt-g<gen>-s<step>/``
 holding the files ``meta.json`` lists with their size and sha256.
 """
 
@@ -24,8 +24,8 @@ import stat
 import sys
 import tarfile
 
-COMMITTED = re.compile(r"^ckpt-g(\d+)-s(\d+)$")  # elastic_trainer.fence.COMMITTED_NAME
-META_MAX_BYTES = 4 << 20  # elastic_trainer.checkpoint_meta.META_MAX_BYTES
+COMMITTED = re.compile(r"^ckpt-g(\d+)-s(\d+)$")  # elastic_trainer.store.fence.COMMITTED_NAME
+META_MAX_BYTES = 4 << 20  # elastic_trainer.store.checkpoint_meta.META_MAX_BYTES
 CHUNK = 1 << 20
 
 

@@ -33,6 +33,10 @@ This package must stay importable without torch (the launcher's argument handlin
 and ``localrun`` are used by tools that never train).
 """
 
+from elastic_trainer import _moved
+
+_moved.install()  # the flat library's module names still import, for one release (_moved.py)
+
 __all__ = ["ENV_WARM_MODULES", "EXIT_CHECKPOINT_FAILED", "EXIT_FENCED", "EXIT_MEMBERSHIP_CHANGE", "EXIT_NONFINITE",
            "EXIT_SIGTERM"]
 

@@ -21,15 +21,15 @@ import torch
 import torch.distributed as dist
 
 from elastic_trainer import EXIT_CHECKPOINT_FAILED, EXIT_FENCED, EXIT_MEMBERSHIP_CHANGE
-from elastic_trainer.async_writer import AsyncWriter, WriteOutcome
-from elastic_trainer.checkpoint import Checkpoint, CheckpointStore
-from elastic_trainer.checkpoint_write import CheckpointWriteError
 from elastic_trainer.comm import all_gather_objects
 from elastic_trainer.events import emit, log
-from elastic_trainer.fence import StaleGenerationError
 from elastic_trainer.rng import rng_state
 from elastic_trainer.signals import StopRequest
-from elastic_trainer.staging import HostSnapshot
+from elastic_trainer.store.async_writer import AsyncWriter, WriteOutcome
+from elastic_trainer.store.checkpoint import Checkpoint, CheckpointStore
+from elastic_trainer.store.checkpoint_write import CheckpointWriteError
+from elastic_trainer.store.fence import StaleGenerationError
+from elastic_trainer.store.staging import HostSnapshot
 
 if TYPE_CHECKING:
     from elastic_trainer.train_config import TrainConfig
@@ -61,7 +61,7 @@ class LoopCheckpoints:
         self.abandoned = False  # a write outlived --checkpoint-write-timeout-s: nothing more waits for it
         self.group = None
         if cfg.checkpoint_format == "sharded":
-            from elastic_trainer import sharded
+            from elastic_trainer.store import sharded
 
             sharded.require_numpy()
             # the sharded write's collectives run in the writer thread: a group of their own
@@ -101,7 +101,7 @@ class LoopCheckpoints:
         synchronous = reason != "periodic" or not self.cfg.async_checkpoint
         beside = () if synchronous else self._changed_by_the_optimizer_only(model, optimizer)
         if sharded_format:
-            from elastic_trainer import sharded
+            from elastic_trainer.store import sharded
 
             staged = self.snapshot.take({"tensors": sharded.tensors_of(model, optimizer), "extra": extra},
                                         beside=beside)
@@ -157,7 +157,7 @@ class LoopCheckpoints:
         checkpoint only copies, and blocks training no longer than every later one.
         """
         if self.cfg.checkpoint_format == "sharded":
-            from elastic_trainer import sharded
+            from elastic_trainer.store import sharded
 
             layout = self.snapshot.plan({"tensors": sharded.tensors_of(model, optimizer)})
         elif self.rank == 0:

@@ -64,16 +64,16 @@ from elastic_trainer import (
     outputs,
     schedule,
 )
-from elastic_trainer.async_writer import AsyncWriter, WriteOutcome
-from elastic_trainer.checkpoint import CheckpointStore, CheckpointWriteError
 from elastic_trainer.data.sampler import ElasticBatchSampler
 from elastic_trainer.events import Scalars, emit, log, setup_logging
-from elastic_trainer.fence import StaleGenerationError
 from elastic_trainer.inplace_addresses import advertised_host, manager_addresses
 from elastic_trainer.nonfinite import NonFiniteGuard, nan_steps
 from elastic_trainer.signals import StopRequest
-from elastic_trainer.staging import HostSnapshot
 from elastic_trainer.stall_guard import StallGuard
+from elastic_trainer.store.async_writer import AsyncWriter, WriteOutcome
+from elastic_trainer.store.checkpoint import CheckpointStore, CheckpointWriteError
+from elastic_trainer.store.fence import StaleGenerationError
+from elastic_trainer.store.staging import HostSnapshot
 from elastic_trainer.trainer import (  # the same checkpoints, the same fault and demo hooks
     HOLD_FOR_WORLD,
     REQUIRED_KEYS,

@@ -36,8 +36,6 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from elastic_trainer import EXIT_MEMBERSHIP_CHANGE, EXIT_NONFINITE, deadline, outputs, schedule, worker_exits
-from elastic_trainer.checkpoint import Checkpoint
-from elastic_trainer.checkpoint_verify import CorruptCheckpointError
 from elastic_trainer.checkpointing import LoopCheckpoints
 from elastic_trainer.comm import all_gather_objects, broadcast_object
 from elastic_trainer.data.sampler import ElasticBatchSampler
@@ -45,6 +43,8 @@ from elastic_trainer.events import Scalars, emit, log, setup_logging
 from elastic_trainer.nonfinite import NonFiniteGuard, nan_steps
 from elastic_trainer.rng import seed_rank, set_rng_state
 from elastic_trainer.signals import StopRequest
+from elastic_trainer.store.checkpoint import Checkpoint
+from elastic_trainer.store.checkpoint_verify import CorruptCheckpointError
 from elastic_trainer.train_config import TrainConfig  # also the scripts' import: `from elastic_trainer.trainer import`
 
 # Fault injection for the kill-while-writing test: "<step>:<seconds>" stalls rank 0 after the
@@ -206,7 +206,7 @@ class _Run:
                 )
             model.load_state_dict(state["model"])
             if meta.get("checkpoint_format") == "sharded":  # its optimizer state is keyed by parameter name
-                from elastic_trainer import sharded
+                from elastic_trainer.store import sharded
 
                 sharded.restore_optimizer(model, optimizer, state["optimizer"])
             else:
@@ -405,7 +405,7 @@ def train(task: Task, cfg: TrainConfig) -> int:
     worker_exits.exit_if_not_launched()  # `python train.py` alone: say how to launch it (issue 22)
     if cfg.checkpoint_format == "sharded":
         # torch.distributed.checkpoint takes seconds to import: pay it before joining the group
-        from elastic_trainer import sharded  # noqa: F401
+        from elastic_trainer.store import sharded  # noqa: F401
     rank = int(os.environ.get("RANK", "0"))
     setup_logging(rank)
     backend = "nccl" if torch.cuda.is_available() else "gloo"

@@ -22,7 +22,8 @@ import torch.nn.parallel  # noqa: E402
 import torch.utils.data  # noqa: E402
 
 # ENV_WARM_MODULES from the package, not the launcher (see its definition)
-from elastic_trainer import ENV_WARM_MODULES, checkpoint, trainer  # noqa: E402, F401
+from elastic_trainer import ENV_WARM_MODULES, trainer  # noqa: E402
+from elastic_trainer.store import checkpoint  # noqa: E402, F401
 
 trainer.warm_imports()
 torch.distributed.is_available()

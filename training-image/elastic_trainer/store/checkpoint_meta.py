@@ -20,8 +20,8 @@ import re
 import stat
 from pathlib import Path
 
-from elastic_trainer.checkpoint_write import META_FILE, STATE_FILE, FileDigest
-from elastic_trainer.fence import COMMITTED_NAME
+from elastic_trainer.store.checkpoint_write import META_FILE, STATE_FILE, FileDigest
+from elastic_trainer.store.fence import COMMITTED_NAME
 
 # The largest meta.json read: about 120 bytes per listed file, so room for tens of thousands of
 # ranks' shards of a sharded checkpoint, and still nothing to fear in memory.

@@ -20,7 +20,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from elastic_trainer.checkpoint_meta import (  # CorruptCheckpointError: imported from here by the rest
+from elastic_trainer.store.checkpoint_meta import (  # CorruptCheckpointError: imported from here by the rest
     META_MAX_BYTES,
     CorruptCheckpointError,
     listed_files,
@@ -28,7 +28,7 @@ from elastic_trainer.checkpoint_meta import (  # CorruptCheckpointError: importe
     parse,
     read_bounded,
 )
-from elastic_trainer.checkpoint_write import META_FILE, FileDigest
+from elastic_trainer.store.checkpoint_write import META_FILE, FileDigest
 
 
 class VerificationDeferred(Exception):

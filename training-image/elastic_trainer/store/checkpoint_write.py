@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from elastic_trainer.fence import Generations, StaleGenerationError, fsync_dir
+from elastic_trainer.store.fence import Generations, StaleGenerationError, fsync_dir
 
 STATE_FILE = "state.pt"
 META_FILE = "meta.json"

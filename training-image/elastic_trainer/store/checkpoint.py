@@ -29,8 +29,9 @@ from pathlib import Path
 
 import torch
 
-from elastic_trainer.checkpoint_meta import open_regular
-from elastic_trainer.checkpoint_verify import (
+from elastic_trainer.events import log
+from elastic_trainer.store.checkpoint_meta import open_regular
+from elastic_trainer.store.checkpoint_verify import (
     CorruptCheckpointError,
     Verdicts,
     VerificationDeferred,
@@ -39,7 +40,7 @@ from elastic_trainer.checkpoint_verify import (
     refused,
     transient,
 )
-from elastic_trainer.checkpoint_write import (  # CheckpointWriteError: inplace.py imports it from here too
+from elastic_trainer.store.checkpoint_write import (  # CheckpointWriteError: inplace.py imports it from here too
     STATE_FILE,
     TRASH_PREFIX,
     CheckpointWriteError,
@@ -53,8 +54,7 @@ from elastic_trainer.checkpoint_write import (  # CheckpointWriteError: inplace.
     write_file,
     write_meta_and_rename,
 )
-from elastic_trainer.events import log
-from elastic_trainer.fence import COMMITTED_NAME, TEMPORARY_NAME, Generations, fsync_dir
+from elastic_trainer.store.fence import COMMITTED_NAME, TEMPORARY_NAME, Generations, fsync_dir
 
 # How often load_latest lists the store again when every checkpoint it listed failed: each round
 # only happens after a writer committed meanwhile, so rounds end long before this at any cadence
@@ -245,7 +245,9 @@ class CheckpointStore:
             if verified:  # stat only: every file is there, whole and regular, before a reader opens it
                 check_files(checkpoint.path, meta)
             if meta.get("checkpoint_format") == "sharded":  # every rank wrote part of it (sharded.py)
-                from elastic_trainer import sharded  # here: sharded imports this module
+                # here, not at the top: torch.distributed.checkpoint takes seconds to import, paid only
+                # by a reader of a sharded checkpoint (sharded.py imports nothing of this module)
+                from elastic_trainer.store import sharded
 
                 state = sharded.read(checkpoint)
             else:

@@ -35,6 +35,7 @@ import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -51,9 +52,11 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-from elastic_trainer.checkpoint import Checkpoint, CheckpointStore
-from elastic_trainer.checkpoint_verify import CorruptCheckpointError
-from elastic_trainer.checkpoint_write import CheckpointWriteError, FileDigest, write_file
+from elastic_trainer.store.checkpoint_verify import CorruptCheckpointError
+from elastic_trainer.store.checkpoint_write import CheckpointWriteError, FileDigest, write_file
+
+if TYPE_CHECKING:  # annotations only: checkpoint.py imports this module to read a sharded checkpoint
+    from elastic_trainer.store.checkpoint import Checkpoint, CheckpointStore
 
 # What a DCP .metadata may refer to beside torch's dtypes and the classes of DCP's metadata module
 # (found by recording find_class on a save of a model with AdamW, torch 2.13)
