@@ -18,7 +18,7 @@ from components.catalog import kubernetes, regions
 from components.clouds.traits import CLOUD_TRAITS, CloudTraits
 
 if TYPE_CHECKING:
-    from components.spec import GpuPoolSpec
+    from components.spec.model import GpuPoolSpec
 
 
 class Problems(Protocol):

@@ -11,25 +11,13 @@ is the one the in-place tests and bench/goodput.py use (training-image/elastic_t
 from __future__ import annotations
 
 import argparse
-import threading
 import time
 from pathlib import Path
 
-from torchfleet import demo
+from torchfleet.local_nodes import Timeline, checkpoints_note, run_watched, status_view, watch_inplace_groups
 
 
-def _watch(job, killed: set[str], stop: threading.Event) -> None:
-    """Report the first group the demo did not kill whose node exits non-zero (its worker's failures
-    are restarted by the node itself: replica_node.py)."""
-    while not stop.wait(0.5):
-        for node in list(job.nodes):
-            code = node.proc.poll() if node.proc is not None else None
-            if node.name not in killed and code not in (None, 0):
-                job.events.fail(node, f"exited with code {code}")
-                return
-
-
-def run_demo(args: argparse.Namespace, workdir: Path, timeline: demo._Timeline) -> int:
+def run_demo(args: argparse.Namespace, workdir: Path, timeline: Timeline) -> int:
     from elastic_trainer.inplacerun import InplaceJob
 
     every = args.checkpoint_every
@@ -41,13 +29,13 @@ def run_demo(args: argparse.Namespace, workdir: Path, timeline: demo._Timeline) 
     hold = {"TORCHFLEET_HOLD_FOR_WORLD": f"{args.steps - args.steps // 4}:2"}
     with InplaceJob(workdir, script_args, groups=2, extra_env=hold) as job:
         timeline.say(f"torchft Lighthouse on {job.lighthouse.address}; 2 replica groups, 1 worker each")
-        return demo.run_watched(job, _watch, lambda killed: _timeline(args, job, killed, timeline))
+        return run_watched(job, watch_inplace_groups, lambda killed: _timeline(args, job, killed, timeline))
 
 
 # Each wait of the demo covers a phase of seconds (a worker's start, the Lighthouse's 1 s heartbeat
 # timeout, a heal); 120 s is several times the slowest seen on a 2-core machine at a load average of 9
 # (32 s to the first step, 23 s to a join) and, unlike the 300-600 s it was, ends a hang with the demo's
-# own message and the logs' ends (demo.run_watched) before the in-place demo test's 300 s (issue 23).
+# own message and the logs' ends (local_nodes.run_watched) before the in-place demo test's 300 s (issue 23).
 WAIT_S = 120
 
 
@@ -57,7 +45,7 @@ def _step(job, since: float, world: int, node: str | None = None, timeout: float
         describe=f"a step with {world} group(s)" + (f" on {node}" if node else ""))
 
 
-def _timeline(args: argparse.Namespace, job, killed: set[str], timeline: demo._Timeline) -> int:
+def _timeline(args: argparse.Namespace, job, killed: set[str], timeline: Timeline) -> int:
     every = args.checkpoint_every
     survivor, victim = job.start_group(0), job.start_group(1)
     timeline.say(f"started {survivor.name} and {victim.name} (in-place nodes; no rendezvous)")
@@ -99,7 +87,7 @@ def _timeline(args: argparse.Namespace, job, killed: set[str], timeline: demo._T
     timeline.say(f"finished: all {done['step']} steps; exit codes {codes}", done.t)
     print(f"\nthe survivor's next step {went_on.t - killed_at:.1f} s after the kill, {redone} steps redone, "
           f"replacement training in {joined.t - replacement.started_at:.1f} s; (for the loss of the whole job) "
-          + demo.checkpoints_note(args.workdir, job.checkpoint_dir))
-    print("\nas `torchfleet status` shows it:\n" + demo.status_view(job.events.snapshot(), args.steps))
+          + checkpoints_note(args.workdir, job.checkpoint_dir))
+    print("\nas `torchfleet status` shows it:\n" + status_view(job.events.snapshot(), args.steps))
     ok = same and joined.kind == "step" and not read_store and all(code == 0 for code in codes.values())
     return 0 if ok else 1

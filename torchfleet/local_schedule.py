@@ -1,8 +1,8 @@
 """The body of `torchfleet run --local`: start the nodes, kill and replace them on the schedule, tell the timeline.
 
 The processes come from the training image's harness (elastic_trainer/localrun.py for restart mode,
-inplacerun.py in-place) and the timeline, the fail-fast watch and the closing status view from
-`torchfleet demo` (torchfleet/demo.py), so a user's run and the demo behave and read alike.
+inplacerun.py in-place) and the timeline, the fail-fast watch and the closing status view are
+`torchfleet demo`'s (torchfleet/local_nodes.py), so a user's run and the demo behave and read alike.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchfleet import demo
+from torchfleet import local_nodes
 from torchfleet.jobs import summary
 
 # A node that starts after the job's last step finds its rendezvous closed and exits with the launcher's
@@ -53,20 +53,18 @@ def hold_env(recovery: str, nodes: int, total: int | None, killing: bool) -> dic
 
 def run(recovery: str, name: str, workdir: Path, script: Path, script_args: list[str], schedule: Schedule,
         record) -> int:
-    timeline = demo._Timeline()
+    timeline = local_nodes.Timeline()
     total = summary.total_steps_from_args(script_args)
     env = hold_env(recovery, schedule.nodes, total, schedule.every_s is not None or bool(schedule.at_steps))
     if recovery == "inplace":
         from elastic_trainer.inplacerun import InplaceJob
-
-        from torchfleet import demo_inplace
 
         with InplaceJob(workdir, script_args, groups=schedule.nodes, script=script, checkpoint_flag=False,
                         extra_env=env) as job:
             timeline.say(f"torchft Lighthouse on {job.lighthouse.address}; {schedule.nodes} replica groups, "
                          "1 worker each")
             nodes = _Nodes(job, record, lambda slot, index: job.start_group(slot, name=f"group{slot}-{index}"))
-            return demo.run_watched(job, _with_exits(demo_inplace._watch),
+            return local_nodes.run_watched(job, _with_exits(local_nodes.watch_inplace_groups),
                                     lambda killed: _timeline(job, nodes, killed, schedule, timeline, total, True),
                                     command="run")
     from elastic_trainer.localrun import Etcd, LocalJob
@@ -82,7 +80,7 @@ def run(recovery: str, name: str, workdir: Path, script: Path, script_args: list
                                   script=script, rdzv_conf=conf, checkpoint_flag=False, extra_env=env) as job:
         timeline.say(f"etcd (v2 API) on {etcd.endpoint}; rendezvous {conf}")
         nodes = _Nodes(job, record, lambda slot, index: job.start_node(f"node{index}"))
-        return demo.run_watched(job, _with_exits(demo._watch),
+        return local_nodes.run_watched(job, _with_exits(local_nodes.watch_restart_nodes),
                                 lambda killed: _timeline(job, nodes, killed, schedule, timeline, total, False),
                                 command="run")
 
@@ -186,7 +184,7 @@ def _timeline(job, nodes: _Nodes, killed: set[str], schedule: Schedule, timeline
         nodes.record.node_exited(node_name, code)
     timeline.say(f"finished: all {done['step']} steps; exit codes {codes}", done.t)
     print(f"\n{schedule.kills} kill(s); logs and checkpoints in {nodes.record.path.parent}")
-    print("\nas `torchfleet status` shows it:\n" + demo.status_view(job.events.snapshot(), total))
+    print("\nas `torchfleet status` shows it:\n" + local_nodes.status_view(job.events.snapshot(), total))
     late = {name for name, code in codes.items() if code == LATE_NODE_EXIT and name in nodes.late}
     return 0 if all(code == 0 or name in late for name, code in codes.items()) else 1
 

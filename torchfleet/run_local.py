@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from torchfleet import demo, output_paths
+from torchfleet import local_nodes, output_paths
 from torchfleet.jobs.errors import JobError, Problems, UsageError
 
 MAX_NODES = 8
@@ -109,7 +109,7 @@ def check_args(args: argparse.Namespace) -> tuple[Path, list[str], float | None,
 
 def run(args: argparse.Namespace) -> int:
     script, script_args, every, replace_after = check_args(args)
-    missing = demo.missing_prerequisite(args.recovery)
+    missing = local_nodes.missing_prerequisite(args.recovery)
     if missing:
         raise UsageError(missing)
     name = args.name
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     schedule = local_schedule.Schedule(args.nodes, every, sorted(args.kill_at), replace_after)
     code = 1
     try:
-        with demo.interruptible():
+        with local_nodes.interruptible():
             print(f"run {name}: logs, checkpoints and run.json in {workdir}; from another shell: "
                   f"torchfleet status --local {workdir}   torchfleet logs --local {workdir} -f", flush=True)
             code = local_schedule.run(args.recovery, name, workdir, script, script_args, schedule, record)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pulumi
 
 # k8s/base/jobs/serviceaccount.yaml: the identity every training pod runs as, and the only one
-# granted the datasets (torchfleet/jobs/manifests.py SERVICE_ACCOUNT names it too).
+# granted the datasets (torchfleet/jobs/pod_template.py SERVICE_ACCOUNT names it too).
 TRAINING_SERVICE_ACCOUNT = "training-job"
 
 

@@ -18,7 +18,7 @@ import pytest
 from components.spec import LABEL_JOB
 from tests.controlplane.layer import get, kubectl, wait_for
 from tests.controlplane.test_jobs import IMAGE, cli, training_pods
-from torchfleet.jobs import manifests, workdir
+from torchfleet.jobs import pod_template, workdir
 
 _names = itertools.count()
 
@@ -84,7 +84,7 @@ def test_a_sweep_shares_one_set_that_goes_with_its_last_job(training_layer, caps
     layer, name = training_layer, f"tier-wdsweep-{next(_names)}"
     status, out = submit(layer, capsys, name, code, "--param", "lr=0.1,0.2", command="sweep")
     assert status == 0, out
-    selector = f"{manifests.LABEL_SWEEP}={name}"
+    selector = f"{pod_template.LABEL_SWEEP}={name}"
     maps = config_maps(layer, selector)
     assert len(maps) == 2, "one set for both jobs"
     assert all(owners(m) == {("Job", f"{name}-0"), ("Job", f"{name}-1")} for m in maps)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.harness import REPO
-from torchfleet import cli, demo
+from torchfleet import cli, demo, local_nodes
 from torchfleet.cli import main
 
 LOCAL_STACK = str(REPO / "stacks" / "Pulumi.local.yaml")
@@ -113,10 +113,10 @@ def test_demo_log_excerpt_is_the_last_failed_attempt_without_torch_frames():
         "usage: synthetic.py [-h]", "synthetic.py: error: argument --total-steps: must be >= 1, got 0",
         "E1123 06:53:18.407000 13726 api.py:836] failed (exitcode: 2) local_rank: 0",
     ])
-    assert demo.log_excerpt(log) == ("  | usage: synthetic.py [-h]\n"
+    assert local_nodes.log_excerpt(log) == ("  | usage: synthetic.py [-h]\n"
                                      "  | synthetic.py: error: argument --total-steps: must be >= 1, got 0")
-    assert demo.worker_failures(log) == 2
-    assert demo.worker_failures(log + '\n@@tf {"ev": "step", "step": 1}') == 0  # progress resets the count
+    assert local_nodes.worker_failures(log) == 2
+    assert local_nodes.worker_failures(log + '\n@@tf {"ev": "step", "step": 1}') == 0  # progress resets the count
 
 
 # ---------------------------------------------------------------- kubeconfig and stack files

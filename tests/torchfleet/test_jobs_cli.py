@@ -10,7 +10,7 @@ import yaml
 from kubernetes_validate.utils import latest_version
 
 from torchfleet.cli import main
-from torchfleet.jobs import manifests, schema
+from torchfleet.jobs import manifests, pod_template, schema
 
 TEST_STACKS = str(Path(__file__).parent / "data" / "stacks")
 BASE = ["--gpu", "t4", "--nodes", "2:8", "--image", "registry.example.com/team/train:1.4.2"]
@@ -338,7 +338,7 @@ def test_cpu_job_on_the_local_stack_asks_for_no_gpu(operator, capsys):
     pod = _pod_spec(job)
     (container,) = pod["containers"]
     assert "nodeSelector" not in pod
-    assert [t["key"] for t in pod["tolerations"]] == list(manifests.NODE_LOSS_TAINTS)  # no GPU or spot taint
+    assert [t["key"] for t in pod["tolerations"]] == list(pod_template.NODE_LOSS_TAINTS)  # no GPU or spot taint
     assert "affinity" not in pod  # kind nodes carry no zone label: a zone affinity would leave pods Pending
     assert container["resources"] == {"requests": {"cpu": "1500m", "memory": "3072Mi"},
                                       "limits": {"memory": "3072Mi"}}

@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from torchfleet.cli import main
-from torchfleet.jobs import manifests
+from torchfleet.jobs import pod_template
 
 NOW = datetime.now(UTC)
 EJ = ("elastic.pytorch.org", "v1alpha1", "elastic-job", "elasticjobs")
@@ -90,7 +90,7 @@ def pod(name, job="resnet", phase="Running", node="node-a", restarts=0, age_s=30
 
 
 def job_object(name="resnet", kind="ElasticJob", conditions=(), failed=0, age_s=3600, zone=""):
-    container = {"name": manifests.CONTAINER_NAME["kubeflow" if kind == "PyTorchJob" else "torchelastic"],
+    container = {"name": pod_template.CONTAINER_NAME["kubeflow" if kind == "PyTorchJob" else "torchelastic"],
                  "image": "r/t:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
     worker = {"Worker": {"template": {"spec": {"containers": [container]}}}}
     if kind == "PyTorchJob":
@@ -102,8 +102,8 @@ def job_object(name="resnet", kind="ElasticJob", conditions=(), failed=0, age_s=
         "metadata": {"name": name, "namespace": "elastic-job", "uid": f"uid-{name}",
                      "creationTimestamp": (NOW - timedelta(seconds=age_s)).strftime("%Y-%m-%dT%H:%M:%SZ"),
                      "labels": {"torchfleet.io/gpu": "t4"},
-                     "annotations": {manifests.ANNOTATION_ZONE: zone, manifests.ANNOTATION_MACHINE: "g4dn.xlarge",
-                                     manifests.ANNOTATION_CHECKPOINTS: f"/mnt/shared/{name}/checkpoints"}},
+                     "annotations": {pod_template.ANNOTATION_ZONE: zone, pod_template.ANNOTATION_MACHINE: "g4dn.xlarge",
+                                     pod_template.ANNOTATION_CHECKPOINTS: f"/mnt/shared/{name}/checkpoints"}},
         "spec": spec,
         "status": {"conditions": list(conditions), "replicaStatuses": {"Worker": {"failed": failed}}},
     }

@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 
 from components import spec as platform
-from torchfleet.jobs import manifests, schema
+from torchfleet.jobs import manifests, pod_template, schema
 from torchfleet.jobs import target as targets
 from torchfleet.jobs.spec import build_request
 
@@ -97,14 +97,14 @@ def test_cpu_job_passes_the_schemas_and_asks_for_no_gpu(case, operator):
     spec = pod["spec"]
     (container,) = spec["containers"]
     assert req.cpu and req.nproc_per_node == 1
-    assert [x["key"] for x in spec["tolerations"]] == list(manifests.NODE_LOSS_TAINTS)  # no GPU or spot taint
+    assert [x["key"] for x in spec["tolerations"]] == list(pod_template.NODE_LOSS_TAINTS)  # no GPU or spot taint
     assert platform.LABEL_GPU not in spec.get("nodeSelector", {})
     assert platform.LABEL_GPU not in job["metadata"]["labels"]
     for kind in ("requests", "limits"):
         assert platform.GPU_RESOURCE not in container["resources"][kind]
     assert container["resources"]["requests"]["cpu"] == f"{req.sizing.cpu_millis}m"
     assert container["resources"]["limits"]["memory"] == f"{req.sizing.memory_mib}Mi"
-    assert container["args"][:2] == ["--nproc_per_node=1", manifests.LOCAL_ADDR_ARG]
+    assert container["args"][:2] == ["--nproc_per_node=1", pod_template.LOCAL_ADDR_ARG]
     if req.zone:
         assert spec["nodeSelector"] == {platform.LABEL_ZONE: req.zone}
     # kind/minikube nodes have no zone label: a required zone affinity would keep pods Pending.
@@ -236,7 +236,7 @@ def test_service_account_exists_in_the_training_layer():
 
     accounts = [yaml.safe_load(p.read_text()) for p in K8S_BASE.rglob("*.yaml")
                 if "kind: ServiceAccount" in p.read_text()]
-    assert manifests.SERVICE_ACCOUNT in {a["metadata"]["name"] for a in accounts}
+    assert pod_template.SERVICE_ACCOUNT in {a["metadata"]["name"] for a in accounts}
 
 
 def test_sizing_follows_the_machine_and_the_share_of_its_gpus():
@@ -270,6 +270,6 @@ def test_priority_class_exists_in_the_training_layer():
     files = [K8S_BASE / f for f in kustomization_files()]
     classes = [yaml.safe_load(f.read_text()) for f in files if "kind: PriorityClass" in f.read_text()]
     names = {c["metadata"]["name"]: c for c in classes}
-    assert manifests.PRIORITY_CLASS in names
+    assert pod_template.PRIORITY_CLASS in names
     # A queued job must wait for the autoscaler, not evict another job's workers.
-    assert names[manifests.PRIORITY_CLASS]["preemptionPolicy"] == "Never"
+    assert names[pod_template.PRIORITY_CLASS]["preemptionPolicy"] == "Never"

@@ -21,7 +21,7 @@ from dataclasses import replace
 import pytest
 from elastic_trainer.localrun import IMAGE_DIR, Etcd, etcd_binary
 
-from torchfleet.jobs import manifests
+from torchfleet.jobs import manifests, pod_template
 from torchfleet.jobs import target as targets
 from torchfleet.jobs.spec import build_request
 
@@ -52,7 +52,7 @@ def test_every_submission_gets_its_own_rendezvous_id(operator):
         # prepended --rdzv_id=<name>, and before the user's script
         assert _rdzv_ids(container["args"]) == [req.rdzv_id]
         assert container["args"].index(f"--rdzv_id={req.rdzv_id}") < container["args"].index("train.py")
-        assert obj["metadata"]["annotations"][manifests.ANNOTATION_RDZV_ID] == req.rdzv_id
+        assert obj["metadata"]["annotations"][pod_template.ANNOTATION_RDZV_ID] == req.rdzv_id
     if operator == "kubeflow":  # the operator's PET_RDZV_ID says the same
         assert job["spec"]["elasticPolicy"]["rdzvId"] == first.rdzv_id
 
@@ -71,7 +71,7 @@ def test_an_inplace_job_has_no_rendezvous():
         command=["python", "train.py"],
     )
     job = manifests.build(req, t)
-    assert req.rdzv_id == "" and manifests.ANNOTATION_RDZV_ID not in job["metadata"]["annotations"]
+    assert req.rdzv_id == "" and pod_template.ANNOTATION_RDZV_ID not in job["metadata"]["annotations"]
     assert not _rdzv_ids(job["spec"]["template"]["spec"]["containers"][0]["args"])
 
 

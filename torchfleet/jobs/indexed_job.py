@@ -35,11 +35,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchfleet.jobs import manifests
+from torchfleet.jobs.pod_template import ANNOTATION_MIN_NODES, job_metadata, pod_template, restart_container
 from torchfleet.jobs.spec import JobRequest
 from torchfleet.jobs.target import Target
 
-BATCH_JOB = manifests.BATCH_JOB
+BATCH_JOB = {"group": "batch", "version": "v1", "plural": "jobs", "kind": "Job"}
 # Every torchfleet Indexed Job carries it (value: its recovery mode); cluster.py lists and deletes only
 # Jobs that do, never the platform's store-owner Job or a user's own.
 LABEL_RECOVERY = "torchfleet.io/recovery"
@@ -83,9 +83,9 @@ def shell(
     maxFailedIndexes + 1 is out of reach; a spare index also starts a new node in place of a failed one."""
     if recovery not in RECOVERY_MODES:
         raise ValueError(f"recovery: one of {', '.join(RECOVERY_MODES)}, got {recovery!r}")
-    metadata = manifests.job_metadata(req, target)
+    metadata = job_metadata(req, target)
     metadata["labels"][LABEL_RECOVERY] = recovery
-    metadata["annotations"][manifests.ANNOTATION_MIN_NODES] = str(req.min_nodes)
+    metadata["annotations"][ANNOTATION_MIN_NODES] = str(req.min_nodes)
     return {
         "apiVersion": f"{BATCH_JOB['group']}/{BATCH_JOB['version']}",
         "kind": BATCH_JOB["kind"],
@@ -123,7 +123,7 @@ def restart_job(req: JobRequest, target: Target) -> dict[str, Any]:
         target,
         recovery="restart",
         failure_rules=restart_failure_rules(),
-        template=manifests.pod_template(req, target),
+        template=pod_template(req, target, restart_container(req, target)),
         spare_indexes=req.max_nodes - req.min_nodes + 1,
     )
 

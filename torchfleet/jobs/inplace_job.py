@@ -31,9 +31,9 @@ from typing import Any
 
 from components import spec as platform
 from components.kube import manifests as kube_manifests
-from torchfleet.jobs import manifests
+from torchfleet.jobs import pod_template
 from torchfleet.jobs.indexed_job import (  # the Indexed Job's shape, shared with the `job` operator
-    CONTAINER_NAME,  # noqa: F401 (manifests.py names the in-place container by it)
+    CONTAINER_NAME,
     DISRUPTION_IGNORED,
     EXIT_BAD_INPUT,
     on_exit_codes,
@@ -79,8 +79,17 @@ def worker_env(req: JobRequest, target: Target) -> dict[str, str]:
     }
 
 
+def worker_container(req: JobRequest, target: Target) -> dict[str, Any]:
+    """The container's name, args and environment for ``pod_template``: no rendezvous and no
+    controller-made Services; the launcher hands the node to replica_node.py, one worker (the replica
+    group) per pod."""
+    env = pod_template.environment(req)
+    env[1:1] = [{"name": k, "value": v} for k, v in worker_env(req, target).items()]
+    return {"name": CONTAINER_NAME, "args": ["--nproc_per_node=1", *req.command], "env": env}
+
+
 def _lighthouse_labels(req: JobRequest) -> dict[str, str]:
-    return {LABEL_LIGHTHOUSE: req.name, manifests.MANAGED_BY: "torchfleet"}
+    return {LABEL_LIGHTHOUSE: req.name, pod_template.MANAGED_BY: "torchfleet"}
 
 
 def indexed_job(req: JobRequest, target: Target) -> dict[str, Any]:
@@ -91,7 +100,8 @@ def indexed_job(req: JobRequest, target: Target) -> dict[str, Any]:
     # a spot reclaim, preemption or node drain replaces the pod without spending a retry. Disruptions
     # come first, as in restart_failure_rules: a reclaimed pod's exit code is whatever the kill left.
     rules = [DISRUPTION_IGNORED, on_exit_codes("FailJob", [EXIT_BAD_INPUT])]
-    return shell(req, target, recovery="inplace", failure_rules=rules, template=manifests.pod_template(req, target),
+    template = pod_template.pod_template(req, target, worker_container(req, target))
+    return shell(req, target, recovery="inplace", failure_rules=rules, template=template,
                  spare_indexes=req.max_nodes - req.min_nodes + 1)
 
 
@@ -137,12 +147,12 @@ def lighthouse_deployment(req: JobRequest, target: Target) -> dict[str, Any]:
         # Peak RSS 15 MiB idle, 17 MiB after 64 replica groups x 20 quorums, 24 MiB after 256 x 20
         # (bench/lighthouse_memory.py, 2026-11-25, torchft 0.2.0): 32Mi asked for, 5x the worst as the limit.
         "resources": {"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": {"cpu": "1", "memory": "128Mi"}},
-        "securityContext": {**manifests.container_security(), "readOnlyRootFilesystem": True},
+        "securityContext": {**pod_template.container_security(), "readOnlyRootFilesystem": True},
     }
     pod_spec: dict[str, Any] = {
-        "serviceAccountName": manifests.SERVICE_ACCOUNT,
+        "serviceAccountName": pod_template.SERVICE_ACCOUNT,
         "automountServiceAccountToken": False,
-        "priorityClassName": manifests.PRIORITY_CLASS,
+        "priorityClassName": pod_template.PRIORITY_CLASS,
         # The restricted level the namespace enforces (k8s/base/namespace.yaml), as the workers.
         "securityContext": {"runAsNonRoot": True, "runAsUser": platform.TRAINING_UID,
                             "runAsGroup": platform.TRAINING_UID, "seccompProfile": {"type": "RuntimeDefault"}},

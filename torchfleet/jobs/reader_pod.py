@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from torchfleet.jobs import manifests, store_pod
+from torchfleet.jobs import pod_template, store_pod
 from torchfleet.jobs.errors import ClusterError
 
 LABEL_READER = "torchfleet.io/reader"
@@ -55,7 +55,7 @@ def build_pod(name: str, job: str, mount: str, image: str, target, owner: dict[s
     container = {
         "name": CONTAINER,
         "image": image,
-        "imagePullPolicy": "IfNotPresent" if local else "Always",  # as the job pods (manifests.pod_template)
+        "imagePullPolicy": "IfNotPresent" if local else "Always",  # as the job pods (pod_template.pod_template)
         "command": ["python", "-c", IDLE],
         "env": [{"name": "HOME", "value": SCRATCH}, {"name": "TMPDIR", "value": SCRATCH},
                 {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
@@ -67,7 +67,7 @@ def build_pod(name: str, job: str, mount: str, image: str, target, owner: dict[s
     metadata: dict[str, Any] = {
         "name": name,
         "namespace": target.namespace,
-        "labels": {LABEL_READER: job, manifests.MANAGED_BY: "torchfleet"},
+        "labels": {LABEL_READER: job, pod_template.MANAGED_BY: "torchfleet"},
     }
     if owner is not None:
         meta = owner["metadata"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from components import spec as platform
-from torchfleet.jobs import manifests
+from torchfleet.jobs import pod_template
 from torchfleet.jobs.target import Target
 
 # k8s/base/jobs/serviceaccount-reader.yaml: no cloud identity. training-job has the datasets' one (on AWS
@@ -25,9 +25,9 @@ def container_fields(mount: str, scratch: str) -> dict[str, Any]:
     """A store-reading container's securityContext and mounts: read-only root, the store read-only at
     `mount`, the scratch volume at `scratch` (its HOME and TMPDIR)."""
     return {
-        "securityContext": {**manifests.container_security(), "readOnlyRootFilesystem": True},
+        "securityContext": {**pod_template.container_security(), "readOnlyRootFilesystem": True},
         "volumeMounts": [
-            {"name": manifests.SHARED_VOLUME, "mountPath": mount, "readOnly": True},
+            {"name": pod_template.SHARED_VOLUME, "mountPath": mount, "readOnly": True},
             {"name": SCRATCH_VOLUME, "mountPath": scratch},
         ],
     }
@@ -45,7 +45,8 @@ def spec(target: Target, container: dict[str, Any], *, lifetime_s: int, scratch_
                             "runAsGroup": platform.TRAINING_UID, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
         "volumes": [
-            {"name": manifests.SHARED_VOLUME, "persistentVolumeClaim": {"claimName": target.claim, "readOnly": True}},
+            {"name": pod_template.SHARED_VOLUME,
+             "persistentVolumeClaim": {"claimName": target.claim, "readOnly": True}},
             {"name": SCRATCH_VOLUME, "emptyDir": {"sizeLimit": scratch_limit}},
         ],
     }

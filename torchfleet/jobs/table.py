@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from components import spec as platform
-from torchfleet.jobs import manifests
+from torchfleet.jobs import manifests, pod_template
 from torchfleet.jobs import summary as progress_summary
 from torchfleet.jobs.indexed_job import recovery_of
 from torchfleet.jobs.progress import CheckpointInfo
@@ -113,7 +113,7 @@ def running(pods: Sequence[client.V1Pod]) -> int:
 
 def zone_of(job: dict[str, Any], pods: Sequence[client.V1Pod], node_labels) -> str:
     """The zone asked for, else the zone of a node the job runs on (``node_labels`` may return None)."""
-    asked = ((job.get("metadata") or {}).get("annotations") or {}).get(manifests.ANNOTATION_ZONE)
+    asked = ((job.get("metadata") or {}).get("annotations") or {}).get(pod_template.ANNOTATION_ZONE)
     if asked:
         return asked
     for pod in pods:
@@ -144,7 +144,7 @@ class JobRow:
 def job_row(job: dict[str, Any], pods: Sequence[client.V1Pod], node_labels, now: datetime) -> JobRow:
     meta = job.get("metadata") or {}
     lo, hi = manifests.min_max(job)
-    machine = (meta.get("annotations") or {}).get(manifests.ANNOTATION_MACHINE)
+    machine = (meta.get("annotations") or {}).get(pod_template.ANNOTATION_MACHINE)
     cpu_job = "cpu" if machine == CPU_MACHINE else "-"  # --cpu jobs carry no GPU label
     gpu = (meta.get("labels") or {}).get(platform.LABEL_GPU) or cpu_job
     return JobRow(
@@ -182,8 +182,8 @@ def render_list_wide(rows: Sequence[JobRow], jobs: Sequence[dict[str, Any]]) -> 
     cells = []
     for row, job in zip(rows, jobs, strict=True):
         meta = job.get("metadata") or {}
-        machine = (meta.get("annotations") or {}).get(manifests.ANNOTATION_MACHINE) or "-"
-        sweep = (meta.get("labels") or {}).get(manifests.LABEL_SWEEP) or "-"
+        machine = (meta.get("annotations") or {}).get(pod_template.ANNOTATION_MACHINE) or "-"
+        sweep = (meta.get("labels") or {}).get(pod_template.LABEL_SWEEP) or "-"
         cells.append((*row.cells(), machine, _image(job), sweep))
     return render(WIDE_COLUMNS, cells)
 
@@ -196,8 +196,8 @@ def row_dict(row: JobRow, job: dict[str, Any]) -> dict[str, Any]:
         "name": row.name, "kind": job.get("kind"), "namespace": meta.get("namespace"), "state": row.state,
         "nodes": {"running": int(row.nodes.split("/")[0]), "min": lo, "max": hi}, "gpu": row.gpu, "zone": row.zone,
         "age": row.age, "restarts": row.restarts,
-        "machine": (meta.get("annotations") or {}).get(manifests.ANNOTATION_MACHINE),
-        "image": _image(job), "sweep": (meta.get("labels") or {}).get(manifests.LABEL_SWEEP),
+        "machine": (meta.get("annotations") or {}).get(pod_template.ANNOTATION_MACHINE),
+        "image": _image(job), "sweep": (meta.get("labels") or {}).get(pod_template.LABEL_SWEEP),
     }
 
 
@@ -255,13 +255,13 @@ def render_status(
         ("Job", f"{row.name} ({job.get('kind')}, namespace {meta.get('namespace', '?')})"),
         ("State", row.state),
         ("Nodes", f"{running(pods)} running (min {lo}, max {hi})"),
-        ("GPU", f"{row.gpu} x{gpus} per node, sized for {ann.get(manifests.ANNOTATION_MACHINE, '?')}"
+        ("GPU", f"{row.gpu} x{gpus} per node, sized for {ann.get(pod_template.ANNOTATION_MACHINE, '?')}"
          if row.gpu != "cpu" else "none (a CPU job: " + ", ".join(
              f"{v} {k}" for k, v in ((container.get("resources") or {}).get("requests") or {}).items())
          + " per node)"),
         ("Zone", row.zone),
         ("Image", container.get("image", "?")),
-        ("Checkpoints", ann.get(manifests.ANNOTATION_CHECKPOINTS, "?")),
+        ("Checkpoints", ann.get(pod_template.ANNOTATION_CHECKPOINTS, "?")),
         ("Last checkpoint", ckpt),
         ("Age", f"{row.age}   Restarts: {row.restarts}"),
         *([("Used", used)] if used else []),  # usage.py: GPU-hours and their cost so far
@@ -269,8 +269,8 @@ def render_status(
     ]
     if progress is not None:  # the trainer's events (torchfleet/jobs/summary.py), after what the job says
         fields += [f for f in progress_summary.render(progress, now.timestamp()) if f[0] != "Last checkpoint"]
-    if ann.get(manifests.ANNOTATION_OVERRIDES):
-        fields.append(("Overrides", ann[manifests.ANNOTATION_OVERRIDES]))
+    if ann.get(pod_template.ANNOTATION_OVERRIDES):
+        fields.append(("Overrides", ann[pod_template.ANNOTATION_OVERRIDES]))
     lines = [f"{label + ':':<17}{value}" for label, value in fields]
     pod_rows = []
     nodes: dict[str, dict[str, str] | None] = {}

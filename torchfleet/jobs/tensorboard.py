@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Any
 
-from torchfleet.jobs import commands, flag_checks, manifests, store_pod
+from torchfleet.jobs import commands, flag_checks, manifests, pod_template, store_pod
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs.errors import EXIT_OK, ClusterError, UsageError
 from torchfleet.jobs.image_ref import EXAMPLE as IMAGE_EXAMPLE
@@ -67,7 +67,7 @@ def build_pod(job: str, job_dir: str, mount: str, image: str, target, port: int 
     container = {
         "name": "tensorboard",
         "image": image,
-        "imagePullPolicy": "IfNotPresent" if local else "Always",  # as the job pods (manifests.pod_template)
+        "imagePullPolicy": "IfNotPresent" if local else "Always",  # as the job pods (pod_template.pod_template)
         "command": ["python", "-m", "tensorboard.main", "--logdir", job_dir, "--host", "127.0.0.1",
                     "--port", str(port)],
         "env": [{"name": "HOME", "value": SCRATCH}, {"name": "TMPDIR", "value": SCRATCH}],
@@ -85,7 +85,7 @@ def build_pod(job: str, job_dir: str, mount: str, image: str, target, port: int 
         "metadata": {
             "name": pod_name(job),
             "namespace": target.namespace,
-            "labels": {LABEL_TENSORBOARD: job, manifests.MANAGED_BY: "torchfleet"},
+            "labels": {LABEL_TENSORBOARD: job, pod_template.MANAGED_BY: "torchfleet"},
         },
         "spec": spec,
     }
@@ -111,7 +111,7 @@ def _from_job(job: dict[str, Any]) -> tuple[str | None, str | None]:
     spec = (manifests.worker_spec(job).get("template") or {}).get("spec") or {}
     container = (spec.get("containers") or [{}])[0]
     mount = next((m.get("mountPath") for m in container.get("volumeMounts") or []
-                  if m.get("name") == manifests.SHARED_VOLUME), None)
+                  if m.get("name") == pod_template.SHARED_VOLUME), None)
     return container.get("image"), mount
 
 

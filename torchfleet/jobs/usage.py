@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from components import catalog
 from components import spec as platform
 from components.catalog import prices
-from torchfleet.jobs import manifests
+from torchfleet.jobs import manifests, pod_template
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -82,7 +82,7 @@ def _gpus_per_pod(job: dict[str, Any]) -> int:
 def of_job(job: dict[str, Any], pods: Sequence[client.V1Pod], cloud: str, node_labels, now: datetime) -> Usage:
     """The job's usage from its current ``pods``; ``node_labels(name)`` may return None (nodes unreadable)."""
     meta = job.get("metadata") or {}
-    sized = (meta.get("annotations") or {}).get(manifests.ANNOTATION_MACHINE)
+    sized = (meta.get("annotations") or {}).get(pod_template.ANNOTATION_MACHINE)
     gpu = (meta.get("labels") or {}).get(platform.LABEL_GPU)
     gpus = _gpus_per_pod(job)
     table = prices.of(cloud)

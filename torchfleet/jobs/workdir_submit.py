@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from components import spec as platform
-from torchfleet.jobs import manifests, workdir, workdir_pack
+from torchfleet.jobs import pod_template, workdir, workdir_pack
 from torchfleet.jobs.errors import JobError
 from torchfleet.jobs.spec import JobRequest
 
@@ -44,8 +44,9 @@ class Code:
         """The ConfigMaps, labelled with the job (FIRST, the only one) or the sweep (FIRST's)."""
         if self.packed is None:
             return []
-        owner = {manifests.LABEL_SWEEP: first.sweep} if first.sweep else {platform.LABEL_JOB: first.name}
-        return workdir.config_maps(self.ref, self.packed.data, namespace, {manifests.MANAGED_BY: "torchfleet", **owner})
+        owner = {pod_template.LABEL_SWEEP: first.sweep} if first.sweep else {platform.LABEL_JOB: first.name}
+        labels = {pod_template.MANAGED_BY: "torchfleet", **owner}
+        return workdir.config_maps(self.ref, self.packed.data, namespace, labels)
 
 
 def create_config_maps(jobs, maps: list[dict[str, Any]]) -> list[dict[str, Any]]:
