@@ -9,10 +9,11 @@ import os
 import signal
 import time
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
+from elastic_trainer import lost_peer
 from elastic_trainer.localrun import IMAGE_DIR, LocalJob, worker_pids
 from elastic_trainer.lost_peer import dropped_self, heartbeat_window_s, nodes_present
 
@@ -138,3 +139,100 @@ def test_a_node_dropped_while_its_agent_stalled_rejoins_instead_of_splitting_the
             describe="a step in a round of both nodes",
         )
     assert "[torchfleet] the rendezvous dropped this node" in first.log_text()
+
+
+class _MemoryBackend:
+    """A rendezvous backend in memory (torch's RendezvousBackend contract: get_state, set_state with a token)."""
+
+    name = "memory"
+
+    def __init__(self, state_bits: bytes) -> None:
+        self.bits, self.token = state_bits, 1
+
+    def get_state(self):
+        return self.bits, self.token
+
+    def set_state(self, state_bits: bytes, token=None):
+        if token != self.token:
+            return self.bits, self.token, False
+        self.bits, self.token = state_bits, self.token + 1
+        return self.bits, self.token, True
+
+
+def test_a_node_does_not_declare_itself_dead_but_still_drops_a_silent_peer(monkeypatch):
+    """Issue 23 leftover (the rejoin added a restart at a starved node's start): torch's sanitizer, run by a node's
+    own sync, dropped the node itself when its agent had starved past the heartbeat window; alone, it emptied its
+    round and restarted its workers to rejoin. Now its own expired heartbeat survives its own sync (to be refreshed
+    by its keep-alive), while a peer's expired one is dropped as before."""
+    import pickle
+
+    import torch.distributed as dist
+    from torch.distributed.elastic.rendezvous import dynamic_rendezvous as dr
+
+    for cls, name in ((dr._BackendRendezvousStateHolder, "_sanitize"), (dr.DynamicRendezvousHandler, "__init__")):
+        monkeypatch.setattr(cls, name, getattr(cls, name))  # torch's own again after the test
+    lost_peer._keep_own_heartbeat()
+
+    handler = dr.DynamicRendezvousHandler.from_backend(
+        "own-heartbeat", dist.HashStore(), _MemoryBackend(b""), 1, 2, keep_alive_interval=1, keep_alive_max_attempt=3
+    )
+    me, peer = handler._this_node, dr._NodeDesc("10.0.0.2", 1, 0)
+    state = dr._RendezvousState()
+    state.round, state.complete, state.participants = 4, True, {me: 0, peer: 1}
+    expired = datetime.now(UTC) - timedelta(seconds=10)  # both silent for over 3 x 1 s
+    state.last_heartbeats = {me: expired, peer: expired}
+    handler._state_holder._backend = _MemoryBackend(pickle.dumps(state))
+
+    handler._state_holder.sync()
+    seen = handler._state_holder.state
+    assert set(seen.participants) == {me} and seen.round == 4  # before: empty, round 5, and dropped_self
+    assert not dropped_self(handler) and nodes_present(handler) == 1  # so the peer's loss is still acted on
+    assert dr._should_keep_alive(dr._RendezvousContext(me, seen, handler._settings))  # refreshed at once
+
+
+def _rendezvous_state(etcd, run_id: str):
+    """The run's rendezvous state as etcd holds it (torch's own etcd-v2 backend reads it)."""
+    import pickle
+
+    from torch.distributed.elastic.rendezvous import RendezvousParameters
+    from torch.distributed.elastic.rendezvous.etcd_rendezvous_backend import create_backend
+
+    params = RendezvousParameters("etcd-v2", etcd.endpoint, run_id, min_nodes=1, max_nodes=2)
+    backend, _store = create_backend(params)
+    return pickle.loads(backend.get_state()[0])  # noqa: S301 - the state torch itself pickled into the test's own etcd
+
+
+@pytest.mark.slow
+def test_a_lone_node_starved_after_its_round_formed_keeps_its_round_and_its_workers(etcd, tmp_path):
+    """Issue 23 leftover, as it happened: the first node of ``torchfleet run --local`` starting its worker at a
+    load average of 8-11 went silent past the heartbeat window, dropped itself at its next sync and restarted its
+    workers for nothing (2 of 2 runs). SIGSTOP of its agent makes the starvation certain. Alone, nothing else can
+    restart its workers (no node waits, none is lost, none fails), and the wait is for the agent's first heartbeat
+    after SIGCONT, however long the load makes it: so this holds at any load, and fails on the previous code."""
+    run_id = f"starved-{uuid.uuid4().hex[:8]}"
+    job = LocalJob(
+        etcd_endpoint=etcd.endpoint,
+        run_id=run_id,
+        workdir=tmp_path / "job",
+        script_args=["--total-steps=100000", "--global-batch-size=16", "--checkpoint-every=20", "--step-delay-s=0.02"],
+    )
+    with job:
+        node = job.start_node("node0")
+        job.wait_for("step", HANG, world=1)
+        before, workers = _rendezvous_state(etcd, run_id), worker_pids(node.pid)
+        os.kill(node.pid, signal.SIGSTOP)  # the agent only: its heartbeats stop, its worker trains on
+        time.sleep(2 * 3)  # twice the launcher's window for 2 nodes (keep_alive 1 s x 3)
+        continued = datetime.now(UTC)
+        os.kill(node.pid, signal.SIGCONT)
+        deadline = time.monotonic() + HANG
+        while True:  # the agent's first heartbeat since SIGCONT: its own syncs came before it
+            state = _rendezvous_state(etcd, run_id)
+            if any(beat > continued for beat in state.last_heartbeats.values()):
+                break
+            assert time.monotonic() < deadline, "no heartbeat from the agent after SIGCONT"
+            time.sleep(0.2)
+        text, after = node.log_text(), worker_pids(node.pid)
+    assert "[torchfleet] the rendezvous dropped this node" not in text, text[-3000:]
+    # before the fix: dropped, a new round, and new workers
+    assert (state.round, list(state.participants)) == (before.round, list(before.participants))
+    assert after == workers and workers

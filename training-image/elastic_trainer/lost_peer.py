@@ -36,6 +36,13 @@ apart and waited for each other forever (issue 23; num_nodes_waiting counts only
 agent whose own node is in neither ``participants`` nor ``last_heartbeats`` of a live rendezvous restarts
 its workers at the next monitor pass: its rejoin goes to the wait list of the newer round, whose agents
 then restart into one round with it (tests/training_image/test_lost_peer.py reproduces it with SIGSTOP).
+
+A node never declares ITSELF dead: torch's sanitizer runs on every sync, the node's own included, so an agent
+starved past the window (a lone first node starting its worker at a load average of 8-11 on 2 cores, 2 of 2
+``torchfleet run --local`` runs) dropped itself at its next sync, emptied its round and restarted its
+workers to rejoin: one restart for nothing, and a round any joiner could have formed alone meanwhile. A node
+that syncs is alive, so its own expired heartbeat is kept through the sanitizer and refreshed by its next
+keep-alive (``_should_keep_alive``: it is due). A peer's sync still drops a starved node, and it rejoins as above.
 """
 
 from __future__ import annotations
@@ -86,6 +93,7 @@ def install() -> None:
     monitor = LocalElasticAgent._monitor_workers
     if getattr(monitor, _FLAG, False):
         return
+    _keep_own_heartbeat()
 
     def _monitor_workers(self, worker_group):
         result = monitor(self, worker_group)
@@ -122,3 +130,32 @@ def install() -> None:
     _monitor_workers.__dict__.update(getattr(monitor, "__dict__", {}))  # e.g. launcher.py's exit-2 flag
     setattr(_monitor_workers, _FLAG, True)
     LocalElasticAgent._monitor_workers = _monitor_workers  # type: ignore[method-assign]
+
+
+def _keep_own_heartbeat() -> None:
+    """The sanitizer of each node's state holder skips that node itself (module docstring): torch 2.13's
+    ``_BackendRendezvousStateHolder._sanitize`` drops every node whose heartbeat expired, the syncing one too.
+    The handler tells its holder which node it is; a holder without one (another handler) is left as torch has it."""
+    from torch.distributed.elastic.rendezvous import dynamic_rendezvous as dr
+
+    holder_cls, handler_cls = dr._BackendRendezvousStateHolder, dr.DynamicRendezvousHandler
+    sanitize, init = holder_cls._sanitize, handler_cls.__init__
+
+    def _sanitize(self) -> None:
+        node = getattr(self, "_torchfleet_this_node", None)
+        heartbeats = self._state.last_heartbeats
+        own = heartbeats.pop(node, None) if node is not None else None
+        try:
+            sanitize(self)
+        finally:
+            if own is not None:
+                heartbeats[node] = own
+
+    def __init__(self, *args, **kwargs) -> None:
+        init(self, *args, **kwargs)
+        holder = getattr(self, "_state_holder", None)
+        if isinstance(holder, holder_cls):
+            holder._torchfleet_this_node = self._this_node
+
+    holder_cls._sanitize = _sanitize  # type: ignore[method-assign]
+    handler_cls.__init__ = __init__  # type: ignore[method-assign]
