@@ -104,7 +104,7 @@ def test_the_indexed_job_is_what_the_trainer_reads(case):
     assert ignore == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
     assert spec["template"]["spec"]["restartPolicy"] == "Never"  # what a pod failure policy requires
     env = {e["name"]: e.get("value") for e in container["env"]}
-    # the variable names the in-place trainer reads (training-image/elastic_trainer/inplace.py)
+    # the variable names the in-place trainer reads (training-image/elastic_trainer/inplace/settings.py)
     service = _by_kind(documents)["Service", f"{req.name}-lighthouse"]
     assert env[trainer_inplace.ENV_RECOVERY] == "inplace"
     assert env[trainer_inplace.ENV_LIGHTHOUSE] == (

@@ -138,7 +138,7 @@ def test_non_finite_steps_are_counted_once_and_a_give_up_is_named():
 
 
 # In-place jobs (issue 23: the status view said `Restarts: 1` for an in-place run in which nothing
-# restarted). Every replica group prints its own events, with its `group` (elastic_trainer/inplace.py).
+# restarted). Every replica group prints its own events, with its `group` (elastic_trainer/inplace/group.py).
 def group_steps(first, last, world, t0, groups=(0, 1)):
     return [ev("step", t0 + (s - first) * 0.05, step=s, group=g, world=world) for s in range(first, last + 1)
             for g in groups]

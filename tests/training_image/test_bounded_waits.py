@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from elastic_trainer import EXIT_MEMBERSHIP_CHANGE
 from elastic_trainer.events import PREFIX
-from elastic_trainer.inplace import ENV_LIGHTHOUSE_WAIT_S, _InplaceRun
+from elastic_trainer.inplace.group import _InplaceRun
+from elastic_trainer.inplace.settings import ENV_LIGHTHOUSE_WAIT_S
 from elastic_trainer.inplacerun import Lighthouse, lighthouse_binary
 from elastic_trainer.localrun import IMAGE_DIR, SYNTHETIC_EXAMPLE, free_port
 
@@ -48,7 +49,7 @@ def silent_peer():
 def test_a_call_that_never_returns_ends_the_process_with_the_code_and_says_what_it_waited_for(silent_peer):
     done = run_python(f"""
         import socket
-        from elastic_trainer.stall_guard import StallGuard
+        from elastic_trainer.inplace.stall_guard import StallGuard
         bound = StallGuard(1.0, 75, "TORCHFLEET_INPLACE_STALL_S", group=3)
         with socket.create_connection(("127.0.0.1", {silent_peer})) as peer, bound("a peer that never answers"):
             peer.recv(1)  # no timeout: the server never sends
@@ -64,7 +65,7 @@ def test_a_call_that_never_returns_ends_the_process_with_the_code_and_says_what_
 def test_calls_that_return_leave_the_process_alone_however_long_it_waits_between_them():
     done = run_python("""
         import time
-        from elastic_trainer.stall_guard import StallGuard
+        from elastic_trainer.inplace.stall_guard import StallGuard
         bound = StallGuard(2.0, 75, "TORCHFLEET_INPLACE_STALL_S")
         for _ in range(100):
             with bound("a quick call"):
@@ -76,7 +77,7 @@ def test_calls_that_return_leave_the_process_alone_however_long_it_waits_between
 
 
 def test_a_bound_that_is_not_positive_is_refused_naming_its_setting():
-    from elastic_trainer.stall_guard import StallGuard
+    from elastic_trainer.inplace.stall_guard import StallGuard
 
     with pytest.raises(ValueError, match="TORCHFLEET_INPLACE_STALL_S=0: must be a positive number of seconds"):
         StallGuard(0, 75, "TORCHFLEET_INPLACE_STALL_S")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from elastic_trainer.hooks import FAULT_STALL_COMMIT
 from elastic_trainer.store import sharded
 from elastic_trainer.store.checkpoint import CheckpointStore
-from elastic_trainer.trainer import FAULT_STALL_COMMIT
 
 pytestmark = pytest.mark.slow
 

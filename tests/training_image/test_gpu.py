@@ -22,9 +22,10 @@ import time
 
 import pytest
 import torch
+from elastic_trainer.hooks import FAULT_STALL_COMMIT
 from elastic_trainer.localrun import IMAGE_DIR, worker_pids
 from elastic_trainer.store.fence import Generations
-from elastic_trainer.trainer import FAULT_STALL_COMMIT, TrainConfig
+from elastic_trainer.trainer import TrainConfig
 
 ON_CPU = os.environ.get("TORCHFLEET_GPU_TESTS_ON_CPU") == "1"
 CUDA = torch.cuda.is_available()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from elastic_trainer.inplace_addresses import advertised_host, manager_addresses, url_host
+from elastic_trainer.inplace.addresses import advertised_host, manager_addresses, url_host
 
 
 @pytest.mark.parametrize(("value", "expected"), [("", None), ("10.4.0.17", "10.4.0.17"), ("fd00::2", "fd00::2"),

@@ -10,9 +10,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from elastic_trainer.hooks import FAULT_STALL_COMMIT
 from elastic_trainer.inplacerun import InplaceJob, lighthouse_binary
 from elastic_trainer.store.checkpoint import CheckpointStore
-from elastic_trainer.trainer import FAULT_STALL_COMMIT
 
 pytestmark = pytest.mark.slow
 

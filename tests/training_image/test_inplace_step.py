@@ -9,7 +9,7 @@ import re
 
 import pytest
 import torch
-from elastic_trainer import inplace
+from elastic_trainer.inplace import group, settings
 from torch import nn
 
 
@@ -26,14 +26,14 @@ from torch import nn
 )
 def test_backend(value, device, expected, monkeypatch):
     if value is None:
-        monkeypatch.delenv(inplace.ENV_BACKEND, raising=False)
+        monkeypatch.delenv(settings.ENV_BACKEND, raising=False)
     else:
-        monkeypatch.setenv(inplace.ENV_BACKEND, value)
+        monkeypatch.setenv(settings.ENV_BACKEND, value)
     if expected in ("gloo", "nccl"):
-        assert inplace._backend(torch.device(device)) == expected
+        assert settings.backend(torch.device(device)) == expected
     else:
         with pytest.raises(ValueError, match=re.escape(expected)):
-            inplace._backend(torch.device(device))
+            settings.backend(torch.device(device))
 
 
 class TwoHeads(nn.Module):
@@ -46,7 +46,7 @@ class TwoHeads(nn.Module):
 
 
 def bound_run(model: nn.Module):
-    run = inplace._InplaceRun.__new__(inplace._InplaceRun)  # no Lighthouse, no Manager: only the buffer
+    run = group._InplaceRun.__new__(group._InplaceRun)  # no Lighthouse, no Manager: only the buffer
     run.model = model
     return run._bind_gradients()
 
@@ -64,7 +64,7 @@ def test_backward_lands_in_the_one_buffer_and_an_unreached_parameter_has_a_zero_
     assert all(p.grad.untyped_storage().data_ptr() == storage for p in model.parameters())
     assert torch.equal(model.used.weight.grad, expected[0]) and torch.equal(model.used.bias.grad, expected[1])
     assert model.unused.weight.grad is not None and not model.unused.weight.grad.any()  # the optimizer sees it
-    # then the loss sum, sample count and time-limit votes (inplace._TAIL)
+    # then the loss sum, sample count and time-limit votes (group._TAIL)
     assert flat.numel() == sum(p.numel() for p in model.parameters()) + 3
     assert torch.equal(flat[:6], model.used.weight.grad.reshape(-1))
 
@@ -108,7 +108,7 @@ def test_the_store_prunes_in_a_hurry_once_a_stop_is_requested(tmp_path, monkeypa
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("POD_IP", raising=False)
     request = StopRequest()
-    run = inplace._InplaceRun(SimpleNamespace(dataset=list(range(64))),
+    run = group._InplaceRun(SimpleNamespace(dataset=list(range(64))),
                               TrainConfig(checkpoint_dir=tmp_path, total_steps=4, global_batch_size=8), request)
     assert not run.store.in_a_hurry()
     request.signum = signal.SIGTERM

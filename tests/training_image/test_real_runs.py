@@ -13,10 +13,10 @@ import signal
 
 import pytest
 import torch
+from elastic_trainer.hooks import FAULT_STALL_COMMIT, HOLD_FOR_WORLD
 from elastic_trainer.store.checkpoint import Checkpoint, CheckpointStore
 from elastic_trainer.store.checkpoint_write import FileDigest
 from elastic_trainer.store.fence import Generations
-from elastic_trainer.trainer import FAULT_STALL_COMMIT, HOLD_FOR_WORLD
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,8 @@ import sys
 import time
 
 import pytest
-from elastic_trainer import launcher, replica_node
-from elastic_trainer.inplace import ENV_RECOVERY, recovery_mode
+from elastic_trainer import launcher
+from elastic_trainer.inplace import ENV_RECOVERY, recovery_mode, replica_node
 
 
 @pytest.mark.parametrize(
@@ -98,7 +98,7 @@ def test_sigterm_reaches_the_worker_and_its_code_is_the_nodes(tmp_path):
         "time.sleep(60)\n"
     )
     node = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from elastic_trainer import replica_node; "
+        [sys.executable, "-c", "import sys; from elastic_trainer.inplace import replica_node; "
          f"sys.exit(replica_node.main([], [{str(script)!r}]))"],
         env={"PYTHONPATH": str(launcher.Path(launcher.__file__).parent.parent)}, stderr=subprocess.PIPE,
     )
@@ -133,7 +133,7 @@ def test_sigterm_reaches_the_worker_and_its_code_is_the_nodes(tmp_path):
 )
 def test_inplace_settings_are_refused_naming_the_variable_and_end_the_node(tmp_path, monkeypatch, caplog, environ,
                                                                             message):
-    from elastic_trainer import inplace
+    from elastic_trainer.inplace import group, settings
     from elastic_trainer.signals import StopRequest
     from elastic_trainer.trainer import TrainConfig
 
@@ -145,20 +145,20 @@ def test_inplace_settings_are_refused_naming_the_variable_and_end_the_node(tmp_p
         monkeypatch.setenv(name, value)
     cfg = TrainConfig(checkpoint_dir=tmp_path, total_steps=1, global_batch_size=2)
     with pytest.raises(ValueError, match=message):
-        inplace._InplaceRun(None, cfg, None)
+        group._InplaceRun(None, cfg, None)
     # not installed: the test process keeps its own signal handlers
-    assert inplace.train_inplace(None, cfg, StopRequest()) == inplace.EXIT_BAD_SETTINGS  # the node ends, no restart
-    assert inplace.EXIT_BAD_SETTINGS in replica_node.FINAL_CODES
+    assert group.train_inplace(None, cfg, StopRequest()) == settings.EXIT_BAD_SETTINGS  # the node ends, no restart
+    assert settings.EXIT_BAD_SETTINGS in replica_node.FINAL_CODES
 
 
 def test_an_indexed_jobs_completion_index_is_the_group(monkeypatch, tmp_path):
-    from elastic_trainer import inplace
+    from elastic_trainer.inplace import settings
 
     monkeypatch.delenv("TORCHFLEET_REPLICA_GROUP", raising=False)
     monkeypatch.setenv("JOB_COMPLETION_INDEX", "2")
-    assert inplace._group_index() == 2
+    assert settings.group_index() == 2
     monkeypatch.setenv("TORCHFLEET_REPLICA_GROUP", "1")  # an explicit one wins
-    assert inplace._group_index() == 1
+    assert settings.group_index() == 1
 
 
 def test_a_spare_completion_index_is_a_group_of_its_own_on_the_slice_index_mod_groups(monkeypatch, tmp_path):
@@ -166,8 +166,8 @@ def test_a_spare_completion_index_is_a_group_of_its_own_on_the_slice_index_mod_g
     # ValueError (exit 2: the Job failed at once) the moment one started.
     from types import SimpleNamespace
 
-    from elastic_trainer import inplace
     from elastic_trainer.data.sampler import ElasticBatchSampler
+    from elastic_trainer.inplace import group
     from elastic_trainer.trainer import TrainConfig
 
     monkeypatch.delenv("TORCHFLEET_REPLICA_GROUP", raising=False)
@@ -175,7 +175,7 @@ def test_a_spare_completion_index_is_a_group_of_its_own_on_the_slice_index_mod_g
                         "TORCHFT_LIGHTHOUSE": "http://lh:1"}.items():
         monkeypatch.setenv(name, value)
     cfg = TrainConfig(checkpoint_dir=tmp_path, total_steps=4, global_batch_size=8)
-    run = inplace._InplaceRun(SimpleNamespace(dataset=range(64)), cfg, None)
+    run = group._InplaceRun(SimpleNamespace(dataset=range(64)), cfg, None)
     assert (run.group, run.slice) == (3, 1)  # replica id group3, the slice of group 1
     group1 = ElasticBatchSampler(64, 8, 1, 2, cfg.seed, total_steps=4)
     assert [run.sampler.batch(s) for s in range(4)] == [group1.batch(s) for s in range(4)]

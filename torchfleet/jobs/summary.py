@@ -9,7 +9,7 @@ those events, so `torchfleet status`, `--watch` and the demo's closing view show
 Lost steps: steps a worker group had trained past its last checkpoint when it was stopped, which the
 next group trains again after resuming (highest step seen before the resume, minus the resume step).
 
-In-place jobs (elastic_trainer/inplace.py) emit ``start``/``resumed`` once per replica group, with its
+In-place jobs (elastic_trainer/inplace/group.py) emit ``start``/``resumed`` once per replica group, with its
 ``group``: the groups that join the job's first quorum together each announce it, and a group started
 after the last step reads the final checkpoint (``resumed`` at that step, then ``done``). Neither is a
 restart (issue 23: `Restarts: 1` for an in-place run in which nothing restarted). A survivor's peers

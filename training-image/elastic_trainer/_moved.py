@@ -7,7 +7,9 @@ classes and monkeypatching are shared) and a DeprecationWarning naming the new i
 this repository imports an old name (tests/training_image/test_moved_modules.py checks that the
 aliases work; tests/checks/test_import_cycles.py reads only real modules). ``python -m`` with an
 old name is not answered: every module run that way kept its name (``elastic_trainer.launcher``)
-or was only run by this library itself. Drop this module in the release after the one that moved them.
+or was only run by this library itself. ``elastic_trainer.inplace`` is a package now: its public names
+(``recovery_mode``, the ``ENV_*`` variables) are still there, its internals moved to its modules.
+Drop this module in the release after the one that moved them.
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ MOVED = {
     "checkpoint_verify": "store.checkpoint_verify",
     "checkpoint_write": "store.checkpoint_write",
     "fence": "store.fence",
+    "inplace_addresses": "inplace.addresses",
+    "replica_node": "inplace.replica_node",
     "sharded": "store.sharded",
     "staging": "store.staging",
+    "stall_guard": "inplace.stall_guard",
 }
 
 

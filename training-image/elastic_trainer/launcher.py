@@ -465,7 +465,7 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"torchfleet launcher: TORCHFLEET_RECOVERY={recovery!r}: must be restart or inplace", file=sys.stderr)
         return 2
     if recovery == "inplace":  # issue 14: no torchrun, see replica_node.py
-        from elastic_trainer import replica_node
+        from elastic_trainer.inplace import replica_node
 
         try:
             options, script = _split_script(argv)

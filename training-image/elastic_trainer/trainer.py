@@ -40,24 +40,15 @@ from elastic_trainer.checkpointing import LoopCheckpoints
 from elastic_trainer.comm import all_gather_objects, broadcast_object
 from elastic_trainer.data.sampler import ElasticBatchSampler
 from elastic_trainer.events import Scalars, emit, log, setup_logging
+from elastic_trainer.hooks import REQUIRED_KEYS, hold_for_world, stall_commit_at
+from elastic_trainer.inplace import recovery_mode
+from elastic_trainer.inplace.group import train_inplace
 from elastic_trainer.nonfinite import NonFiniteGuard, nan_steps
 from elastic_trainer.rng import seed_rank, set_rng_state
 from elastic_trainer.signals import StopRequest
 from elastic_trainer.store.checkpoint import Checkpoint
 from elastic_trainer.store.checkpoint_verify import CorruptCheckpointError
 from elastic_trainer.train_config import TrainConfig  # also the scripts' import: `from elastic_trainer.trainer import`
-
-# Fault injection for the kill-while-writing test: "<step>:<seconds>" stalls rank 0 after the
-# checkpoint of <step> is written and before it is committed.
-FAULT_STALL_COMMIT = "TORCHFLEET_FAULT_STALL_COMMIT"
-# What a resume reads from a checkpoint's state (run()): one without them is skipped like a corrupt one.
-REQUIRED_KEYS = ("model", "optimizer", "sampler", "rng", "step")
-# For tests and the demo: "<step>:<world>" makes a group of fewer than <world> ranks wait before
-# <step> until it is stopped (its agent restarts the workers when a node joins), so a slow
-# machine cannot finish the job before a replacement has joined; a group that size or larger
-# never waits. In place (inplace.py), a quorum of fewer than <world> groups drops that step until
-# one has them (issue 23: the in-place demo's survivor finished before its replacement joined).
-HOLD_FOR_WORLD = "TORCHFLEET_HOLD_FOR_WORLD"
 
 
 class Task(Protocol):
@@ -85,19 +76,6 @@ def warm_imports() -> None:
     param = nn.Parameter(torch.zeros(1))
     torch.optim.SGD([param], lr=0.1, momentum=0.9)
     torch.optim.AdamW([param], lr=0.1)
-
-
-def hold_for_world() -> tuple[int, int] | None:
-    step, _, world = os.environ.get(HOLD_FOR_WORLD, "").partition(":")
-    return (int(step), int(world)) if world else None
-
-
-def stall_commit_at() -> tuple[int, float] | None:
-    spec = os.environ.get(FAULT_STALL_COMMIT)
-    if not spec:
-        return None
-    step, _, seconds = spec.partition(":")
-    return int(step), float(seconds)
 
 
 class _Run:
@@ -398,9 +376,7 @@ def train(task: Task, cfg: TrainConfig) -> int:
     """Run one worker's share of the job; returns the process exit code."""
     stop = StopRequest().install()
     warm_imports()
-    from elastic_trainer.inplace import recovery_mode, train_inplace
-
-    if recovery_mode() == "inplace":  # issue 14: survivors keep training (inplace.py)
+    if recovery_mode() == "inplace":  # issue 14: survivors keep training (inplace/)
         return train_inplace(task, cfg, stop)
     worker_exits.exit_if_not_launched()  # `python train.py` alone: say how to launch it (issue 22)
     if cfg.checkpoint_format == "sharded":

@@ -1,8 +1,8 @@
 """A node of an in-place job (``TORCHFLEET_RECOVERY=inplace``): one worker, restarted only if it fails.
 
-The launcher hands over to this instead of torchrun (launcher.py). No rendezvous: a node is one
+The launcher hands over to this instead of torchrun (the top-level launcher.py). No rendezvous: a node is one
 torchft replica group, and the job's Lighthouse, not etcd, decides who trains each step
-(inplace.py). Peers coming and going never touch this process or its worker; only the worker's
+(inplace/group.py). Peers coming and going never touch this process or its worker; only the worker's
 own failure does (the Lighthouse unreachable, a crash): it is started again, up to
 ``--max_restarts`` times (default 100, as the restart mode's; ``PET_MAX_RESTARTS`` too).
 
