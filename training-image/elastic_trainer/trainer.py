@@ -40,6 +40,8 @@ from elastic_trainer.checkpointing import LoopCheckpoints
 from elastic_trainer.comm import all_gather_objects, broadcast_object
 from elastic_trainer.data.sampler import ElasticBatchSampler
 from elastic_trainer.events import Scalars, emit, log, setup_logging
+from elastic_trainer.hooks import FAULT_STALL_COMMIT as FAULT_STALL_COMMIT  # still importable from here
+from elastic_trainer.hooks import HOLD_FOR_WORLD as HOLD_FOR_WORLD  # (tests and scripts named them here)
 from elastic_trainer.hooks import REQUIRED_KEYS, hold_for_world, stall_commit_at
 from elastic_trainer.inplace import recovery_mode
 from elastic_trainer.inplace.group import train_inplace
