@@ -1,0 +1,297 @@
+"""A researcher with only the torchfleet-researcher Role (k8s/base/jobs/role-researcher.yaml) against the real
+API server's RBAC and admission: the CLI's commands work, and what the Role must not open is refused.
+
+The researcher is a real user of this API server: a client certificate its CA signed, with the group
+torchfleet:researchers (the Organization), which the layer's RoleBinding binds, as an EKS access entry's
+Kubernetes group does. kwok runs no container, so `logs` and the reader pod's exec reach no kubelet: what is
+asserted there is that RBAC and the admission policy let the request through (no 403 Forbidden).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import itertools
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests.controlplane.cluster import binary, openssl
+from tests.controlplane.layer import get, kubectl, wait_for
+from tests.controlplane.test_jobs import IMAGE
+from torchfleet.cli import main
+from torchfleet.jobs import reader_pod
+from torchfleet.jobs import target as targets
+from torchfleet.jobs.egress import ip_block
+from torchfleet.jobs.kubeconfig import connect
+
+GROUP = "torchfleet:researchers"
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def researcher(training_layer, tmp_path_factory):
+    """A kubeconfig for user alice in group torchfleet:researchers, and nothing else."""
+    cp = training_layer.cp
+    pki, folder = cp.workdir / "pki", tmp_path_factory.mktemp("researcher")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "alice.key", "-out", "alice.csr",
+            "-subj", f"/CN=alice/O={GROUP}", cwd=folder)  # fmt: skip
+    openssl("x509", "-req", "-in", "alice.csr", "-CA", str(pki / "ca.crt"), "-CAkey", str(pki / "ca.key"),
+            "-CAcreateserial", "-out", "alice.crt", "-days", "1", cwd=folder)  # fmt: skip
+    data = {name: base64.b64encode((folder / name).read_bytes()).decode() for name in ("alice.crt", "alice.key")}
+    config = yaml.safe_load(cp.kubeconfig.read_text())
+    config["users"] = [
+        {"name": "alice", "user": {"client-certificate-data": data["alice.crt"], "client-key-data": data["alice.key"]}}
+    ]
+    config["contexts"][0]["context"]["user"] = "alice"
+    path = folder / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+def as_researcher(layer, kubeconfig, capsys, *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main([argv[0], "--kubeconfig", str(kubeconfig), "--namespace", layer.namespace, *argv[1:]])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def researcher_kubectl(layer, kubeconfig, *args: str, input: str | None = None) -> tuple[int, str]:
+    import subprocess
+
+    done = subprocess.run([binary("kubectl"), f"--kubeconfig={kubeconfig}", "-n", layer.namespace, *args],
+                          input=input, capture_output=True, text=True, timeout=120)  # fmt: skip
+    return done.returncode, done.stdout + done.stderr
+
+
+def refused(layer, kubeconfig, document: dict, why: str) -> None:
+    code, out = researcher_kubectl(layer, kubeconfig, "create", "-f", "-", input=yaml.safe_dump(document))
+    assert code != 0 and why in out, out
+
+
+def test_the_researcher_is_who_the_tier_thinks(training_layer, researcher):
+    code, out = researcher_kubectl(training_layer, researcher, "auth", "whoami", "-o", "yaml")
+    assert code == 0, out
+    info = yaml.safe_load(out)["status"]["userInfo"]
+    assert info["username"] == "alice" and GROUP in info["groups"], info
+
+
+@pytest.mark.parametrize("extra", [[], ["--recovery", "inplace"]], ids=["restart", "inplace"])
+def test_submit_list_status_logs_delete_as_a_researcher(training_layer, researcher, capsys, extra):
+    layer, name = training_layer, f"tier-researcher-{next(_names)}"
+    code, out = as_researcher(
+        layer,
+        researcher,
+        capsys,
+        "submit",
+        name,
+        "--gpu",
+        "t4",
+        "--nodes",
+        "2",
+        "--image",
+        IMAGE,
+        "--allow-egress",
+        "0.0.0.0/0",
+        *extra,
+        "--",
+        "python",
+        "train.py",
+    )
+    assert code == 0, out
+    try:
+        wait_for(
+            f"pods of {name}",
+            lambda: get(layer.cp, "pods", "-n", layer.namespace, "-l", f"torchfleet.io/job={name}")["items"],
+        )
+        for command in (["list"], ["status", name]):
+            code, out = as_researcher(layer, researcher, capsys, *command)
+            assert code == 0 and name in out, out
+        code, out = as_researcher(layer, researcher, capsys, "logs", name)
+        assert "Forbidden" not in out and "403" not in out, out  # kwok has no logs to serve: not a refusal
+    finally:
+        code, out = as_researcher(layer, researcher, capsys, "delete", name)
+        assert code == 0, out
+    wait_for(f"{name} gone", lambda: not kubectl(layer.cp, "get", "jobs,deployments,services,networkpolicies",
+                                                 "-n", layer.namespace, "-l", f"torchfleet.io/job={name}",
+                                                 "-o", "name").split())  # fmt: skip
+
+
+def test_workdir_submit_as_a_researcher(training_layer, researcher, capsys, tmp_path, monkeypatch):
+    """The code's ConfigMaps: created, then patched to be owned by the job (create, patch)."""
+    layer, name = training_layer, f"tier-researcher-wd-{next(_names)}"
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "train.py").write_text("print('hi')\n")
+    code, out = as_researcher(layer, researcher, capsys, "submit", name, "--gpu", "t4", "--nodes", "1", "--image",
+                              IMAGE, "--workdir", str(tmp_path / "code"), "--", "python", "train.py")  # fmt: skip
+    assert code == 0, out
+    try:
+        maps = get(layer.cp, "configmaps", "-n", layer.namespace, "-l", f"torchfleet.io/job={name}")["items"]
+        assert maps and all(m["metadata"].get("ownerReferences") for m in maps), maps
+    finally:
+        code, out = as_researcher(layer, researcher, capsys, "delete", name)
+        assert code == 0, out
+
+
+def test_checkpoints_as_a_researcher_reaches_the_exec(training_layer, researcher, capsys):
+    """The reader pod is created, read and exec'd into as the researcher (kwok then fails the exec itself)."""
+    layer, name = training_layer, f"tier-researcher-ck-{next(_names)}"
+    code, out = as_researcher(layer, researcher, capsys, "submit", name, "--gpu", "t4", "--nodes", "1",
+                              "--image", IMAGE, "--", "python", "train.py")  # fmt: skip
+    assert code == 0, out
+    try:
+        code, out = as_researcher(layer, researcher, capsys, "checkpoints", name)
+        assert code == 1 and "exec in the reader pod" in out and "deleted reader pod" in out, out
+        assert "Forbidden" not in out, out
+    finally:
+        as_researcher(layer, researcher, capsys, "delete", name)
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "allowed"),
+    [
+        ("create", "pods/portforward", "yes"),  # tensorboard
+        ("get", "pods/log", "yes"),
+        ("get", "secrets", "no"),
+        ("list", "secrets", "no"),
+        ("create", "rolebindings", "no"),
+        ("create", "serviceaccounts/token", "no"),
+        ("patch", "pods", "no"),
+        ("delete", "deployments", "no"),
+    ],
+)
+def test_what_the_role_grants_in_the_namespace(training_layer, researcher, verb, resource, allowed):
+    _, out = researcher_kubectl(training_layer, researcher, "auth", "can-i", verb, resource)
+    assert out.strip() == allowed, out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["get", "secrets"],
+        ["get", "nodes"],
+        ["get", "pods", "-n", "kube-system"],
+        ["create", "configmap", "x", "-n", "kube-system"],
+        ["create", "namespace", "mine"],
+    ],
+    ids=["secrets", "nodes", "kube-system-pods", "kube-system-create", "namespace"],
+)
+def test_the_researcher_is_refused_outside_the_role(training_layer, researcher, args):
+    code, out = researcher_kubectl(training_layer, researcher, *args)
+    assert code != 0 and "forbidden" in out.lower(), out
+
+
+def reader(layer) -> dict:
+    target = targets.defaults("aws", layer.namespace)
+    return reader_pod.build_pod(f"tier-mine-reader-{next(_names):06x}", "tier-mine", "/mnt/shared", IMAGE, target, None)
+
+
+def test_a_pod_that_is_not_restricted_is_refused(training_layer, researcher):
+    pod = reader(training_layer)
+    del pod["spec"]["securityContext"]["runAsNonRoot"]
+    pod["spec"]["securityContext"]["runAsUser"] = 0
+    refused(training_layer, researcher, pod, "violates PodSecurity")
+
+
+@pytest.mark.parametrize("account", ["etcd", "default"])  # the `job` layer has no controller account
+def test_a_pod_under_another_service_account_is_refused(training_layer, researcher, account):
+    """Pod create would otherwise hand out any account's token in the namespace (the controller's reaches
+    every namespace): a restricted pod that differs only in its account is refused, a Job's template too."""
+    pod = reader(training_layer)
+    pod["spec"]["serviceAccountName"] = account
+    refused(training_layer, researcher, pod, "must run as service account training-job or job-reader")
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"tier-mine-{next(_names)}"},
+        "spec": {"template": {"spec": copy.deepcopy(pod["spec"]) | {"restartPolicy": "Never"}}},
+    }
+    refused(training_layer, researcher, job, "pod template must run as service account")
+
+
+def test_the_reader_pod_itself_is_admitted(training_layer, researcher):
+    """The refusals above mean something: the same pod with its own account is taken (then deleted)."""
+    pod = reader(training_layer)
+    code, out = researcher_kubectl(training_layer, researcher, "create", "-f", "-", input=yaml.safe_dump(pod))
+    assert code == 0, out
+    code, out = researcher_kubectl(training_layer, researcher, "delete", "pod", pod["metadata"]["name"], "--wait=false")
+    assert code == 0, out
+
+
+def test_exec_into_a_platform_pod_is_refused(training_layer, researcher):
+    """pods/exec is granted for the reader pods: not into etcd (or the controller, whose pod holds its token)."""
+    code, out = researcher_kubectl(training_layer, researcher, "exec", "etcd-0", "--", "true")
+    assert code != 0 and "exec only into torchfleet's reader pods" in out, out
+
+
+def test_the_platform_policies_cannot_be_deleted_or_changed(training_layer, researcher):
+    code, out = researcher_kubectl(training_layer, researcher, "delete", "networkpolicy", "default-deny")
+    assert code != 0 and "only objects torchfleet's commands made" in out, out
+    # The Role's own patch (the CLI's adopt), without the GET kubectl makes first (the Role has no get).
+    networking = client.NetworkingV1Api(connect(researcher))
+    opened = {"spec": {"egress": [{"to": [{"ipBlock": ip_block("0.0.0.0/0")}]}]}}
+    with pytest.raises(ApiException) as refusal:
+        networking.patch_namespaced_network_policy("default-deny", training_layer.namespace, opened)
+    assert refusal.value.status == 403 and "only objects torchfleet's commands made" in refusal.value.body
+    assert get(training_layer.cp, "networkpolicy", "default-deny", "-n", training_layer.namespace)
+
+
+def policy(name: str, egress: list) -> dict:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "labels": {"torchfleet.io/job": name}},  # as the CLI's policies
+        "spec": {
+            "podSelector": {"matchLabels": {"torchfleet.io/job": name}},
+            "policyTypes": ["Egress"],
+            "egress": egress,
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "egress",
+    [
+        [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}],
+        [{"ports": [{"port": 80}]}],
+        [{"to": [{"ipBlock": {"cidr": "169.254.0.0/16", "except": ["169.254.169.254/32"]}}]}],
+    ],
+    ids=["whole-internet", "no-to", "one-endpoint-left"],
+)
+def test_a_policy_opening_the_metadata_endpoints_is_refused(training_layer, researcher, egress):
+    refused(training_layer, researcher, policy(f"tier-open-{next(_names)}", egress), "metadata")
+
+
+def test_the_clis_own_egress_policy_is_taken(training_layer, researcher):
+    name = f"tier-egress-{next(_names)}"
+    code, out = researcher_kubectl(
+        training_layer,
+        researcher,
+        "create",
+        "-f",
+        "-",
+        input=yaml.safe_dump(policy(name, [{"to": [{"ipBlock": ip_block("0.0.0.0/0")}]}])),
+    )
+    assert code == 0, out
+    code, out = researcher_kubectl(training_layer, researcher, "delete", "networkpolicy", name)
+    assert code == 0, out
+
+
+def test_a_load_balancer_is_refused(training_layer, researcher):
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": f"tier-lb-{next(_names)}"},
+        "spec": {"type": "LoadBalancer", "selector": {"a": "b"}, "ports": [{"port": 80}]},
+    }
+    refused(training_layer, researcher, service, "must be ClusterIP")
+
+
+def test_the_admin_is_not_limited(training_layer):
+    """The limits are for researchers: the controllers and administrators (who may create pods in kube-system)
+    keep what they do, e.g. the etcd StatefulSet's pods, which run as etcd, are there."""
+    wait_for("an etcd pod", lambda: get(training_layer.cp, "pod", "etcd-0", "-n", training_layer.namespace))
