@@ -16,8 +16,9 @@ from tests.controlplane.layer import get, kubectl, wait_for
 from tests.controlplane.test_jobs import IMAGE, cli, submit
 from torchfleet.jobs import reader_pod
 from torchfleet.jobs import target as targets
-from torchfleet.jobs.cluster import JobClient, connect
+from torchfleet.jobs.cluster import JobClient
 from torchfleet.jobs.errors import ClusterError
+from torchfleet.jobs.kubeconfig import connect
 
 
 def readers(layer, job: str) -> list[str]:

@@ -78,7 +78,7 @@ def test_check_prints_the_stack_estimate_on_stderr(capsys):
 
 @pytest.fixture
 def no_cluster():
-    with mock.patch("torchfleet.jobs.cluster.connect", side_effect=RuntimeError("connected")) as connect, \
+    with mock.patch("torchfleet.jobs.kubeconfig.connect", side_effect=RuntimeError("connected")) as connect, \
          mock.patch("torchfleet.jobs.target.read_stack_outputs", side_effect=RuntimeError("pulumi")):
         yield connect
 

@@ -46,7 +46,7 @@ config:
 
 @pytest.fixture(autouse=True)
 def no_cluster_no_pulumi():
-    with mock.patch("torchfleet.jobs.cluster.connect", side_effect=AssertionError("connected")), \
+    with mock.patch("torchfleet.jobs.kubeconfig.connect", side_effect=AssertionError("connected")), \
          mock.patch("torchfleet.jobs.target.read_stack_outputs", side_effect=AssertionError("pulumi")):
         yield
 

@@ -27,7 +27,7 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-config"))
     for var in ("TORCHFLEET_STACK", "TORCHFLEET_IMAGE", "TORCHFLEET_NAMESPACE", "TORCHFLEET_CONTEXT"):
         monkeypatch.delenv(var, raising=False)
-    with mock.patch("torchfleet.jobs.cluster.connect", side_effect=AssertionError("connected")), \
+    with mock.patch("torchfleet.jobs.kubeconfig.connect", side_effect=AssertionError("connected")), \
          mock.patch("torchfleet.jobs.target.read_stack_outputs", side_effect=AssertionError("pulumi")):
         yield
 

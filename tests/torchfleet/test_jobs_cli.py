@@ -20,7 +20,7 @@ CMD = ["--", "python", "train.py", "--lr", "0.1"]
 @pytest.fixture(autouse=True)
 def no_cluster_no_pulumi():
     """Nothing in this file may reach a cluster or Pulumi: any attempt fails the test."""
-    with mock.patch("torchfleet.jobs.cluster.connect", side_effect=AssertionError("connected")) as connect, \
+    with mock.patch("torchfleet.jobs.kubeconfig.connect", side_effect=AssertionError("connected")) as connect, \
          mock.patch("torchfleet.jobs.target.read_stack_outputs", side_effect=AssertionError("pulumi")):
         yield connect
 

@@ -201,7 +201,7 @@ def test_delete_all_without_a_terminal_needs_yes(api, kubeconfig, capsys, monkey
     api.list_namespaced_custom_object.return_value = {"items": [training_job(name="a")]}
     monkeypatch.setattr("sys.stdin.isatty", lambda: False)
     # Regression (issue 23): refused before connecting; it connected (and could hang on a dead cluster) first
-    with mock.patch("torchfleet.jobs.cluster.connect", side_effect=AssertionError("connected")):
+    with mock.patch("torchfleet.jobs.kubeconfig.connect", side_effect=AssertionError("connected")):
         code, _, err = cli(["delete", "--all"], kubeconfig, capsys)
     assert code == 2 and "--yes: --all deletes every job in the namespace and there is no terminal" in err
     api.list_namespaced_custom_object.assert_not_called()

@@ -72,7 +72,7 @@ def test_pod_passes_checkov(tmp_path):
 
 
 def test_dry_run_prints_the_pod_and_touches_nothing(capsys):
-    with mock.patch("torchfleet.jobs.cluster.connect", side_effect=AssertionError("connected")):
+    with mock.patch("torchfleet.jobs.kubeconfig.connect", side_effect=AssertionError("connected")):
         code, out, err = cli(["tensorboard", "resnet", "--dry-run", "--image", IMAGE], "unused", capsys)
     assert code == 0, err
     (pod,) = list(yaml.safe_load_all(out))
@@ -86,7 +86,7 @@ def test_dry_run_prints_the_pod_and_touches_nothing(capsys):
     (["tensorboard", "resnet", "--port", "70000"], "--port: a TCP port from 1 to 65535"),
 ])
 def test_input_errors_exit_2(argv, expected, capsys):
-    with mock.patch("torchfleet.jobs.cluster.connect", side_effect=AssertionError("connected")):
+    with mock.patch("torchfleet.jobs.kubeconfig.connect", side_effect=AssertionError("connected")):
         code, out, err = cli(argv, "unused", capsys)
     assert (code, out) == (2, "") and expected in err
 

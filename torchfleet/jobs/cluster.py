@@ -1,4 +1,5 @@
-"""The cluster, through the official kubernetes client: connect, create, list, read, logs, delete.
+"""The cluster, through the official kubernetes client: create, list, read, logs, delete (connecting to it:
+kubeconfig.py).
 
 Every API failure becomes a JobError with the exit code the command returns: a job that does
 not exist or a taken name is the user's to fix (2); an unreachable or refusing cluster is 1.
@@ -8,138 +9,24 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 import urllib3
-import yaml
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from torchfleet.jobs import exec_auth, manifests
+from torchfleet.jobs import manifests
 from torchfleet.jobs.errors import ClusterError, JobNotFoundError, NameTakenError, UsageError
-from torchfleet.jobs.indexed_job import LABEL_RECOVERY, RECOVERY_MODES
-from torchfleet.jobs.manifests import BATCH_JOB, RESOURCES
+from torchfleet.jobs.indexed_job import BATCH_JOB, LABEL_RECOVERY, RECOVERY_MODES
+from torchfleet.jobs.kubeconfig import api_host
+from torchfleet.jobs.manifests import RESOURCES
 
 # Connect in seconds, read in seconds: a dead endpoint should fail fast, not hang a terminal.
 TIMEOUT = (10, 60)
 FOLLOW_TIMEOUT = (10, 7 * 24 * 3600)
 FIELD_MANAGER = "torchfleet"
 T = TypeVar("T")
-
-
-# A kubeconfig is a few KB; one with every cluster of a large company is still under a MB.
-KUBECONFIG_MAX_BYTES = 16 * 1024 * 1024
-# What the client raises on a kubeconfig of the wrong shape (a list where a mapping belongs, a
-# missing field): a file of the user's, so exit 2, never a traceback (issue 12).
-_BAD_KUBECONFIG = (config.ConfigException, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError)
-
-
-def read_kubeconfig(path: Path, flag: str | None = None) -> dict[str, Any]:
-    """``--kubeconfig PATH`` (or ``flag``: where else it came from) read and checked for shape; a UsageError
-    naming what is wrong."""
-    flag = flag or f"--kubeconfig: {path}"
-    if path.is_dir():
-        raise UsageError(f"{flag} is a folder; give the kubeconfig file in it (e.g. ~/.kube/config)")
-    if not path.exists():
-        raise UsageError(f"{flag} does not exist")
-    if not path.is_file():
-        raise UsageError(f"{flag} is not a regular file; give a kubeconfig file (e.g. ~/.kube/config)")
-    try:
-        with path.open("rb") as f:
-            data = f.read(KUBECONFIG_MAX_BYTES + 1)
-    except OSError as error:
-        raise UsageError(f"{flag} cannot be read ({error.strerror})") from None
-    if len(data) > KUBECONFIG_MAX_BYTES:
-        raise UsageError(f"{flag} is larger than {KUBECONFIG_MAX_BYTES >> 20} MiB; that is not a kubeconfig")
-    try:
-        document = yaml.safe_load(data.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as error:
-        where = getattr(error, "problem_mark", None)
-        at = f" (line {where.line + 1})" if where else ""
-        raise UsageError(f"{flag} is not a kubeconfig: not YAML text{at}; `kubectl config view` shows a "
-                         "valid one") from None
-    if not isinstance(document, dict) or not any(k in document for k in ("clusters", "contexts", "users")):
-        raise UsageError(f"{flag} is not a kubeconfig: expected a mapping with clusters, contexts and users; "
-                         "`kubectl config view` shows a valid one")
-    return document
-
-
-def connect(
-    kubeconfig: Path | None = None, context: str | None = None, kubeconfig_data: Any = None
-) -> client.ApiClient:
-    """An ApiClient for --kubeconfig/--context, or the stack's kubeconfig output (``kubeconfig_data``)."""
-    source = f"--kubeconfig {kubeconfig}" if kubeconfig else "the kubeconfig ($KUBECONFIG or ~/.kube/config)"
-    exec_auth.install()  # a credential plugin that never answers must not hang the command (issue 23)
-    exec_auth.stopped.clear()
-    try:
-        if kubeconfig_data is not None:
-            source = "the stack's kubeconfig output"
-            data = yaml.safe_load(kubeconfig_data) if isinstance(kubeconfig_data, str) else kubeconfig_data
-            if not isinstance(data, dict):
-                raise ClusterError("--stack: the stack's kubeconfig output is not a kubeconfig document")
-            api = config.new_client_from_config_dict(data, context=context, persist_config=False)
-        else:
-            if kubeconfig is not None:
-                read_kubeconfig(Path(kubeconfig).expanduser())
-            else:  # what the client reads: a folder or an unreadable file was "unexpected error", exit 1 (issue 23)
-                for path, flag in _default_kubeconfigs():
-                    read_kubeconfig(path, flag)
-            api = config.new_client_from_config(
-                config_file=str(Path(kubeconfig).expanduser()) if kubeconfig else None,
-                context=context,
-                persist_config=False,
-            )
-        if exec_auth.stopped:
-            raise (UsageError if kubeconfig_data is None else ClusterError)(f"{source}: {exec_auth.stopped[-1]}")
-    except config.ConfigException as error:
-        message = str(error)
-        if context and "context" in message.lower():
-            raise UsageError(f"--context: {message}") from None
-        if kubeconfig_data is not None:
-            raise ClusterError(f"{source} cannot be used: {message}") from None
-        if kubeconfig is not None:
-            raise UsageError(f"{source}: {message}; `kubectl config view --kubeconfig {kubeconfig}` shows "
-                             "what it holds") from None
-        raise UsageError(
-            f"no cluster to talk to ({message}); pass --stack NAME, or --kubeconfig PATH [--context NAME]"
-        ) from None
-    except _BAD_KUBECONFIG as error:
-        what = f"{type(error).__name__}: {' '.join(str(error).split())[:200]}"
-        if kubeconfig_data is not None:
-            raise ClusterError(f"{source} is not a usable kubeconfig ({what})") from None
-        raise UsageError(f"{source} is not a usable kubeconfig ({what}); `kubectl config view` shows what "
-                         "a valid one holds") from None
-    _check_server(api, source, UsageError if kubeconfig_data is None else ClusterError)
-    return api
-
-
-def _default_kubeconfigs() -> list[tuple[Path, str]]:
-    """The files the client reads without --kubeconfig, each with how to name it: every one in $KUBECONFIG
-    (a list, as kubectl takes it; missing ones are skipped, as the client does), else ~/.kube/config."""
-    listed = os.environ.get("KUBECONFIG")
-    if listed:
-        paths = [(Path(p).expanduser(), f"$KUBECONFIG: {p}") for p in listed.split(os.pathsep) if p]
-    else:
-        paths = [(Path("~/.kube/config").expanduser(), "~/.kube/config")]
-    return [(path, flag) for path, flag in paths if os.path.lexists(path)]
-
-
-def _check_server(api: client.ApiClient, source: str, error: type[Exception]) -> None:
-    """The cluster's server is an http(s) URL, before any request is made to it."""
-    host = _host(api)
-    try:
-        url = urllib3.util.parse_url(host)
-    except (urllib3.exceptions.LocationParseError, ValueError):
-        url = None
-    if url is None or url.scheme not in ("http", "https") or not url.host:
-        raise error(f"{source}: the cluster's server {host!r} is not an https:// URL; fix its clusters[].server")
-
-
-def _host(api: client.ApiClient) -> str:
-    return getattr(api.configuration, "host", "?")
 
 
 class JobClient:
@@ -169,7 +56,7 @@ class JobClient:
         except ApiException as error:
             raise self._translate(error, job, creating, resource) from None
         except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise ClusterError(f"no cluster reachable at {_host(self.api)}: {error}") from None
+            raise ClusterError(f"no cluster reachable at {api_host(self.api)}: {error}") from None
 
     def _translate(self, error: ApiException, job: str | None, creating: bool = False,
                    resource: dict[str, str] | None = None) -> Exception:
@@ -182,7 +69,7 @@ class JobClient:
             )
         if error.status == 404:
             return ClusterError(
-                f"the cluster at {_host(self.api)} has no {kind} resource ({resource['group']}): "
+                f"the cluster at {api_host(self.api)} has no {kind} resource ({resource['group']}): "
                 "is the training layer deployed, and is this the stack's operator (--operator, or --stack)?"
             )
         if error.status == 409 and kind not in (self.resource["kind"], BATCH_JOB["kind"]):
@@ -367,7 +254,7 @@ class JobClient:
         except ApiException as error:
             raise self._translate(error, pod) from None
         except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise ClusterError(f"no cluster reachable at {_host(self.api)}: {error}") from None
+            raise ClusterError(f"no cluster reachable at {api_host(self.api)}: {error}") from None
 
     def pods(self, selector: str) -> list[client.V1Pod]:
         found = self._call(self.core.list_namespaced_pod, self.namespace, label_selector=selector)
@@ -413,7 +300,7 @@ class JobClient:
         except ApiException as error:
             raise self._translate(error, pod) from None
         except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise ClusterError(f"no cluster reachable at {_host(self.api)}: {error}") from None
+            raise ClusterError(f"no cluster reachable at {api_host(self.api)}: {error}") from None
         buffer = b""
         for chunk in response.stream():
             buffer += chunk
@@ -436,7 +323,7 @@ class JobClient:
                                  f"place; a replaced pod starts afresh): {_message(error)}") from None
             raise self._translate(error, pod) from None
         except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise ClusterError(f"no cluster reachable at {_host(self.api)}: {error}") from None
+            raise ClusterError(f"no cluster reachable at {api_host(self.api)}: {error}") from None
         yield from (text or "").splitlines()
 
 

@@ -1,4 +1,5 @@
-"""`torchfleet submit | sweep`: argparse wiring and the run functions (list, status, logs, delete: inspect_commands.py).
+"""`torchfleet submit | sweep`: argparse wiring and the run functions (list, status, logs, delete: inspect_commands.py;
+the cluster options and Session every cluster command shares: session.py).
 
 Exit codes: 0 ok; 2 usage or validation error (bad flags, unknown GPU for the stack, a taken job
 name, a job that does not exist: nothing was changed); 1 cluster error (unreachable, refused).
@@ -7,10 +8,8 @@ name, a job that does not exist: nothing was changed); 1 cluster error (unreacha
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,38 +18,21 @@ import yaml
 
 from components import spec as platform
 from components.clouds.traits import CLOUD_TRAITS
-from components.spec.namespaces import reserved_namespace
 from torchfleet import cost
 from torchfleet.jobs import datasets as job_datasets
 from torchfleet.jobs import flag_checks, limits, manifests, schema, workdir, workdir_pack
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs import target as targets
 from torchfleet.jobs.errors import EXIT_OK, JobError, NameTakenError, UsageError
+from torchfleet.jobs.session import EXIT_DOC, cluster_options, job_client, resolve_target
 from torchfleet.jobs.workdir_submit import Code, create_config_maps, remove_config_maps
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-EXIT_DOC = "Exit codes: 0 ok; 2 usage or validation error (nothing submitted); 1 cluster error."
 USAGE = "torchfleet %s NAME [options] -- COMMAND [ARGS...]"
 # A sweep of more jobs than this asks first (or needs --yes): each job may ask for GPUs (issue 13).
 CONFIRM_OVER = 20
 
 
 # ---------------------------------------------------------------- argparse
-
-
-def _cluster_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("cluster (one of --stack or --kubeconfig/--context; default: the current context)")
-    g.add_argument("--stack", help="a stack's name (aws-usw2, in stacks/) or its file (any path, e.g. "
-                                   "stacks/Pulumi.aws-usw2.yaml): its pools, operator, namespace; its kubeconfig "
-                                   "output is read through Pulumi (default: $TORCHFLEET_STACK, then the config file)")
-    g.add_argument("--stacks-dir", type=Path, default=targets.STACKS_DIR, help=argparse.SUPPRESS)
-    g.add_argument("--kubeconfig", type=Path, help="a kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-    g.add_argument("--context", help="a context in the kubeconfig")
-    g.add_argument("-n", "--namespace", help=f"default: the stack's, else {platform.DEFAULT_NAMESPACE}")
-    g.add_argument("--operator", choices=platform.OPERATORS,
-                   help=f"default: the stack's, else {platform.OPERATORS[0]}: job makes a Kubernetes Indexed Job "
-                        "(no controller needed); kubeflow a PyTorchJob; torchelastic an ElasticJob (its 2020 "
-                        "controller cannot start pods under the restricted Pod Security level: README.md)")
 
 
 def _job_options(p: argparse.ArgumentParser) -> None:
@@ -110,7 +92,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("name", metavar="NAME", nargs="?",
                    help="job name (required, first, unless -f gives name:): lowercase letters, digits, '-'")
     _job_options(p)
-    _cluster_options(p)
+    cluster_options(p)
     p.set_defaults(func=run_submit, takes_command=True)
 
     p = sub.add_parser("sweep", help="submit one job per combination of --param values", usage=USAGE % "sweep",
@@ -130,7 +112,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"submit without asking when the sweep has more than {CONFIRM_OVER} jobs (required "
                         "without a terminal)")
     _job_options(p)
-    _cluster_options(p)
+    cluster_options(p)
     p.set_defaults(func=run_sweep, takes_command=True)
 
 
@@ -143,55 +125,6 @@ def training_command(args: argparse.Namespace) -> list[str]:
 
 
 # ---------------------------------------------------------------- shared helpers
-
-
-@dataclass
-class Session:
-    target: targets.Target
-    kubeconfig_data: Any = None
-    context: str | None = None  # the local stack's kubernetes:context, when its config sets one
-
-
-def resolve_target(args: argparse.Namespace, *, need_cluster: bool) -> Session:
-    """The target from --stack (file, then Pulumi outputs when a cluster is needed) or the defaults."""
-    data = context = None
-    if args.context is not None and not args.context.strip():
-        raise UsageError("--context: empty; give a context of the kubeconfig (`kubectl config get-contexts`)")
-    if args.stack is not None:
-        t = targets.from_stack(args.stack, args.stacks_dir)
-        if need_cluster and not (args.kubeconfig or args.context) and t.cloud == "local":
-            # The local stack deploys to the kubeconfig's current context, or to its kubernetes:context
-            # (components/clouds/local.py): the same cluster, reached without the Pulumi CLI (issue 22).
-            context = targets.local_context(args.stack, args.stacks_dir)
-        elif need_cluster and not (args.kubeconfig or args.context):
-            outputs = targets.read_stack_outputs(t.stack or args.stack)  # a path names its stack too
-            t = targets.with_outputs(t, outputs)
-            data = outputs.get("kubeconfig")
-            if not data:
-                raise UsageError(f"--stack {args.stack}: the stack has no kubeconfig output; has it been deployed "
-                                 "(pulumi up)? Or pass --kubeconfig/--context")
-    else:
-        t = targets.defaults(getattr(args, "cloud", None) or targets.DEFAULT_CLOUD)
-    if args.namespace is not None:
-        if not _DNS_LABEL.fullmatch(args.namespace):
-            raise UsageError(f"--namespace: must be a DNS label (lowercase letters, digits, '-'), "
-                             f"got {args.namespace!r}")
-        if (why := reserved_namespace(args.namespace)) is not None:
-            # Issue 23: `submit -n kube-system` was accepted; a job there escapes the training
-            # namespace's restricted Pod Security and default-deny policies (components/spec/namespaces.py).
-            raise UsageError(f"--namespace: {why}; jobs run in the stack's training namespace "
-                             f"(training.namespace, default {platform.DEFAULT_NAMESPACE})")
-        t = replace(t, namespace=args.namespace, etcd_endpoint=targets.default_etcd_endpoint(args.namespace))
-    if args.operator:
-        t = replace(t, operator=args.operator)
-    return Session(t, data, context)
-
-
-def job_client(args: argparse.Namespace, session: Session):
-    from torchfleet.jobs.cluster import JobClient, connect
-
-    api = connect(args.kubeconfig, args.context or session.context, session.kubeconfig_data)
-    return JobClient(api, session.target.namespace, session.target.operator)
 
 
 def _request(args: argparse.Namespace, t: targets.Target, name: str, command: Sequence[str],

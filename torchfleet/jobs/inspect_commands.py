@@ -28,8 +28,8 @@ from torchfleet.jobs.errors import EXIT_OK, ClusterError, JobNotFoundError, Prob
 from torchfleet.jobs.indexed_job import recovery_of
 from torchfleet.jobs.inplace_job import LABEL_LIGHTHOUSE
 from torchfleet.jobs.log_lines import Readable
+from torchfleet.jobs.session import EXIT_DOC, cluster_options, job_client, resolve_target
 
-EXIT_DOC = commands.EXIT_DOC
 WATCH_INTERVAL_S = 2.0
 FINISHED = ("Succeeded", "Failed")
 # Label selectors as `kubectl -l` takes the equality form: key=value[,key=value]. Keys are
@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list", help="the jobs in the namespace", description=f"List jobs. {EXIT_DOC}")
     p.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table",
                    help="table (default); wide adds machine, image and sweep; json or yaml for scripts")
-    commands._cluster_options(p)
+    cluster_options(p)
     p.set_defaults(func=run_list)
 
     p = sub.add_parser("status", help="a job's progress (step, steps/s, ETA, world size, restarts), pods and events",
@@ -58,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="text (default); wide lists every event; json or yaml for scripts")
     p.add_argument("-w", "--watch", action="store_true",
                    help=f"redraw every {WATCH_INTERVAL_S:g} s until the job succeeds or fails (Ctrl-C stops)")
-    commands._cluster_options(p)
+    cluster_options(p)
     p.set_defaults(func=run_status)
 
     p = sub.add_parser("logs", help="a job's logs", usage="torchfleet logs (NAME | --local DIR) [options]",
@@ -77,7 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-p", "--previous", action="store_true",
                    help="the previous container's logs: the one that was killed or failed before the restart")
     p.add_argument("--tail", type=int, default=None, help="only the last N lines (of each pod)")
-    commands._cluster_options(p)
+    cluster_options(p)
     p.set_defaults(func=run_logs)
 
     p = sub.add_parser("delete", help="delete jobs (their checkpoints stay on the shared store)",
@@ -88,13 +88,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-l", "--selector", metavar="KEY=VALUE[,KEY=VALUE]",
                    help="the jobs whose labels match, e.g. -l torchfleet.io/sweep=grid (a sweep's jobs)")
     p.add_argument("-y", "--yes", action="store_true", help="delete without asking (required without a terminal)")
-    commands._cluster_options(p)
+    cluster_options(p)
     p.set_defaults(func=run_delete)
 
 
 def _session(args: argparse.Namespace):
-    session = commands.resolve_target(args, need_cluster=True)
-    return session, commands.job_client(args, session)
+    session = resolve_target(args, need_cluster=True)
+    return session, job_client(args, session)
 
 
 def _dump(data: Any, fmt: str) -> str:

@@ -26,10 +26,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from torchfleet.jobs import commands, flag_checks, store_access
+from torchfleet.jobs import flag_checks, store_access
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs.errors import EXIT_OK, JobNotFoundError, UsageError
 from torchfleet.jobs.image_ref import EXAMPLE as IMAGE_EXAMPLE
+from torchfleet.jobs.session import EXIT_DOC, cluster_options, job_client, resolve_target
 
 COLUMNS = ("NAME", "STEP", "GEN", "SIZE", "AGE", "VERIFIED")
 
@@ -47,13 +48,13 @@ def _store_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mount", default=None,
                    help=f"where the job's pods mount the shared claim (default: the job's, else "
                         f"{jobspec.DEFAULT_MOUNT})")
-    commands._cluster_options(p)
+    cluster_options(p)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("checkpoints", help="a job's checkpoints: step, generation, size, age, verified",
                        usage="torchfleet checkpoints (NAME | --local DIR) [options]",
-                       description=f"List a job's committed checkpoints, newest first. {commands.EXIT_DOC}")
+                       description=f"List a job's committed checkpoints, newest first. {EXIT_DOC}")
     p.add_argument("name", metavar="NAME", nargs="?", help="the job's name")
     p.add_argument("--verify", action="store_true",
                    help="hash every file against its meta.json (reads the whole checkpoint); without it, sizes only")
@@ -64,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cp", help="download a job's outputs: NAME:PATH LOCAL",
                        usage="torchfleet cp NAME:PATH LOCAL | torchfleet cp :PATH LOCAL --local DIR",
                        description="Copy PATH of a job's folder (checkpoints/..., output/..., or NAME: for all of it) "
-                                   f"to LOCAL, with a progress bar; never overwrites. {commands.EXIT_DOC}")
+                                   f"to LOCAL, with a progress bar; never overwrites. {EXIT_DOC}")
     p.add_argument("source", metavar="NAME:PATH", help="e.g. resnet:output/model or resnet:checkpoints")
     p.add_argument("local", metavar="LOCAL", type=Path, help="a new path, or a folder to copy into")
     _store_options(p)
@@ -117,8 +118,8 @@ def _runner(args: argparse.Namespace, job: str) -> Iterator[tuple[store_access.R
     mount = normalize_mount(args.mount) if args.mount is not None else None
     if args.image is not None:
         flag_checks.check_image(args.image)
-    session = commands.resolve_target(args, need_cluster=True)
-    jobs = commands.job_client(args, session)
+    session = resolve_target(args, need_cluster=True)
+    jobs = job_client(args, session)
     try:
         owner = jobs.get(job)
         image, job_mount = _from_job(owner)

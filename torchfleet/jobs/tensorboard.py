@@ -28,6 +28,7 @@ from torchfleet.jobs import commands, flag_checks, manifests, pod_template, stor
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs.errors import EXIT_OK, ClusterError, UsageError
 from torchfleet.jobs.image_ref import EXAMPLE as IMAGE_EXAMPLE
+from torchfleet.jobs.session import EXIT_DOC, cluster_options, job_client, resolve_target
 
 PORT = 6006  # TensorBoard's default
 LABEL_TENSORBOARD = "torchfleet.io/tensorboard"
@@ -41,7 +42,7 @@ SCRATCH = "/tmp"  # noqa: S108 (an emptyDir volume: TensorBoard's and Python's s
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tensorboard", help="TensorBoard for a job's folder on the shared store, forwarded here",
                        description=f"Start TensorBoard in the cluster for a job and forward a local port to it; "
-                                   f"the pod is deleted on exit. {commands.EXIT_DOC}")
+                                   f"the pod is deleted on exit. {EXIT_DOC}")
     p.add_argument("name", metavar="NAME", help="the job whose folder (<mount>/NAME) TensorBoard reads")
     p.add_argument("--port", type=int, default=PORT, help=f"the local port (default {PORT})")
     p.add_argument("--image", default=None,
@@ -51,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"where the job's pods mount the shared claim (default: the job's, else "
                         f"{jobspec.DEFAULT_MOUNT})")
     p.add_argument("--dry-run", action="store_true", help="print the pod; touches no cluster")
-    commands._cluster_options(p)
+    cluster_options(p)
     p.set_defaults(func=run)
 
 
@@ -132,13 +133,13 @@ def owned_by(pod: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     _check(args)
     if args.dry_run:
-        session = commands.resolve_target(args, need_cluster=False)
+        session = resolve_target(args, need_cluster=False)
         mount = args.mount or jobspec.DEFAULT_MOUNT
         commands._print_yaml([build_pod(args.name, f"{mount.rstrip('/')}/{args.name}", mount, args.image,
                                         session.target, PORT)])
         return EXIT_OK
-    session = commands.resolve_target(args, need_cluster=True)
-    jobs = commands.job_client(args, session)
+    session = resolve_target(args, need_cluster=True)
+    jobs = job_client(args, session)
     job = jobs.get(args.name)
     image, mount = _from_job(job)
     image, mount = args.image or image, args.mount or mount or jobspec.DEFAULT_MOUNT
