@@ -144,6 +144,13 @@ def azure_commands(spec: PlatformSpec) -> list[str]:
         f"for ns in {providers}; do az provider show --namespace $ns --query registrationState --output tsv; done"
         "   # Registered",
     ]
+    # The store's NFS encryption in transit (azure/files.py) is GA except in a few regions, where the
+    # subscription must register this feature first (azure-docs encryption-in-transit-for-nfs-shares.md,
+    # 2025-06-27: China North3, New Zealand North, West Europe, US East2, US Central, US South, Korea Central).
+    lines.append(
+        "az feature show --namespace Microsoft.Storage --name AllowEncryptionInTransitNFS4 --query properties.state "
+        "--output tsv   # Registered, where NFS encryption in transit is still in preview"
+    )
     sizes = {spec.manager_pool.machine_type: spec.manager_pool.encryption_at_host}
     for pool in spec.gpu_pools:
         for m in pool.machines:

@@ -98,6 +98,7 @@ RANDOM_NAMED = {
     "aws:kms/key:Key",
     "gcp:compute/firewall:Firewall",
     "azure-native:privatedns:VirtualNetworkLink",
+    "azure-native:network:NetworkSecurityGroup",  # the store endpoint subnet's (azure/network.py)
     "pulumi-python:dynamic:Resource",  # propagation.py: no cloud object at all
 }
 

@@ -38,10 +38,26 @@ NFS_MOUNT_OPTIONS = ("nconnect=4", "actimeo=30", "noresvport")
 OWNER_HANDLE_SUFFIX = "store-owner"
 
 
+# NFS encrypted in transit (TLS through the driver's azurefile-proxy and aznfs/stunnel on the node):
+# AKS >= 1.33 on Ubuntu 22.04+ (every minor spec.parse accepts for AKS), "By setting
+# `encryptInTransit: "true"` in StorageClass parameters or PersistentVolume `volumeAttributes`"
+# (MicrosoftDocs/azure-aks-docs articles/aks/create-volume-azure-files.md, "Encryption in transit
+# (EiT) for NFS file shares", 44329e92 2026-08-20; azurefile-csi-driver pkg/azurefile/nodeserver.go
+# NodeStageVolume mounts as `aznfs` when it is set). Both PVs of the share set it: aznfs refuses to
+# mix TLS and plain mounts to one server on a node (azure-docs encryption-in-transit-for-nfs-shares.md).
+ENCRYPT_IN_TRANSIT = {"encryptInTransit": "true"}
+
+
 def volume_source(rg: str, account: str, share: str, unique: str = "") -> dict:
     """The share as a static NFS CSI volume; `unique` makes another handle for the same share."""
     handle = f"{rg}#{account}#{share}" + (f"##{unique}" if unique else "")
-    attributes = {"resourceGroup": rg, "storageAccount": account, "shareName": share, "protocol": "nfs"}
+    attributes = {
+        "resourceGroup": rg,
+        "storageAccount": account,
+        "shareName": share,
+        "protocol": "nfs",
+        **ENCRYPT_IN_TRANSIT,
+    }
     return {"csi": {"driver": CSI_DRIVER, "volumeHandle": handle, "volumeAttributes": attributes}}
 PRIVATE_DNS_ZONE = "privatelink.file.core.windows.net"
 
@@ -66,11 +82,21 @@ def account_args(spec: PlatformSpec) -> dict:
         # https://learn.microsoft.com/azure/storage/files/files-nfs-protocol#support-for-azure-storage-features
         "kind": "FileStorage",
         "sku": {"name": spec.storage.tier},
-        # Azure refuses NFS mounts while "secure transfer required" (HTTPS/SMB encryption) is on;
-        # the NFS traffic stays inside the virtual network, on the private endpoint.
-        # https://learn.microsoft.com/azure/storage/files/files-nfs-protocol#security-and-networking
-        "enable_https_traffic_only": False,
+        # Secure transfer required: with NFS encryption in transit (GA, 2025-06) it makes every NFS
+        # mount of the account TLS, and a plain one is refused ("By enabling the Secure transfer
+        # required setting on the storage account, you can ensure that all the mounts to the NFS
+        # volumes in the storage account are encrypted", MicrosoftDocs/azure-docs
+        # articles/storage/files/encryption-in-transit-for-nfs-shares.md, 2025-06-27; Azure review 8).
+        # The PVs ask for TLS (ENCRYPT_IN_TRANSIT above). Its preview regions need a subscription
+        # feature first (`torchfleet check` prints it, clouds/preflight.py).
+        "enable_https_traffic_only": True,
         "minimum_tls_version": "TLS1_2",
+        # No account keys: nothing here uses one. The share and the account are made through ARM
+        # (the management plane, Entra ID), and the CSI driver mounts an NFS share by its name
+        # without a key ("nfs protocol does not need account key, return directly":
+        # azurefile-csi-driver pkg/azurefile/azurefile.go GetAccountInfo). Datasets are blob
+        # containers in the user's own accounts (azure/datasets.py), never this one.
+        "allow_shared_key_access": False,
         "allow_blob_public_access": False,
         # Only the private endpoint: no public route at all, not even from the node subnet.
         "public_network_access": "Disabled",
@@ -90,6 +116,16 @@ def share_args(spec: PlatformSpec) -> dict:
         "enabled_protocols": "NFS",
         # The training layer's one-shot ownership job runs as root to hand the share's root to
         # the training user (spec.TRAINING_UID); training pods themselves run as that user.
+        # Squashing root would protect nothing here (Azure review 8, GCP review F11 on Filestore's
+        # NO_ROOT_SQUASH): NFS on Azure Files is AUTH_SYS, "Authentication for NFS shares is based
+        # on the configured network security rules" (azure-docs articles/storage/files/
+        # files-nfs-protocol.md), so a client that can mount asserts any uid it likes, and every
+        # checkpoint belongs to uid 10001, not to root: such a client reads and rewrites them as
+        # 10001 whatever the squash mode. RootSquash would only stop the chown of the share's root
+        # (kube/store_owner.py), and Azure maps a squashed root to an anonymous uid, not 10001.
+        # What decides who can mount is the network and admission: the endpoint subnet's NSG takes
+        # 2049 from the node subnet only (network.py), and no pod may declare an inline nfs volume
+        # (k8s/base/cluster/validatingadmissionpolicy-no-inline-nfs.yaml); docs/training-layer.md.
         "root_squash": "NoRootSquash",
         # Premium shares are provisioned: the quota is what is billed and what sets IOPS.
         "share_quota": spec.storage.size_gb,

@@ -1,4 +1,5 @@
-"""Resource group, virtual network and its two subnets (nodes; the file share's private endpoint)."""
+"""Resource group, virtual network and its two subnets (nodes; the file share's private endpoint,
+behind a network security group that takes NFS from the node subnet only)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,46 @@ from pulumi_azure_native import network, resources
 
 from components.clouds.azure import naming
 from components.spec import PlatformSpec
+
+NFS_PORT = 2049
+
+
+def endpoint_security_rules(node_cidr: str, endpoint_cidr: str) -> list[dict]:
+    """Inbound to the private endpoint: NFS (TCP 2049) from the node subnet, nothing else.
+
+    The defaults of every NSG allow all traffic from the virtual network (AllowVnetInBound, 65000),
+    so anything added to the network later (a peering, a VPN, another subnet) would reach the share;
+    the deny below, before the defaults, stops that. Pods reach it only through their node: Azure
+    CNI Overlay SNATs pod traffic leaving for the virtual network to the node's address
+    (aks-docs concepts-network-azure-cni-overlay.md: "Traffic from a pod to any destination outside the
+    pod CIDR block uses SNAT to set the source IP to the IP of the node"), and the kubelet mounts from
+    the node itself.
+    https://learn.microsoft.com/azure/virtual-network/network-security-groups-overview#default-security-rules
+    """
+    return [
+        {
+            "name": "nfs-from-nodes",
+            "priority": 100,
+            "direction": "Inbound",
+            "access": "Allow",
+            "protocol": "Tcp",
+            "source_address_prefix": node_cidr,
+            "source_port_range": "*",
+            "destination_address_prefix": endpoint_cidr,
+            "destination_port_range": str(NFS_PORT),
+        },
+        {
+            "name": "deny-everything-else",
+            "priority": 4096,
+            "direction": "Inbound",
+            "access": "Deny",
+            "protocol": "*",
+            "source_address_prefix": "*",
+            "source_port_range": "*",
+            "destination_address_prefix": "*",
+            "destination_port_range": "*",
+        },
+    ]
 
 
 def vnet_options(parent: pulumi.Resource) -> pulumi.ResourceOptions:
@@ -35,14 +76,34 @@ class AzureNetwork(pulumi.ComponentResource):
             opts=vnet_options(self),
         )
         self.node_subnet = self._create_subnet(name, "nodes", self.node_cidr, depends_on=[])
+        self.endpoint_nsg = network.NetworkSecurityGroup(
+            f"{name}-endpoints-nsg",
+            resource_group_name=self.resource_group.name,
+            location=spec.region,
+            security_rules=endpoint_security_rules(self.node_cidr, self.endpoint_cidr),
+            tags=naming.tags(spec.stack),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         # Subnets of one virtual network are updated one at a time, or ARM answers
         # "AnotherOperationInProgress": chain them.
         self.endpoint_subnet = self._create_subnet(
-            name, "endpoints", self.endpoint_cidr, depends_on=[self.node_subnet]
+            name,
+            "endpoints",
+            self.endpoint_cidr,
+            depends_on=[self.node_subnet],
+            # An NSG binds a private endpoint only where the subnet enables network policies for
+            # it ("By default, network policies are disabled for a subnet ... To use network
+            # policies like user-defined routes and network security group support, network policy
+            # support must be enabled for the subnet": azure-docs articles/private-link/
+            # disable-private-endpoint-network-policy.md); the SDK's default is Disabled.
+            network_security_group={"id": self.endpoint_nsg.id},
+            private_endpoint_network_policies="NetworkSecurityGroupEnabled",
         )
         self.register_outputs({"vnetId": self.vnet.id, "nodeSubnetId": self.node_subnet.id})
 
-    def _create_subnet(self, name: str, role: str, cidr: str, depends_on: list[pulumi.Resource]) -> network.Subnet:
+    def _create_subnet(
+        self, name: str, role: str, cidr: str, depends_on: list[pulumi.Resource], **extra: object
+    ) -> network.Subnet:
         return network.Subnet(
             f"{name}-{role}",
             resource_group_name=self.resource_group.name,
@@ -52,5 +113,6 @@ class AzureNetwork(pulumi.ComponentResource):
             # standard load balancer (outboundType loadBalancer), the endpoint needs no egress.
             # https://learn.microsoft.com/azure/virtual-network/ip-services/default-outbound-access
             default_outbound_access=False,
+            **extra,
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
         )

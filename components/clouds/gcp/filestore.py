@@ -142,6 +142,11 @@ class GcpFilestore(pulumi.ComponentResource):
             file_shares={
                 "name": SHARE_NAME,
                 "capacity_gb": storage.size_gb,
+                # Root is not squashed: the store-owner Job chowns the share's root (kube/store_owner.py),
+                # and squashing would protect nothing, since NFS AUTH_SYS lets a client that can mount
+                # act as uid 10001, who owns every checkpoint; the export's node range and the admission
+                # policy against inline nfs volumes decide who mounts (GCP review F11; the reasoning:
+                # components/clouds/azure/files.py share_args, docs/training-layer.md).
                 "nfs_export_options": [
                     {"ip_ranges": [node_range], "access_mode": "READ_WRITE", "squash_mode": "NO_ROOT_SQUASH"}
                 ],

@@ -44,8 +44,9 @@ def test_store_is_a_static_nfs_csi_volume(handle):
     csi = handle["volume"]["csi"]
     assert csi["driver"] == "file.csi.azure.com"
     attrs = csi["volumeAttributes"]
+    # encryptInTransit: TLS through aznfs, which the account's secure transfer requires (Azure review 8).
     assert attrs == {"resourceGroup": handle["rg"], "storageAccount": handle["account"], "shareName": "shared",
-                     "protocol": "nfs"}
+                     "protocol": "nfs", "encryptInTransit": "true"}
     # The documented static-provisioning handle: {resource-group}#{account}#{share}.
     assert csi["volumeHandle"] == f"{handle['rg']}#{handle['account']}#shared"
     assert handle["id"] == f"{handle['account']}/shared"

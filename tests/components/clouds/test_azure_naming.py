@@ -216,7 +216,8 @@ def test_api_server_access_follows_public_access_cidrs(cidrs, expected):
 
 def test_storage_account_is_nfs_capable_and_private():
     a = files.account_args(_spec())
-    assert (a["kind"], a["sku"], a["enable_https_traffic_only"]) == ("FileStorage", {"name": "Premium_LRS"}, False)
+    assert (a["kind"], a["sku"], a["enable_https_traffic_only"]) == ("FileStorage", {"name": "Premium_LRS"}, True)
+    assert a["allow_shared_key_access"] is False
     assert a["public_network_access"] == "Disabled"
     assert a["network_rule_set"]["default_action"] == "Deny"
     assert files.share_args(_spec())["share_quota"] == 200

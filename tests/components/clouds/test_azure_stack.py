@@ -369,7 +369,9 @@ def test_device_plugin_chart_pinned_and_tolerating_our_taints(example):
 def test_store_is_premium_nfs_behind_a_private_endpoint(example):
     account = example.one(ACCOUNT).inputs
     assert (account["kind"], account["sku"]) == ("FileStorage", {"name": "Premium_LRS"})
-    assert account["enableHttpsTrafficOnly"] is False
+    # Azure review 8: secure transfer makes every NFS mount TLS (encryption in transit); no keys.
+    assert account["enableHttpsTrafficOnly"] is True
+    assert account["allowSharedKeyAccess"] is False
     assert account["publicNetworkAccess"] == "Disabled"
     assert account["networkRuleSet"]["defaultAction"] == "Deny"
     assert account["encryption"]["requireInfrastructureEncryption"] is True
@@ -388,6 +390,37 @@ def test_store_is_premium_nfs_behind_a_private_endpoint(example):
     assert example.one(ZONE_LINK).inputs["virtualNetwork"] == {"id": "torchfleet-azure-net-vnet-id"}
     group = example.one(ZONE_GROUP).inputs
     assert group["privateDnsZoneConfigs"] == [{"name": "file", "privateDnsZoneId": "torchfleet-azure-files-dns-id"}]
+
+
+def test_the_endpoint_subnet_takes_nfs_from_the_node_subnet_only(three):
+    """Azure review 8: no NSG let every address of the network (a later peering or subnet) reach the
+    share on 2049; an NSG binds a private endpoint only with the subnet's network policies on."""
+    from components.clouds.azure.network import endpoint_security_rules
+
+    subnets = {s.name: s.inputs for s in three.of_type(SUBNET)}
+    endpoints = subnets["torchfleet-azure-net-endpoints"]
+    nsg = three.one("azure-native:network:NetworkSecurityGroup")
+    assert endpoints["networkSecurityGroup"] == {"id": f"{nsg.name}-id"}
+    assert endpoints["privateEndpointNetworkPolicies"] == "NetworkSecurityGroupEnabled"
+    assert "networkSecurityGroup" not in subnets["torchfleet-azure-net-nodes"]
+    allow, deny = nsg.inputs["securityRules"]
+    assert (allow["access"], allow["protocol"], allow["destinationPortRange"]) == ("Allow", "Tcp", "2049")
+    assert (allow["sourceAddressPrefix"], allow["destinationAddressPrefix"]) == ("10.20.0.0/17", "10.20.128.0/24")
+    # Before the defaults' AllowVnetInBound (65000), so nothing else of the network gets through.
+    assert (deny["access"], deny["sourceAddressPrefix"], deny["destinationPortRange"]) == ("Deny", "*", "*")
+    assert allow["priority"] < deny["priority"] < 65000
+    assert len(endpoint_security_rules("10.0.0.0/17", "10.0.128.0/24")) == 2
+
+
+def test_both_store_volumes_ask_for_nfs_encryption_in_transit(example):
+    """Azure review 8: with secure transfer required a plain NFS mount is refused, and aznfs will not
+    mix TLS and plain mounts to one server on a node: the training PV and the owner PV both set it."""
+    pvs = [o for o in example.kubernetes_objects() if o["kind"] == "PersistentVolume"]
+    stores = [pv for pv in pvs if pv["spec"]["csi"]["driver"] == "file.csi.azure.com"]
+    assert len(stores) == 2, [pv["metadata"]["name"] for pv in pvs]
+    for pv in stores:
+        attrs = pv["spec"]["csi"]["volumeAttributes"]
+        assert (attrs["protocol"], attrs["encryptInTransit"]) == ("nfs", "true"), pv["metadata"]["name"]
 
 
 def test_store_size_and_tier_from_config(three):
