@@ -17,7 +17,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.clouds.base import ClusterHandle, SharedStore
-from components.kube import kubeflow, manifests, static, store_owner, transforms
+from components.kube import kubeflow, manifests, researchers, static, store_owner, transforms
 from components.spec import PlatformSpec
 
 
@@ -120,6 +120,7 @@ class TrainingLayer(pulumi.ComponentResource):
             self._create_nfs_policy(settings, cluster.store, [*ready, *first])
         if training.operator == "kubeflow":
             self._create_kubeflow(ready)
+        self._create_researchers(spec, [*ready, *first])
 
         self.outputs: dict[str, pulumi.Input] = {
             "namespace": training.namespace,
@@ -212,6 +213,21 @@ class TrainingLayer(pulumi.ComponentResource):
             f"{self._name}-training-to-store",
             metadata=policy.apply(lambda m: m["metadata"]),
             spec=policy.apply(lambda m: m["spec"]),
+            opts=child_options(self, depends_on),
+        )
+
+    def _create_researchers(
+        self, spec: PlatformSpec, depends_on: Sequence[pulumi.Resource]
+    ) -> k8s.rbac.v1.RoleBinding | None:
+        """torchfleet:researchers named one by one (GKE, AKS): the namespace's torchfleet-researcher Role."""
+        binding = researchers.role_binding(spec.training.namespace, spec.cloud, spec.access.researchers)
+        if binding is None:
+            return None
+        return k8s.rbac.v1.RoleBinding(
+            f"{self._name}-researchers",
+            metadata=binding["metadata"],
+            role_ref=binding["roleRef"],
+            subjects=binding["subjects"],
             opts=child_options(self, depends_on),
         )
 

@@ -1,6 +1,6 @@
-"""Parsing who may administer the cluster (torchfleet:admins, torchfleet:deployerPrincipalType), how
-the Azure kubeconfig logs in (torchfleet:kubeLogin) and the AWS provider credentials the kubeconfig
-must use (aws:profile, aws:assumeRoles)."""
+"""Parsing who may administer the cluster (torchfleet:admins, torchfleet:deployerPrincipalType), who may
+run jobs in it (torchfleet:researchers), how the Azure kubeconfig logs in (torchfleet:kubeLogin) and the
+AWS provider credentials the kubeconfig must use (aws:profile, aws:assumeRoles)."""
 
 from __future__ import annotations
 
@@ -38,30 +38,56 @@ MAX_EKS_ADMINS = 3000 - 2
 #   ARM_TENANT_ID, the variables the provider reads for a service principal;
 # workloadidentity: AZURE_CLIENT_ID, AZURE_TENANT_ID, AZURE_FEDERATED_TOKEN_FILE (a federated token).
 KUBE_LOGIN_MODES = {"azurecli": False, "spn": True, "workloadidentity": True}
+# The Kubernetes group torchfleet:researchers' EKS access entries carry, bound to the training
+# namespace's torchfleet-researcher Role by k8s/base/jobs/rolebinding-researchers.yaml.
+RESEARCHERS_GROUP = "torchfleet:researchers"
 _ROLE_ARN = r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}"
 
 
-def parse_access(p: _Problems, raw: dict[str, Any], cloud: str) -> AccessSpec:
-    key = _k("admins")
+def _identities(p: _Problems, raw: dict[str, Any], cloud: str, name: str) -> tuple[str, ...]:
+    """torchfleet:admins or torchfleet:researchers: a list of this cloud's identities, each once."""
+    key = _k(name)
     value = raw.get(key)
-    admins: list[str] = []
+    found: list[str] = []
     if value is not None and cloud == "local":
         p.add(key, "the local stack uses your kubeconfig's own access; remove this key")
     elif value is not None and not isinstance(value, list):
-        p.add(key, f"expected a list like [{ADMIN_FORMS['aws'][1]}], got {_r(value)}")
+        p.add(key, f"expected a list like [{ADMIN_FORMS.get(cloud, ADMIN_FORMS['aws'])[1]}], got {_r(value)}")
     elif value is not None:
         pattern, example = ADMIN_FORMS[cloud]
         for i, item in enumerate(value):
             if not isinstance(item, str) or not re.fullmatch(pattern, item):
                 p.add(f"{key}[{i}]", f"expected an identity like {example} ({cloud}), got {_r(item)}")
             else:
-                admins.append(item)
-        if len(set(admins)) != len(admins):
+                found.append(item)
+        if len(set(found)) != len(found):
             p.add(key, "each identity once")
-        if cloud == "aws" and len(value) > MAX_EKS_ADMINS:
-            p.add(key, f"at most {MAX_EKS_ADMINS} on aws, got {len(value)}: EKS takes 3,000 access entries per "
-                       "cluster (not adjustable) and the deployer's and the nodes' role hold two; grant a role "
-                       "that your admins assume instead")
+    return tuple(found)
+
+
+def parse_access(p: _Problems, raw: dict[str, Any], cloud: str) -> AccessSpec:
+    admins = _identities(p, raw, cloud, "admins")
+    researchers = _identities(p, raw, cloud, "researchers")
+    if cloud == "azure":
+        # Kubernetes RBAC on AKS names an Entra group by its object id, a user by a sign-in name
+        # the stack does not know (components/kube/researchers.py): groups only.
+        for i, item in enumerate(raw.get(_k("researchers")) or []):
+            if isinstance(item, str) and item in researchers and not item.startswith("Group:"):
+                p.add(f"{_k('researchers')}[{i}]", f"on azure a Group:<object id> (put the researchers in a "
+                                                   f"Microsoft Entra group), got {_r(item)}")
+        researchers = tuple(r for r in researchers if r.startswith("Group:"))
+    both = sorted(set(admins) & set(researchers))
+    if both:
+        # On EKS one principal has one access entry (a second one fails the deployment), and an
+        # administrator can do all a researcher can.
+        p.add(_k("researchers"), f"{', '.join(both)} already in {_k('admins')}, which can do everything a "
+                                 "researcher can; list each identity in one of the two")
+    total = sum(len(v) for v in (raw.get(_k("admins")), raw.get(_k("researchers"))) if isinstance(v, list))
+    if cloud == "aws" and total > MAX_EKS_ADMINS:
+        key = _k("admins") if _k("researchers") not in raw else f"{_k('admins')} + {_k('researchers')}"
+        p.add(key, f"at most {MAX_EKS_ADMINS} on aws, got {total}: EKS takes 3,000 access entries per "
+                   "cluster (not adjustable) and the deployer's and the nodes' role hold two; grant a role "
+                   "that your admins (or researchers) assume instead")
     deployer_key = _k("deployerPrincipalType")
     deployer = raw.get(deployer_key, "User")
     if deployer_key in raw and cloud != "azure":
@@ -88,7 +114,7 @@ def parse_access(p: _Problems, raw: dict[str, Any], cloud: str) -> AccessSpec:
         # principal's login, a User assignment is refused by ARM (UnmatchedPrincipalType).
         p.add(deployer_key, f"{login_key} {login} logs in as a service principal: set "
                             f"{deployer_key}: ServicePrincipal, got {_r(deployer)}")
-    return AccessSpec(admins=tuple(admins), deployer_type=deployer, kube_login=login)
+    return AccessSpec(admins=admins, researchers=researchers, deployer_type=deployer, kube_login=login)
 
 
 def aws_credentials(p: _Problems, raw: dict[str, Any]) -> tuple[str | None, str | None]:

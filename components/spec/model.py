@@ -124,11 +124,14 @@ class AccessSpec:
     admins: per cloud, AWS IAM role or user ARNs; GCP IAM members (user:, serviceAccount:);
     Azure "<User|Group|ServicePrincipal>:<object id>" (the type is ARM's principalType, which it
     checks against the directory: a wrong one fails the assignment).
+    researchers: identities in the same forms that may only run jobs: the training namespace's
+    torchfleet-researcher Role (k8s/base/jobs/role-researcher.yaml), nothing cluster-wide.
     deployer_type: the principalType of the identity running `pulumi up` on Azure.
     kube_login: kubelogin's login mode in the Azure kubeconfig (spec/access.py KUBE_LOGIN_MODES).
     """
 
     admins: tuple[str, ...] = ()
+    researchers: tuple[str, ...] = ()
     deployer_type: str = "User"
     kube_login: str = "azurecli"
 

@@ -34,6 +34,7 @@ _TOP_KEYS = {
     "autoscaler",
     "guardrails",
     "admins",
+    "researchers",
     "deployerPrincipalType",
     "kubeLogin",
     "datasets",

@@ -14,6 +14,7 @@ from components.clouds.aws import iam
 from components.clouds.aws.addons import create_addon
 from components.clouds.aws.options import cluster_options, kept_options
 from components.spec import PlatformSpec
+from components.spec.access import RESEARCHERS_GROUP
 
 # All five control-plane log types: audit and authenticator logs are what an incident needs.
 # https://docs.aws.amazon.com/eks/latest/userguide/control-plane-logs.html
@@ -177,6 +178,7 @@ class EksControlPlane(pulumi.ComponentResource):
             kubernetes_version=spec.kubernetes_version,
         )
         self.admins = self._create_admins(name, spec.access.admins, partition)
+        self.researchers = self._create_researchers(name, spec.access.researchers)
         region = spec.region or ""
         profile, role_arn = spec.aws_profile, spec.aws_role_arn
         self.kubeconfig = pulumi.Output.secret(
@@ -217,3 +219,25 @@ class EksControlPlane(pulumi.ComponentResource):
                 )
             )
         return made
+
+    def _create_researchers(self, name: str, researchers: tuple[str, ...]) -> list[aws.eks.AccessEntry]:
+        """An access entry in the Kubernetes group torchfleet:researchers for each identity of
+        torchfleet:researchers, and no access policy: EKS then leaves authorization to Kubernetes RBAC,
+        where k8s/base/jobs/rolebinding-researchers.yaml binds that group to the training namespace's
+        torchfleet-researcher Role. (AmazonEKSViewPolicy, even scoped to the namespace, would add reading
+        everything there; the Role is all a researcher needs.)
+        https://docs.aws.amazon.com/eks/latest/userguide/create-k8s-group-access-entry.html
+        https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateAccessEntry.html (kubernetesGroups)
+        """
+        return [
+            aws.eks.AccessEntry(
+                # By identity, not position; "researcher" so that it never meets an admin's name.
+                f"{name}-researcher-{hashlib.sha256(arn.encode()).hexdigest()[:10]}",
+                cluster_name=self.cluster.name,
+                principal_arn=arn,
+                type="STANDARD",
+                kubernetes_groups=[RESEARCHERS_GROUP],
+                opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            )
+            for arn in researchers
+        ]

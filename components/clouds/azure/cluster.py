@@ -18,6 +18,9 @@ from components.spec import LABEL_POOL, MANAGER_POOL_NAME, PlatformSpec
 # https://learn.microsoft.com/azure/role-based-access-control/built-in-roles
 NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"
 AKS_RBAC_CLUSTER_ADMIN = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
+# "Azure Kubernetes Service Cluster User Role": listClusterUserCredential only, the kubeconfig of
+# `az aks get-credentials`; with Azure RBAC for Kubernetes it grants nothing inside the cluster.
+AKS_CLUSTER_USER = "4abbcc35-e782-43d8-92c5-2d3f1bd2253f"
 # Planned maintenance: AKS's own schedules for cluster (patch) and node-image upgrades, weekend
 # nights UTC. Without them the weekly node-image rollout reimages GPU and etcd nodes at any time
 # (Azure review 5); AKS asks for windows of four hours or more.
@@ -228,6 +231,7 @@ class AksCluster(pulumi.ComponentResource):
         )
         self.admin_role = self._create_deployer_role(name, client, spec.access.deployer_type)
         self.admin_roles = [self.admin_role, *self._create_admin_roles(name, client, spec.access.admins)]
+        self.researcher_roles = self._create_researcher_roles(name, client, spec.access.researchers)
         self.maintenance = self._create_maintenance(name, rg)
         creds = containerservice.list_managed_cluster_user_credentials_output(
             resource_group_name=rg, resource_name=self.cluster.name, format="exec"
@@ -301,6 +305,31 @@ class AksCluster(pulumi.ComponentResource):
                     role_definition_id=client.subscription_id.apply(
                         lambda s: role_definition_id(s, AKS_RBAC_CLUSTER_ADMIN)
                     ),
+                    scope=self.cluster.id,
+                    opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+                )
+            )
+        return made
+
+    def _create_researcher_roles(
+        self, name: str, client: pulumi.Output, researchers: tuple[str, ...]
+    ) -> list[authorization.RoleAssignment]:
+        """torchfleet:researchers ("Group:<object id>"): the cluster user role, to fetch the kubeconfig. What
+        they may do inside is Kubernetes RBAC: with Azure RBAC for Kubernetes on, AKS still honours RoleBindings
+        to Entra groups (https://learn.microsoft.com/azure/aks/manage-azure-rbac: "you can use Microsoft Entra
+        users, groups, or service principals as subjects in Kubernetes RBAC"), and the training layer binds
+        each group to the namespace's torchfleet-researcher Role (components/kube/researchers.py). No Azure
+        RBAC role fits: "Azure Kubernetes Service RBAC Writer" on the namespace reads its Secrets and cannot
+        create the operators' custom resources (https://learn.microsoft.com/azure/aks/manage-azure-rbac)."""
+        made = []
+        for researcher in researchers:
+            principal_type, object_id = researcher.split(":", 1)
+            made.append(
+                authorization.RoleAssignment(
+                    f"{name}-researcher-{object_id}",  # by identity, not position
+                    principal_id=object_id,
+                    principal_type=principal_type,
+                    role_definition_id=client.subscription_id.apply(lambda s: role_definition_id(s, AKS_CLUSTER_USER)),
                     scope=self.cluster.id,
                     opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
                 )

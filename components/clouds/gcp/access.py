@@ -1,5 +1,7 @@
 """torchfleet:admins on GKE: each identity may fetch credentials (roles/container.clusterViewer on
 the project) and is cluster-admin in this cluster only (a ClusterRoleBinding to its email).
+torchfleet:researchers: the same credentials role, and the training namespace's torchfleet-researcher
+Role through a RoleBinding to its email (components/kube/researchers.py).
 
 GKE checks IAM first and Kubernetes RBAC second, and a binding to a user's or service account's
 email grants RBAC to exactly that identity:
@@ -51,3 +53,21 @@ def create_admins(
             )
         )
     return made
+
+
+def create_researchers(name: str, spec: PlatformSpec, parent: pulumi.Resource) -> list[gcp.projects.IAMMember]:
+    """roles/container.clusterViewer for each identity of torchfleet:researchers: container.clusters.get,
+    which `gcloud container clusters get-credentials` needs; GKE documents that this permission lets a
+    user authenticate to the project's clusters without authorizing anything inside them
+    (https://cloud.google.com/kubernetes-engine/docs/how-to/role-based-access-control#interaction_with_iam).
+    What they may do inside is the RoleBinding the training layer makes."""
+    return [
+        gcp.projects.IAMMember(
+            f"{name}-{hashlib.sha256(member.encode()).hexdigest()[:10]}",  # by identity, not position
+            project=spec.project or "",
+            role=CREDENTIALS_ROLE,
+            member=member,
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
+        for member in spec.access.researchers
+    ]

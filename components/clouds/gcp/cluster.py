@@ -19,7 +19,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.clouds.base import ClusterHandle
-from components.clouds.gcp.access import create_admins
+from components.clouds.gcp.access import create_admins, create_researchers
 from components.clouds.gcp.datasets import GcsDatasets
 from components.clouds.gcp.filestore import GcpFilestore
 from components.clouds.gcp.kms import GcpSecretsKey, database_encryption
@@ -178,6 +178,7 @@ class GcpCluster(pulumi.ComponentResource):
             if spec.datasets else None
         )
         self.admins = create_admins(f"{name}-admin", spec, provider, self)
+        self.researchers = create_researchers(f"{name}-researcher", spec, self)
         self.handle = ClusterHandle(
             name=self.cluster.name,
             kubeconfig=config,
