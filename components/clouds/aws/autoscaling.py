@@ -44,9 +44,13 @@ AUTOSCALER_IMAGE_TAGS = {
     "1.36": "v1.36.1",
 }
 AUTOSCALER_SA = "cluster-autoscaler"
+# NVIDIA/k8s-device-plugin v0.20.0, tagged 2026-08-19 (460230bc), the newest release when read on
+# 2026-11-26; chart 0.20.0 is in the chart repository's index (gh-pages bf584288, 2026-08-20). Its
+# values keep the keys set here and the default affinity on nvidia.com/gpu.present (git diff
+# v0.17.1 v0.20.0 -- deployments/helm/nvidia-device-plugin). The same pin as Azure's (device_plugin.py).
 DEVICE_PLUGIN_CHART = {
     "chart": "nvidia-device-plugin",
-    "version": "0.17.1",
+    "version": "0.20.0",
     "repo": "https://nvidia.github.io/k8s-device-plugin",
 }
 

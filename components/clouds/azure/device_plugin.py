@@ -11,8 +11,10 @@ import pulumi_kubernetes as k8s
 from components.spec import AKS_SPOT_TAINT, GPU_TAINT, LABEL_GPU_PRESENT
 
 CHART = "nvidia-device-plugin"
-# Pinned; published in the chart repository below (chart versions carry no "v").
-CHART_VERSION = "0.17.1"
+# Pinned; published in the chart repository below (chart versions carry no "v"). NVIDIA/k8s-device-plugin
+# v0.20.0, tagged 2026-08-19, the newest release when read on 2026-11-26 (AWS review, "stale pin"; the
+# same pin as clouds/aws/autoscaling.py, which says what was checked).
+CHART_VERSION = "0.20.0"
 CHART_REPO = "https://nvidia.github.io/k8s-device-plugin"
 NAMESPACE = "nvidia-device-plugin"
 

@@ -351,7 +351,7 @@ def test_the_builtin_autoscaler_not_a_chart(example):
 def test_device_plugin_chart_pinned_and_tolerating_our_taints(example):
     release = example.one(RELEASE).inputs
     assert release["chart"] == "nvidia-device-plugin"
-    assert re.fullmatch(r"0\.17\.\d+", release["version"])
+    assert release["version"] == device_plugin.CHART_VERSION == "0.20.0"
     assert release["repositoryOpts"] == {"repo": "https://nvidia.github.io/k8s-device-plugin"}
     tolerations = release["values"]["tolerations"]
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations

@@ -108,6 +108,10 @@ def test_autoscaler_identity_is_its_own_pod_identity_role(aws_example):
 def test_device_plugin_lands_on_tainted_gpu_nodes(aws_example):
     release = _release(aws_example, "nvidia-device-plugin")
     assert release.inputs["version"] == DEVICE_PLUGIN_CHART["version"]
+    # One pin for both clouds that install the plugin (AWS review: 0.17.1 was from 2025-03).
+    from components.clouds.azure import device_plugin
+
+    assert DEVICE_PLUGIN_CHART["version"] == device_plugin.CHART_VERSION
     values = release.inputs["values"]
     assert values["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in values["tolerations"]
