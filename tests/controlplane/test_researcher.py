@@ -9,6 +9,7 @@ asserted there is that RBAC and the admission policy let the request through (no
 
 from __future__ import annotations
 
+import ast
 import base64
 import copy
 import itertools
@@ -18,13 +19,14 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from components.kube import K8S_BASE
 from tests.controlplane.cluster import binary, openssl
 from tests.controlplane.layer import get, kubectl, wait_for
 from tests.controlplane.test_jobs import IMAGE
 from torchfleet.cli import main
 from torchfleet.jobs import reader_pod
 from torchfleet.jobs import target as targets
-from torchfleet.jobs.egress import ip_block
+from torchfleet.jobs.egress import METADATA_ENDPOINTS, ip_block
 from torchfleet.jobs.kubeconfig import connect
 
 GROUP = "torchfleet:researchers"
@@ -259,14 +261,25 @@ def policy(name: str, egress: list) -> dict:
         [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}],
         [{"ports": [{"port": 80}]}],
         [{"to": [{"ipBlock": {"cidr": "169.254.0.0/16", "except": ["169.254.169.254/32"]}}]}],
+        [{"to": [{"ipBlock": {"cidr": "168.63.0.0/16"}}]}],  # Azure's WireServer
+        [{"to": [{"ipBlock": {"cidr": "::/0"}}]}],  # AWS's IPv6 IMDS
     ],
-    ids=["whole-internet", "no-to", "one-endpoint-left"],
+    ids=["whole-internet", "no-to", "one-endpoint-left", "wireserver", "ipv6"],
 )
 def test_a_policy_opening_the_metadata_endpoints_is_refused(training_layer, researcher, egress):
     refused(training_layer, researcher, policy(f"tier-open-{next(_names)}", egress), "metadata")
 
 
-def test_the_clis_own_egress_policy_is_taken(training_layer, researcher):
+def test_the_policy_closes_the_endpoints_the_cli_closes():
+    """The admission policy's list is egress.py's (a CIDR added there must be closed here too)."""
+    vap = yaml.safe_load((K8S_BASE / "cluster/validatingadmissionpolicy-researcher-limits.yaml").read_text())
+    [listed] = [v["expression"] for v in vap["spec"]["variables"] if v["name"] == "metadataEndpoints"]
+    assert sorted(ast.literal_eval(listed)) == sorted(str(m.network.network_address) for m in METADATA_ENDPOINTS)
+    assert all(m.network.num_addresses == 1 for m in METADATA_ENDPOINTS)
+
+
+@pytest.mark.parametrize("cidr", ["0.0.0.0/0", "::/0", "168.63.0.0/16"])
+def test_the_clis_own_egress_policy_is_taken(training_layer, researcher, cidr):
     name = f"tier-egress-{next(_names)}"
     code, out = researcher_kubectl(
         training_layer,
@@ -274,7 +287,7 @@ def test_the_clis_own_egress_policy_is_taken(training_layer, researcher):
         "create",
         "-f",
         "-",
-        input=yaml.safe_dump(policy(name, [{"to": [{"ipBlock": ip_block("0.0.0.0/0")}]}])),
+        input=yaml.safe_dump(policy(name, [{"to": [{"ipBlock": ip_block(cidr)}]}])),
     )
     assert code == 0, out
     code, out = researcher_kubectl(training_layer, researcher, "delete", "networkpolicy", name)
