@@ -14,7 +14,7 @@ import re
 from typing import TYPE_CHECKING, Any, Protocol
 
 from components import limits
-from components.catalog import kubernetes, regions
+from components.catalog import gpu_zones, kubernetes, regions
 from components.clouds.traits import CLOUD_TRAITS, CloudTraits
 
 if TYPE_CHECKING:
@@ -175,6 +175,39 @@ def region_offers(p: Problems, cloud: str, region: str, entries: Any, pools: lis
         p.add(
             f"torchfleet:gpuPools[{index}].gpu",
             f"{pool.gpu} is not offered in {region} (it offers {', '.join(known.gpus)}); pick one of those or {other}",
+        )
+
+
+def zone_offers(p: Problems, cloud: str, region: str, entries: Any, zones: list[str]) -> None:
+    """A GPU pool's zones must offer its GPU, where catalog/gpu_zones.yaml has a list for that GPU
+    (GCP review F7: a100-80gb in us-central1-b was accepted; creating the node pool fails there)."""
+    known = gpu_zones.load().get(cloud)
+    if known is None or not isinstance(entries, list):
+        return
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            continue
+        gpu = str(entry.get("gpu", "")).lower()
+        offered = known.offers(gpu, region)
+        explicit = entry.get("zones")
+        pool_zones = [str(z) for z in explicit] if isinstance(explicit, list) and explicit else zones
+        # A pool zone outside torchfleet:zones is reported by the pool parser already.
+        missing = [z for z in pool_zones if offered is not None and z in zones and z not in offered]
+        if not missing:
+            continue
+        inherited = "" if explicit else " (inherited from torchfleet:zones)"
+        usable = [z for z in offered or () if z in zones]
+        if usable:
+            fix = f"set gpuPools[{i}].zones to {usable}"
+        elif offered:
+            fix = f"add one of them to torchfleet:zones and set gpuPools[{i}].zones to it"
+        else:
+            fix = "pick another region or GPU"
+        where = f"zones of {region} that offer it: {', '.join(offered)}" if offered else f"no zone of {region} has it"
+        p.add(
+            f"torchfleet:gpuPools[{i}].zones",
+            f"{gpu} is not offered in {', '.join(missing)}{inherited}; {where} "
+            f"(components/catalog/gpu_zones.yaml, from the lists it cites of {known.date} and later); {fix}",
         )
 
 

@@ -1,17 +1,19 @@
-"""Whether each GPU pool's zone offers its machine: a command per pool for `torchfleet check`, not an
-offline refusal.
+"""Whether each GPU pool's zone offers its machine: a command per pool for `torchfleet check`.
 
-Issue 23 asked whether a GPU offered in the region but not in a pool's zone should be refused. It is
-not refused offline, because no table shipped here can be right for every account:
+Issue 23 asked whether a GPU offered in the region but not in a pool's zone should be refused. Since
+GCP review F7 it is, offline, where a trusted per-zone list exists: GCP's A100s (catalog/gpu_zones.yaml,
+components/cloud_limits.py zone_offers). Elsewhere it is not, because no table shipped here can be
+right for every account:
 - AWS maps zone names (us-west-2a) to physical zones independently for each account, so one account's
   us-west-2a may offer g5 and another's not (AZ IDs:
   https://docs.aws.amazon.com/ram/latest/userguide/working-with-az-ids.html);
 - Azure maps the logical zones "1".."3" to physical zones per subscription, and restricts sizes per
   subscription (https://learn.microsoft.com/azure/reliability/availability-zones-overview, "Physical
   and logical availability zones"; `az vm list-skus` lists the restrictions);
-- GCP's zone names are global, but the one machine-readable per-zone list at hand
+- GCP's zone names are global, but the machine-readable per-zone list
   (github.com/Cyclenerd/google-cloud-pricing-cost-calculator tools/acceleratortypezone.csv) was last
-  changed on 2023-05-02 and has no H100: it would refuse pools that deploy.
+  changed on 2023-05-02 and has no H100: for T4, V100, L4 and H100 it could refuse pools that deploy
+  (catalog/gpu_zones.yaml `unchecked` says why for each).
 The region-level check stays (components/cloud_limits.py region_offers). What is left is the account's
 own answer, which each cloud's CLI gives in one command: `torchfleet check` prints it for every pool
 (components/clouds/preflight.py), before `pulumi up`.

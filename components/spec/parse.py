@@ -76,6 +76,7 @@ def parse(raw: dict[str, Any], stack: str = "dev") -> PlatformSpec:
     gpu_pools = _parse_gpu_pools(p, raw.get(_k("gpuPools")), cloud, traits, zones)
     if region and gpu_pools:
         cloud_limits.region_offers(p, cloud, region, raw.get(_k("gpuPools")), gpu_pools)
+        cloud_limits.zone_offers(p, cloud, region, raw.get(_k("gpuPools")), zones)
     storage = _parse_storage(p, raw.get(_k("storage")), traits)
     training = _parse_training(p, raw.get(_k("training")), cloud, traits)
     network = _parse_network(p, raw.get(_k("network")), cloud, traits)

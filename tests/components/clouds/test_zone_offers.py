@@ -1,6 +1,8 @@
-"""A GPU offered in the stack's region but perhaps not in a pool's zone (a doubt of issue 23): not
-refused offline (AWS and Azure map zone names per account; components/clouds/zone_offers.py says
-why), but `torchfleet check` prints, per pool, the cloud CLI command that answers for the account."""
+"""A GPU offered in the stack's region but perhaps not in a pool's zone (a doubt of issue 23): refused
+offline only where catalog/gpu_zones.yaml has a trusted list (GCP's A100s, GCP review F7:
+tests/components/catalog/test_gpu_zones.py); elsewhere (AWS and Azure map zone names per account,
+components/clouds/zone_offers.py says why) `torchfleet check` prints, per pool, the cloud CLI command
+that answers for the account."""
 
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ def test_check_names_the_command_that_says_whether_each_pool_zone_has_its_machin
 
 @pytest.mark.parametrize("zone", ["us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"])
 def test_a_gpu_the_region_offers_is_accepted_in_each_of_its_zones(zone):
-    # The decision pinned: no offline zone-level refusal (the region-level one stays, test_cloud_limits).
+    # H100 has no trusted per-zone list (catalog/gpu_zones.yaml `unchecked`): no offline zone-level
+    # refusal for it (the region-level one stays, test_cloud_limits).
     spec = ok(config("gcp", zones=[zone], gpuPools=[{"gpu": "h100", "maxNodes": 1}]))
     assert [pool.zone for pool in spec.gpu_pools] == [zone]
 
