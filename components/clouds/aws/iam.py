@@ -14,6 +14,15 @@ VERSION = "2012-10-17"
 # https://docs.aws.amazon.com/eks/latest/userguide/cluster-iam-role.html
 CLUSTER_MANAGED_POLICIES = ("AmazonEKSClusterPolicy",)
 # https://docs.aws.amazon.com/eks/latest/userguide/create-node-role.html
+# AmazonEKS_CNI_Policy stays on the node role, although AWS recommends a separate role for aws-node
+# (awsdocs/amazon-eks-user-guide create-node-role.adoc; AWS review, "Other notes"): with the VPC CNI
+# on EKS Pod Identity, a new node becomes Ready only once aws-node has credentials, which come from
+# the eks-pod-identity-agent DaemonSet on that same node; an agent that does not tolerate the
+# not-ready taint never lands there, and the node never joins (terraform-aws-modules/terraform-aws-eks
+# #3621, open 2026-01; aws-node crash-loops without the agent: aws/amazon-vpc-cni-k8s#3840, 2026-08).
+# What the policy grants (ENI and IP management) is reachable only by hostNetwork pods: the launch
+# template's IMDS hop limit of 1 keeps other pods from the node role (nodegroups.py), and the
+# training namespace's `restricted` level refuses hostNetwork.
 NODE_MANAGED_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
     "AmazonEKS_CNI_Policy",
