@@ -308,3 +308,27 @@ def test_the_admin_is_not_limited(training_layer):
     """The limits are for researchers: the controllers and administrators (who may create pods in kube-system)
     keep what they do, e.g. the etcd StatefulSet's pods, which run as etcd, are there."""
     wait_for("an etcd pod", lambda: get(training_layer.cp, "pod", "etcd-0", "-n", training_layer.namespace))
+
+
+def test_an_elasticjob_as_a_researcher_and_one_under_another_account_refused(training_layer, researcher, capsys):
+    """The optional operator's custom resource (its CRD installed by the admin, as the torchelastic layer does):
+    submit, list, status and delete as the researcher; the same ElasticJob running as etcd is refused."""
+    from tests.controlplane import operators
+
+    layer, name = training_layer, f"tier-researcher-ej-{next(_names)}"
+    operators.apply_elasticjob_crd(layer.cp)
+    flags = ["--gpu", "t4", "--nodes", "2", "--image", IMAGE, "--operator", "torchelastic"]
+    code, out = as_researcher(layer, researcher, capsys, "submit", name, *flags, "--", "python", "train.py")
+    assert code == 0, out
+    try:
+        for command in (["list", "--operator", "torchelastic"], ["status", name, "--operator", "torchelastic"]):
+            code, out = as_researcher(layer, researcher, capsys, *command)
+            assert code == 0 and name in out, out
+    finally:
+        code, out = as_researcher(layer, researcher, capsys, "delete", name, "--operator", "torchelastic")
+        assert code == 0, out
+    capsys.readouterr()
+    assert main(["submit", f"{name}-etcd", *flags, "--dry-run", "--", "python", "train.py"]) == 0
+    [job] = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d and d["kind"] == "ElasticJob"]
+    job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["serviceAccountName"] = "etcd"
+    refused(layer, researcher, job, "every replica's pod template must run as service account")
