@@ -23,8 +23,9 @@ from torchfleet.user_files import relabel
 
 # Each module exposes register(subparsers), which adds its command(s) and sets `func`.
 COMMAND_MODULES = ["torchfleet.synth", "torchfleet.check", "torchfleet.gpus", "torchfleet.jobs.commands",
-                   "torchfleet.jobs.inspect_commands", "torchfleet.jobs.tensorboard", "torchfleet.jobs.results",
-                   "torchfleet.completion", "torchfleet.demo", "torchfleet.data_upload", "torchfleet.run_local"]
+                   "torchfleet.jobs.inspect_commands", "torchfleet.jobs.logs_command", "torchfleet.jobs.tensorboard",
+                   "torchfleet.jobs.results", "torchfleet.completion", "torchfleet.demo", "torchfleet.data_upload",
+                   "torchfleet.run_local"]
 DEBUG_ENV = "TORCHFLEET_DEBUG"
 REPORT = (f"this is a bug in torchfleet: please report it in the project's issue tracker with the command line "
           f"and what {DEBUG_ENV}=1 prints")

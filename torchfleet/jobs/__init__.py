@@ -20,6 +20,6 @@ One purpose per module, lower layers first: a module imports only modules listed
 - the store's readers: ``store_script``, ``store_pod``, ``reader_pod``, ``store_access``;
 - reading a job: ``summary``, ``progress``, ``log_lines``, ``usage``, ``table``;
 - the commands: ``session`` (the cluster options every command shares), ``workdir_submit``, ``commands``
-  (submit, sweep), ``inspect_commands`` (list, status, logs, delete), ``tensorboard``, ``results``
-  (checkpoints, cp).
+  (submit, sweep), ``inspect_commands`` (list, status, delete), ``logs_command`` (logs), ``tensorboard``,
+  ``results`` (checkpoints, cp).
 """

@@ -1,5 +1,5 @@
-"""`torchfleet submit | sweep`: argparse wiring and the run functions (list, status, logs, delete: inspect_commands.py;
-the cluster options and Session every cluster command shares: session.py).
+"""`torchfleet submit | sweep`: argparse wiring and the run functions (list, status, delete: inspect_commands.py;
+logs: logs_command.py; the cluster options and Session every cluster command shares: session.py).
 
 Exit codes: 0 ok; 2 usage or validation error (bad flags, unknown GPU for the stack, a taken job
 name, a job that does not exist: nothing was changed); 1 cluster error (unreachable, refused).

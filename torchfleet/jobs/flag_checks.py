@@ -5,6 +5,7 @@ Each failure is a UsageError whose message starts with the flag and says what wo
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import math
 import re
@@ -192,6 +193,17 @@ def check_lookup_name(name: str) -> None:
     if not (_DNS1035.fullmatch(name or "") and len(name) <= LABEL_VALUE_MAX):
         raise UsageError(f"NAME: {name!r} is not a job name; job names are lowercase letters, digits and '-', "
                          f"starting with a letter, at most {LABEL_VALUE_MAX} characters (see `torchfleet list`)")
+
+
+def name_or_local(args: argparse.Namespace) -> None:
+    """`status` and `logs` take a job's NAME or a local run's --local DIR: exactly one of them."""
+    if (args.name is None) == (args.local is None):
+        got = f"; got {args.name} and --local" if args.name else ""
+        message = (f"required: NAME (a job's name) or --local DIR (a local run's folder), one of them, e.g. "
+                   f"torchfleet {args.command} resnet-a{got}")
+        if getattr(args, "parser", None) is not None:
+            args.parser.error(message)  # argparse's usage line and exit 2, as for any missing argument
+        raise UsageError(message)
 
 
 def check_label_value(flag: str, value: str) -> None:

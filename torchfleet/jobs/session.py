@@ -87,3 +87,9 @@ def job_client(args: argparse.Namespace, session: Session):
 
     api = connect(args.kubeconfig, args.context or session.context, session.kubeconfig_data)
     return JobClient(api, session.target.namespace, session.target.operator)
+
+
+def connect_session(args: argparse.Namespace):
+    """The Session and a JobClient connected for it: what a command on an existing job starts with."""
+    session = resolve_target(args, need_cluster=True)
+    return session, job_client(args, session)
