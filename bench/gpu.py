@@ -44,6 +44,7 @@ from pathlib import Path
 IMAGE_DIR = Path(__file__).resolve().parents[1] / "training-image"
 sys.path.insert(0, str(IMAGE_DIR))
 
+from elastic_trainer.launch.rdzvconf import TUNED_RDZV_CONF  # noqa: E402
 from elastic_trainer.localrun import (  # noqa: E402
     ENV_ETCD_BINARY,
     Etcd,
@@ -53,7 +54,6 @@ from elastic_trainer.localrun import (  # noqa: E402
     sigterm_and_checkpoint,
     worker_pids,
 )
-from elastic_trainer.rdzvconf import TUNED_RDZV_CONF  # noqa: E402
 from elastic_trainer.trainer import TrainConfig  # noqa: E402
 
 DEFAULT_CADENCE = TrainConfig.__dataclass_fields__["checkpoint_every"].default

@@ -28,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training-image"))
 
+from elastic_trainer.launch.rdzvconf import TORCH_DEFAULT_RDZV_CONF, TUNED_RDZV_CONF, format_rdzv_conf
 from elastic_trainer.localrun import (
     Etcd,
     LocalJob,
@@ -35,7 +36,6 @@ from elastic_trainer.localrun import (
     kill_and_resume,
     sigterm_and_checkpoint,
 )
-from elastic_trainer.rdzvconf import TORCH_DEFAULT_RDZV_CONF, TUNED_RDZV_CONF, format_rdzv_conf
 
 CHECKPOINT_EVERY = 20
 

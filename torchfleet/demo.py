@@ -106,8 +106,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace, workdir: Path) -> int:
+    from elastic_trainer.launch.rdzvconf import TUNED_RDZV_CONF, format_rdzv_conf
     from elastic_trainer.localrun import Etcd, LocalJob
-    from elastic_trainer.rdzvconf import TUNED_RDZV_CONF, format_rdzv_conf
 
     timeline = Timeline()
     every = args.checkpoint_every

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 import yaml
 from elastic_trainer import launcher
-from elastic_trainer.launcher import build_plan
+from elastic_trainer.launch.plan import build_plan
 
 from components import spec as platform
 from torchfleet.cli import main

@@ -14,15 +14,16 @@ import urllib.request
 
 import pytest
 from elastic_trainer import launcher
-from elastic_trainer.launcher import build_plan
-from elastic_trainer.localrun import IMAGE_DIR
-from elastic_trainer.rdzvconf import (
+from elastic_trainer.launch import plan as launch_plan
+from elastic_trainer.launch.plan import build_plan
+from elastic_trainer.launch.rdzvconf import (
     LaunchError,
     check_rdzv_conf,
     format_rdzv_conf,
     parse_rdzv_conf,
     rdzv_conf_for_nodes,
 )
+from elastic_trainer.localrun import IMAGE_DIR
 
 # What the ElasticJob controller prepends to the container args (docs/facts.md, "Controllers and exit codes").
 CONTROLLER = ["--rdzv_backend=etcd", "--rdzv_endpoint=etcd:2379", "--rdzv_id=job", "--nnodes=1:4"]
@@ -237,14 +238,14 @@ def test_imagenet_example_without_torchvision_says_so(tmp_path):
 
 
 def test_the_forkserver_preload_does_not_initialise_cuda():
-    # Workers are forked from the process that imported elastic_trainer.warm; a CUDA context
+    # Workers are forked from the process that imported elastic_trainer.launch.warm; a CUDA context
     # does not survive a fork, so warming up must never create one.
     # On a CPU-only torch nothing initialises anyway, so trip on any call into torch.cuda instead.
     code = (
         "import sys, torch\n"
         "def touched(*a, **k): sys.exit(3)\n"
         "torch.cuda._lazy_init = torch.cuda.is_available = torch.cuda.device_count = touched\n"
-        "import elastic_trainer.warm\n"
+        "import elastic_trainer.launch.warm\n"
     )
     env = {"PYTHONPATH": str(IMAGE_DIR), "PATH": "/usr/bin:/bin"}
     assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True).returncode == 0
@@ -298,7 +299,7 @@ def main():
 
 
 def test_script_imports_are_read_at_the_top_level_only():
-    assert launcher.script_imports(SCRIPT_SOURCE) == [
+    assert launch_plan.script_imports(SCRIPT_SOURCE) == [
         "json", "torch.nn", "elastic_trainer.trainer", "torchvision", "torch.utils.data"]
 
 
@@ -315,7 +316,7 @@ def test_script_imports_are_read_at_the_top_level_only():
 def test_only_installed_modules_are_safe_to_preload(module, safe, tmp_path, monkeypatch):
     (tmp_path / "user_module.py").write_text("raise SystemExit('must not be imported by the check')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert launcher.is_safe_to_preload(module) is safe
+    assert launch_plan.is_safe_to_preload(module) is safe
 
 
 def test_the_plan_preloads_the_scripts_installed_imports_and_the_users_list(tmp_path, monkeypatch):
@@ -353,7 +354,8 @@ def test_a_preloaded_module_that_fails_to_import_does_not_kill_the_forkserver(tm
     # forkserver and with it every worker start. warm.py imports each module guarded.
     (tmp_path / "broken_at_import.py").write_text("raise RuntimeError('no data mounted')\n")
     (tmp_path / "fine_module.py").write_text("VALUE = 1\n")
-    code = "import sys, elastic_trainer.warm\nprint('fine_module' in sys.modules, 'broken_at_import' in sys.modules)\n"
+    code = ("import sys, elastic_trainer.launch.warm\n"
+            "print('fine_module' in sys.modules, 'broken_at_import' in sys.modules)\n")
     env = {"PYTHONPATH": f"{IMAGE_DIR}:{tmp_path}", "PATH": "/usr/bin:/bin",
            "TORCHFLEET_WARM_MODULES": "broken_at_import,fine_module,no_such_module"}
     ran = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
@@ -481,8 +483,8 @@ print(before, "torch._dynamo" in sys.modules)
 
 WARM_THE_AGENT = """
 import sys, threading
-from elastic_trainer import launcher
-launcher._warm_agent_imports()
+from elastic_trainer.launch import agent
+agent.warm_agent_imports()
 for thread in threading.enumerate():
     if thread.name == "warm-agent-imports":
         thread.join()
@@ -505,8 +507,8 @@ def test_the_agents_warm_up_imports_dynamo_before_any_worker_fails():
 
 def test_the_launcher_warms_its_agent_before_running_torchrun(monkeypatch):
     calls = []
-    monkeypatch.setattr(launcher, "_warm_agent_imports", lambda: calls.append("warm"))
-    monkeypatch.setattr(launcher, "_start_forkserver", lambda modules: calls.append("forkserver"))
-    monkeypatch.setattr(launcher, "_run_torchrun", lambda args: calls.append("torchrun") or 0)
+    monkeypatch.setattr(launcher, "warm_agent_imports", lambda: calls.append("warm"))
+    monkeypatch.setattr(launcher, "start_forkserver", lambda modules: calls.append("forkserver"))
+    monkeypatch.setattr(launcher, "run_torchrun", lambda args: calls.append("torchrun") or 0)
     assert launcher.main([*CONTROLLER, *SCRIPT]) == 0
     assert calls == ["forkserver", "warm", "torchrun"]

@@ -1,5 +1,5 @@
 """Restart mode: a node lost before its peers' process group formed (issue 23: a survivor took no step for
-over 180 s after a kill). training-image/elastic_trainer/lost_peer.py restarts the survivor's workers once
+over 180 s after a kill). training-image/elastic_trainer/launch/lost_peer.py restarts the survivor's workers once
 the rendezvous drops the node, instead of letting them wait for it until the process-group timeout.
 """
 
@@ -13,9 +13,9 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
-from elastic_trainer import lost_peer
+from elastic_trainer.launch import lost_peer
+from elastic_trainer.launch.lost_peer import dropped_self, heartbeat_window_s, nodes_present
 from elastic_trainer.localrun import IMAGE_DIR, LocalJob, worker_pids
-from elastic_trainer.lost_peer import dropped_self, heartbeat_window_s, nodes_present
 
 # Each worker's first start (TORCHELASTIC_RESTART_COUNT=0) sleeps before anything else, so the kill below
 # lands after the rendezvous and before the process group forms. A test-only hook: fresh interpreters

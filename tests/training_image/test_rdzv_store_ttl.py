@@ -1,4 +1,4 @@
-"""The etcd-v2 rendezvous store's keys expire (elastic_trainer/rdzv_store_ttl.py), on the real etcd.
+"""The etcd-v2 rendezvous store's keys expire (elastic_trainer/launch/rdzv_store_ttl.py), on the real etcd.
 
 Regression (issue 19): keys under /torch/elastic/store never expired (25 keys after 5 short jobs):
 torch's etcd-v2 backend hands the agents an EtcdStore that writes without a TTL. Each test runs a
@@ -14,7 +14,7 @@ import uuid
 
 import etcd as python_etcd  # the `etcd` fixture is the server
 import pytest
-from elastic_trainer import rdzv_store_ttl
+from elastic_trainer.launch import rdzv_store_ttl
 from torch.distributed.elastic.rendezvous import RendezvousParameters, rendezvous_handler_registry
 from torch.distributed.elastic.rendezvous.registry import _create_etcd_v2_handler
 

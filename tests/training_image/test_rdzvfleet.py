@@ -14,8 +14,8 @@ import sys
 import uuid
 
 import pytest
+from elastic_trainer.launch.rdzvconf import rdzv_conf_for_nodes
 from elastic_trainer.localrun import IMAGE_DIR
-from elastic_trainer.rdzvconf import rdzv_conf_for_nodes
 from elastic_trainer.rdzvfleet import NodeHost, RdzvJob, RendezvousFailed, _formed_round
 from elastic_trainer.rdzvnode import _PrefixStore
 

@@ -30,10 +30,15 @@ MOVED = {
     "checkpoint_write": "store.checkpoint_write",
     "fence": "store.fence",
     "inplace_addresses": "inplace.addresses",
+    "lost_peer": "launch.lost_peer",
+    "rdzv_store_ttl": "launch.rdzv_store_ttl",
+    "rdzvconf": "launch.rdzvconf",
     "replica_node": "inplace.replica_node",
     "sharded": "store.sharded",
     "staging": "store.staging",
     "stall_guard": "inplace.stall_guard",
+    "warm": "launch.warm",
+    "worker_exits": "launch.worker_exits",
 }
 
 

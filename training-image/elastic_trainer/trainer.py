@@ -35,7 +35,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from elastic_trainer import EXIT_MEMBERSHIP_CHANGE, EXIT_NONFINITE, deadline, outputs, schedule, worker_exits
+from elastic_trainer import EXIT_MEMBERSHIP_CHANGE, EXIT_NONFINITE, deadline, outputs, schedule
 from elastic_trainer.checkpointing import LoopCheckpoints
 from elastic_trainer.comm import all_gather_objects, broadcast_object
 from elastic_trainer.data.sampler import ElasticBatchSampler
@@ -45,6 +45,7 @@ from elastic_trainer.hooks import HOLD_FOR_WORLD as HOLD_FOR_WORLD  # (tests and
 from elastic_trainer.hooks import REQUIRED_KEYS, hold_for_world, stall_commit_at
 from elastic_trainer.inplace import recovery_mode
 from elastic_trainer.inplace.group import train_inplace
+from elastic_trainer.launch import worker_exits
 from elastic_trainer.nonfinite import NonFiniteGuard, nan_steps
 from elastic_trainer.rng import seed_rank, set_rng_state
 from elastic_trainer.signals import StopRequest
