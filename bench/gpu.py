@@ -23,7 +23,7 @@ NCCL refuses two ranks on one GPU), on in-memory synthetic data, so no dataset i
 Rows that cannot run here (no CUDA, no torchvision) say why instead of a figure. etcd: the
 ``etcd`` on PATH, ``--etcd-binary`` or ``TORCHFLEET_ETCD_BINARY``; torch's etcd-v2 rendezvous needs
 python-etcd importable (put its folder on PYTHONPATH where it is not installed). Uses the harness
-in training-image/elastic_trainer/localrun.py, as bench/recovery.py does.
+in training-image/elastic_trainer/local/localrun.py, as bench/recovery.py does.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ IMAGE_DIR = Path(__file__).resolve().parents[1] / "training-image"
 sys.path.insert(0, str(IMAGE_DIR))
 
 from elastic_trainer.launch.rdzvconf import TUNED_RDZV_CONF  # noqa: E402
-from elastic_trainer.localrun import (  # noqa: E402
+from elastic_trainer.local.localrun import (  # noqa: E402
     ENV_ETCD_BINARY,
     Etcd,
     LocalJob,

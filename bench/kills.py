@@ -5,7 +5,7 @@
 
 bench/recovery.py gives medians of a few kills; a recovery that hangs once in 24 kills (README.md)
 needs many. Each mode runs a two-node synthetic job (CPU, gloo) on the harnesses the tests use
-(training-image/elastic_trainer/localrun.py: torchrun with etcd-v2; inplacerun.py: torchft replica
+(training-image/elastic_trainer/local/localrun.py: torchrun with etcd-v2; inplacerun.py: torchft replica
 groups and a Lighthouse) and repeats: train for a random 0.2-3 s (seeded), SIGKILL one node's whole
 process tree (alternating, so sometimes the one holding rank 0), time until the survivor's next step
 at world size 1, start a replacement, time until both train again. A job is replaced by a fresh one
@@ -36,8 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training-image"))
 
-from elastic_trainer.inplacerun import InplaceJob
-from elastic_trainer.localrun import Etcd, LocalJob
+from elastic_trainer.local.inplacerun import InplaceJob
+from elastic_trainer.local.localrun import Etcd, LocalJob
 
 CHECKPOINT_EVERY = 20
 SCRIPT_ARGS = ["--total-steps=100000000", "--global-batch-size=16", f"--checkpoint-every={CHECKPOINT_EVERY}",

@@ -10,8 +10,8 @@ same kill/rejoin cycle is then measured with torchrun's default rendezvous setti
 same run, so the ratio shows what the tuned defaults buy (the launcher's other defaults are
 unchanged in that baseline), and once more with the tuned settings but workers started as fresh
 interpreters (``TORCHFLEET_PRELOAD=0``), which shows what the forkserver preload buys. Medians
-are reported, with every sample. Uses the harness in training-image/elastic_trainer/localrun.py (shared with the tests
-and `torchfleet demo`).
+are reported, with every sample. Uses the harness in training-image/elastic_trainer/local/localrun.py
+(shared with the tests and `torchfleet demo`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training-image"))
 
 from elastic_trainer.launch.rdzvconf import TORCH_DEFAULT_RDZV_CONF, TUNED_RDZV_CONF, format_rdzv_conf
-from elastic_trainer.localrun import (
+from elastic_trainer.local.localrun import (
     Etcd,
     LocalJob,
     add_node_and_join,

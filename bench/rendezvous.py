@@ -4,7 +4,7 @@
     python bench/rendezvous.py --quick    # sizes 4 and 8 and 5 x 4, one member, one repeat
 
 Each node is a process running torch's own etcd-v2 dynamic rendezvous handler, as every torchrun
-agent does, without the agent's workers (training-image/elastic_trainer/rdzvnode.py: torch's
+agent does, without the agent's workers (training-image/elastic_trainer/local/rdzvnode.py: torch's
 rendezvous code without ``import torch``, so 64 of them fit in memory). For each size, with the
 settings the launcher picks for that maximum node count (``--conf`` to try others), every repeat
 starts a fresh job and measures, on one clock:
@@ -46,8 +46,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training-image"))
 
 from elastic_trainer.launch.rdzvconf import format_rdzv_conf, parse_rdzv_conf, rdzv_conf_for_nodes
-from elastic_trainer.localrun import etcd_binary, free_port
-from elastic_trainer.rdzvfleet import (
+from elastic_trainer.local.localrun import etcd_binary, free_port
+from elastic_trainer.local.rdzvfleet import (
     NodeHost,
     RdzvJob,
     RendezvousFailed,

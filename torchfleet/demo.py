@@ -7,7 +7,7 @@ would, starts a replacement, and prints a timeline with the recovery figures. Ev
 started is stopped on the way out, also on Ctrl-C or SIGTERM.
 
 The orchestration is the same harness the real-run tests and bench/recovery.py use
-(training-image/elastic_trainer/localrun.py).
+(training-image/elastic_trainer/local/localrun.py).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace, workdir: Path) -> int:
     from elastic_trainer.launch.rdzvconf import TUNED_RDZV_CONF, format_rdzv_conf
-    from elastic_trainer.localrun import Etcd, LocalJob
+    from elastic_trainer.local.localrun import Etcd, LocalJob
 
     timeline = Timeline()
     every = args.checkpoint_every
@@ -127,7 +127,7 @@ def _demo(args: argparse.Namespace, workdir: Path) -> int:
 
 def _timeline(args: argparse.Namespace, job, killed: set[str], timeline: Timeline) -> int:
     """Start two nodes, kill one, start a replacement, and print what happened when."""
-    from elastic_trainer.localrun import kill_and_resume
+    from elastic_trainer.local.localrun import kill_and_resume
 
     every = args.checkpoint_every
     job.start_node("node0"), job.start_node("node1")

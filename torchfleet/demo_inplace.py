@@ -5,7 +5,7 @@ replica groups, each the training image's launcher in in-place mode (what a pod 
 ``submit --recovery inplace`` job runs), training the synthetic example on CPU with gloo. One
 group's whole process tree is killed, as a spot reclaim would; the survivor goes on in the same
 process; a replacement heals from it (live weights over HTTP, not the shared store). The harness
-is the one the in-place tests and bench/goodput.py use (training-image/elastic_trainer/inplacerun.py).
+is the one the in-place tests and bench/goodput.py use (training-image/elastic_trainer/local/inplacerun.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from torchfleet.local_nodes import Timeline, checkpoints_note, run_watched, stat
 
 
 def run_demo(args: argparse.Namespace, workdir: Path, timeline: Timeline) -> int:
-    from elastic_trainer.inplacerun import InplaceJob
+    from elastic_trainer.local.inplacerun import InplaceJob
 
     every = args.checkpoint_every
     script_args = [f"--total-steps={args.steps}", "--global-batch-size=32", f"--checkpoint-every={every}",

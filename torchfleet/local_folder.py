@@ -2,7 +2,7 @@
 
 The folder holds ``run.json`` (the command, the mode, each node with its process id and when it was
 started or killed, and the run's end), one ``<node>.log`` per node (everything the node printed,
-the trainer's ``@@tf`` progress events among it: training-image/elastic_trainer/localrun.py) and
+the trainer's ``@@tf`` progress events among it: training-image/elastic_trainer/local/localrun.py) and
 ``checkpoints/``. So a second shell can follow a run the way `status` and `logs` follow a cluster job,
 from the same events and with the same view (torchfleet/jobs/summary.py).
 """

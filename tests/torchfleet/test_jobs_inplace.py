@@ -19,7 +19,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from elastic_trainer import inplace as trainer_inplace
-from elastic_trainer.inplacerun import lighthouse_binary
+from elastic_trainer.local.inplacerun import lighthouse_binary
 
 from components import spec as platform
 from components.kube import K8S_BASE
@@ -354,7 +354,7 @@ def test_the_submitted_pods_train_and_heal_against_the_submitted_lighthouse(tmp_
     import os
     import sys
 
-    from elastic_trainer.localrun import IMAGE_DIR
+    from elastic_trainer.local.localrun import IMAGE_DIR
 
     total = 300  # 15 s at least: group 1 starts (torch import and all) long before group 0 is done
     command = ["python", "examples/synthetic.py", f"--total-steps={total}", "--global-batch-size=32",

@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 from elastic_trainer.deadline import ENV_STOP_AT
-from elastic_trainer.inplacerun import InplaceJob, lighthouse_binary
+from elastic_trainer.local.inplacerun import InplaceJob, lighthouse_binary
 from elastic_trainer.outputs import MODEL_DIR, MODEL_FILE, exported_step
 from elastic_trainer.store.checkpoint import CheckpointStore
 from elastic_trainer.train_config import ENV_OUTPUT_DIR

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from elastic_trainer.hooks import FAULT_STALL_COMMIT
-from elastic_trainer.inplacerun import InplaceJob, lighthouse_binary
+from elastic_trainer.local.inplacerun import InplaceJob, lighthouse_binary
 from elastic_trainer.store.checkpoint import CheckpointStore
 
 pytestmark = pytest.mark.slow

@@ -35,7 +35,7 @@ def _probe(old: str, new: str) -> dict:
     return json.loads(proc.stdout.splitlines()[-1])
 
 
-@pytest.mark.parametrize("old", ["checkpoint", "fence"])
+@pytest.mark.parametrize("old", ["checkpoint", "fence", "localrun", "rdzvconf"])
 def test_an_old_name_imports_the_moved_module_and_warns(old):
     new = f"elastic_trainer.{_moved.MOVED[old]}"
     seen = _probe(f"elastic_trainer.{old}", new)

@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 from elastic_trainer import EXIT_NONFINITE
-from elastic_trainer.inplacerun import InplaceJob, lighthouse_binary
+from elastic_trainer.local.inplacerun import InplaceJob, lighthouse_binary
 from elastic_trainer.nonfinite import FAULT_NAN_STEPS, NonFiniteGuard, nan_steps
 from elastic_trainer.store.checkpoint import CheckpointStore
 

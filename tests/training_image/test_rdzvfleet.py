@@ -15,9 +15,9 @@ import uuid
 
 import pytest
 from elastic_trainer.launch.rdzvconf import rdzv_conf_for_nodes
-from elastic_trainer.localrun import IMAGE_DIR
-from elastic_trainer.rdzvfleet import NodeHost, RdzvJob, RendezvousFailed, _formed_round
-from elastic_trainer.rdzvnode import _PrefixStore
+from elastic_trainer.local.localrun import IMAGE_DIR
+from elastic_trainer.local.rdzvfleet import NodeHost, RdzvJob, RendezvousFailed, _formed_round
+from elastic_trainer.local.rdzvnode import _PrefixStore
 
 
 def formed(node: str, t: float, rnd: int, world: int) -> dict:
@@ -68,7 +68,7 @@ def test_prefix_store_prefixes_keys_as_c10d_does():
 def test_the_handler_loads_without_torchs_library():
     # 64 processes that each imported torch would need ~14 GB here; the handler alone needs ~25 MB
     # VmRSS, not ru_maxrss: Linux keeps the high-water mark across exec, so it would count the forked pytest
-    code = ("import sys, pathlib\nfrom elastic_trainer.rdzvnode import load_rendezvous\n"
+    code = ("import sys, pathlib\nfrom elastic_trainer.local.rdzvnode import load_rendezvous\n"
             "api, dynamic, backend = load_rendezvous()\n"
             "rss = [l.split()[1] for l in pathlib.Path('/proc/self/status').read_text().splitlines()"
             " if l.startswith('VmRSS:')][0]\n"

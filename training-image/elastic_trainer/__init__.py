@@ -1,36 +1,34 @@
 """Torchfleet's elastic training library, run inside the training image.
 
-Modules, one purpose each:
+The entry points, at the top (their names are public: the image, every manifest and users' scripts use them):
 
-- ``launcher``   the image's entrypoint: torchrun with Torchfleet's defaults, SIGTERM -> exit 143
-- ``rdzvconf``   the launcher's rendezvous settings by the job's maximum node count, and their checks
-- ``trainer``    the training loop: resume, reshard, periodic and on-signal checkpoints
-- ``train_config`` the trainer's flags (``TrainConfig``) and their defaults from the pod's environment
-- ``schedule``   the LR schedule of a resumed run, and what a changed ``--total-steps`` does to it
-- ``worker_exits`` what a worker says when started without a launcher, or when a peer is lost
-- ``checkpointing`` the loop's checkpoints: host copy, background write, what a failed one means
-- ``nonfinite``  a step with a NaN or infinite loss skips its update; too many in a row end the worker
-- ``rng``        every rank's RNG state: saved in a checkpoint, restored or reseeded on resume
-- ``checkpoint`` atomic, verified, fenced checkpoints on the shared store
-- ``staging``    the host copy of the state a checkpoint blocks training for (pinned on CUDA, reused)
-- ``async_writer`` one checkpoint write in the background at a time
-- ``sharded``    the sharded format: every rank writes its part (torch.distributed.checkpoint)
-- ``fence``      generations: a writer from an older rendezvous round cannot commit over a newer one
-- ``signals``    SIGTERM (spot notice) -> "stop after this step"
-- ``data``       the elastic sampler: one data order, resharded at any world size
-- ``events``     rank-0 logs, machine-readable progress events, TensorBoard scalars
-- ``outputs``    the final model in a plain format (TORCHFLEET_OUTPUT_DIR), evaluate() and custom scalars
-- ``deadline``   a job's time limit (TORCHFLEET_STOP_AT): a stop with a checkpoint, exit 0
-- ``localrun``   etcd + torchrun "nodes" as local processes (tests, benchmark, ``torchfleet demo``)
-- ``inplace``    in-place recovery (``TORCHFLEET_RECOVERY=inplace``): torchft replica groups, a quorum per
-                 step, a replacement heals from a peer (issue 14)
-- ``replica_node`` an in-place node: one worker, started again only when it fails
-- ``inplacerun`` a torchft Lighthouse and replica-group nodes as local processes (tests, ``bench/goodput.py``)
-- ``rdzvnode``   torch's etcd-v2 rendezvous handler alone, in small forked processes (issue 15)
-- ``rdzvfleet``  many such nodes and jobs on one machine, timed (``bench/rendezvous.py``, tests)
+- ``launcher``     the image's entrypoint, ``python -m elastic_trainer.launcher``: torchrun with
+                   Torchfleet's defaults, SIGTERM -> exit 143, or an in-place node (inplace/replica_node.py)
+- ``trainer``      the training loop, ``train(task, TrainConfig)``: resume, reshard, periodic and
+                   on-signal checkpoints; an in-place job's worker goes to inplace/
+- ``precision``    autocast and channels_last for the examples' ``--precision``
 
-This package must stay importable without torch (the launcher's argument handling
-and ``localrun`` are used by tools that never train).
+The loop's helpers, beside it: ``train_config`` (its flags), ``checkpointing`` (the loop's checkpoints:
+host copy, background write, what a failed one means), ``hooks`` (the resume's required keys, the
+tests' fault and hold hooks: shared by both loops), ``schedule`` (the LR schedule of a resumed run),
+``nonfinite`` (a NaN or infinite loss skips its update), ``rng``, ``comm`` (numpy-free object
+collectives), ``signals`` (SIGTERM -> "stop after this step"), ``deadline`` (TORCHFLEET_STOP_AT),
+``outputs`` (the final model, evaluate(), custom scalars), ``events`` (logs, progress events,
+TensorBoard), ``data`` (the elastic sampler).
+
+The parts, one package each, its ``__init__`` stating its contract and the names callers use:
+
+- ``store/``    the checkpoint store on the shared file system: atomic, verified, fenced checkpoints
+- ``launch/``   what the launcher is made of: its plan, torchrun's agent, rendezvous settings, warm workers
+- ``inplace/``  in-place recovery (``TORCHFLEET_RECOVERY=inplace``): torchft replica groups, a quorum per
+                step, a replacement heals from a peer (issue 14)
+- ``local/``    etcd, torchrun nodes, a Lighthouse and replica groups as local processes: the tests,
+                the benchmarks and ``torchfleet demo``/``run --local``; nothing else imports it
+
+No import cycles, and each part imports only what its docstring allows (tests/checks/test_import_cycles.py).
+The module names of the flat library before issue 24 still import, with a DeprecationWarning, for
+one release (_moved.py). This package must stay importable without torch (the launcher's argument
+handling, launch/ and local/ are used by tools that never train).
 """
 
 from elastic_trainer import _moved
@@ -40,7 +38,7 @@ _moved.install()  # the flat library's module names still import, for one releas
 __all__ = ["ENV_WARM_MODULES", "EXIT_CHECKPOINT_FAILED", "EXIT_FENCED", "EXIT_MEMBERSHIP_CHANGE", "EXIT_NONFINITE",
            "EXIT_SIGTERM"]
 
-# launcher -> forkserver: the modules warm.py imports after torch (each guarded, see warm.py). Here,
+# launcher -> forkserver: the modules launch/warm.py imports after torch (each guarded, see warm.py). Here,
 # not in launcher.py: warm.py must not import the launcher. A worker forked from the forkserver
 # re-runs the launcher's module as __mp_main__ (multiprocessing's spawn.prepare for a `python -m`
 # parent), and runpy warned "'elastic_trainer.launcher' found in sys.modules" at every node start

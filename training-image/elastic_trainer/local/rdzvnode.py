@@ -13,7 +13,7 @@ handler needs from ``torch.distributed`` are given pure-Python equivalents: ``St
 class), ``PrefixStore`` (keys prefixed ``prefix/``, as c10d's) and ``TCPStore`` (refused: the
 launcher sets ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``, so the handler never creates one).
 
-The host (``python -m elastic_trainer.rdzvnode``) imports that once, reads spawn requests (JSON
+The host (``python -m elastic_trainer.local.rdzvnode``) imports that once, reads spawn requests (JSON
 lines) on stdin and forks one node per request: pages are shared, a fork costs milliseconds.
 Nodes write events (``events.PREFIX`` + JSON, one ``os.write`` each, atomic on a pipe) to the
 host's stdout and are driven by signals sent to their pid: SIGUSR1 starts the first rendezvous,

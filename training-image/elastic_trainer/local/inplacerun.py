@@ -20,7 +20,15 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from elastic_trainer.localrun import SYNTHETIC_EXAMPLE, EventLog, Node, free_port, kill_tree, worker_pids
+from elastic_trainer.local.localrun import (
+    IMAGE_DIR,
+    SYNTHETIC_EXAMPLE,
+    EventLog,
+    Node,
+    free_port,
+    kill_tree,
+    worker_pids,
+)
 
 ENV_LIGHTHOUSE_BINARY = "TORCHFLEET_LIGHTHOUSE_BINARY"
 # How long the Lighthouse waits for a silent group before the quorum goes on without it. The
@@ -103,8 +111,6 @@ class InplaceJob:
         return self.workdir / "checkpoints"
 
     def node_env(self, group: int) -> dict[str, str]:
-        from elastic_trainer.localrun import IMAGE_DIR
-
         env = dict(os.environ)
         paths = [str(IMAGE_DIR), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
         env.update(

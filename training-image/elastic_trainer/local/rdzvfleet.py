@@ -1,6 +1,6 @@
 """Many rendezvous-only jobs on one machine: the parent side of ``rdzvnode`` (issue 15).
 
-A :class:`NodeHost` is one ``python -m elastic_trainer.rdzvnode`` process that forks nodes on
+A :class:`NodeHost` is one ``python -m elastic_trainer.local.rdzvnode`` process that forks nodes on
 request; a :class:`RdzvJob` is a group of those nodes sharing a run id. The measured scenarios
 are the rendezvous part of a spot interruption, on one clock (``time.monotonic``, which every
 process on the machine shares; nodes stamp their own events):
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from elastic_trainer.events import PREFIX
 
-IMAGE_DIR = Path(__file__).resolve().parent.parent  # training-image/
+IMAGE_DIR = Path(__file__).resolve().parents[2]  # training-image/
 
 
 class RendezvousFailed(RuntimeError):
@@ -80,7 +80,7 @@ class NodeHost:
         self._log = log_path.open("ab")
         self.stream = EventStream()
         self.proc = subprocess.Popen(
-            [sys.executable, "-u", "-m", "elastic_trainer.rdzvnode"], env=env, stdin=subprocess.PIPE,
+            [sys.executable, "-u", "-m", "elastic_trainer.local.rdzvnode"], env=env, stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self._log, start_new_session=True,
         )
         self._lock = threading.Lock()

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from elastic_trainer.events import PREFIX
 
-IMAGE_DIR = Path(__file__).resolve().parent.parent  # training-image/
+IMAGE_DIR = Path(__file__).resolve().parents[2]  # training-image/
 SYNTHETIC_EXAMPLE = IMAGE_DIR / "examples" / "synthetic.py"
 
 
