@@ -19,6 +19,9 @@ import pulumi_kubernetes as k8s
 
 from components.spec import PlatformSpec
 
+# It also holds container.clusters.connect, which the DNS-based endpoint checks before the API
+# server sees a request (network.dnsEndpoint): iann0036/iam-dataset gcp/roles/container.clusterViewer.json
+# at 9cebc0b3 lists it; the copy at 1818bc70, before the DNS endpoint existed, does not.
 CREDENTIALS_ROLE = "roles/container.clusterViewer"
 
 
