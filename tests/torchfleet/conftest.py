@@ -1,3 +1,3 @@
-"""The fake cluster API and kubeconfig of test_jobs_cluster.py, shared with the other command tests."""
+"""The fake cluster API and kubeconfig (fake_cluster.py), fixtures of every command test here."""
 
-from tests.torchfleet.test_jobs_cluster import api, kubeconfig  # noqa: F401 (fixtures)
+from tests.torchfleet.fake_cluster import api, kubeconfig  # noqa: F401 (fixtures)

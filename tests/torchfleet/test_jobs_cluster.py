@@ -1,287 +1,31 @@
-"""submit/list/status/logs/delete against a fake API: a real kubernetes ApiClient built from a real
-kubeconfig, with the CustomObjectsApi/CoreV1Api/NetworkingV1Api methods mocked and their calls
-asserted exactly. No API server is needed (the kubeconfig points at a closed local port).
+"""list/status/logs/delete against the fake API (fake_cluster.py: a real ApiClient, the API methods mocked and
+their calls asserted exactly; no API server is needed).
 
 These tests are about the ElasticJob's custom-resource path (``--operator torchelastic``, added by ``cli``
 unless a test names an operator or a stack); the default `job` operator's batch/v1 path is
-test_jobs_cluster_batch.py."""
+test_jobs_cluster_batch.py, submit and sweep test_jobs_cluster_submit.py."""
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from unittest import mock
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.torchfleet.fake_cluster import (  # noqa: F401 (frozen_now: the clock every test here reads)
+    EJ,
+    NOW,
+    TIMEOUT,
+    cli,
+    cond,
+    frozen_now,
+    job_object,
+    node,
+    not_found,
+    pod,
+)
 from torchfleet.cli import main
-from torchfleet.jobs import pod_template
-
-NOW = datetime.now(UTC)
-EJ = ("elastic.pytorch.org", "v1alpha1", "elastic-job", "elasticjobs")
-PJ = ("kubeflow.org", "v1", "elastic-job", "pytorchjobs")
-TIMEOUT = (10, 60)
-SUBMIT = ["submit", "resnet", "--gpu", "t4", "--nodes", "2:4", "--image", "r/t:1", "--", "python", "train.py"]
-
-
-@pytest.fixture(autouse=True)
-def frozen_now():
-    with mock.patch("torchfleet.jobs.commands._now", return_value=NOW):
-        yield
-
-
-@pytest.fixture
-def kubeconfig(tmp_path):
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "test",
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],  # port 9: nothing listens
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "test", "context": {"cluster": "c", "user": "u"}}],
-    }))
-    return path
-
-
-@pytest.fixture
-def api():
-    """Every API method the commands use, mocked (autospec: a wrong argument name fails)."""
-    names = {
-        client.CustomObjectsApi: ["create_namespaced_custom_object", "get_namespaced_custom_object",
-                                  "list_namespaced_custom_object", "delete_namespaced_custom_object"],
-        client.CoreV1Api: ["list_namespaced_pod", "list_namespaced_event", "read_node", "read_namespaced_pod_log"],
-        client.NetworkingV1Api: ["create_namespaced_network_policy", "patch_namespaced_network_policy",
-                                 "delete_namespaced_network_policy"],
-        client.BatchV1Api: ["create_namespaced_job", "read_namespaced_job", "list_namespaced_job",
-                            "delete_namespaced_job"],
-        client.AppsV1Api: ["create_namespaced_deployment"],
-    }
-    names[client.CoreV1Api].append("create_namespaced_service")
-    patches = {n: mock.patch.object(cls, n, autospec=True) for cls, ns in names.items() for n in ns}
-    mocks = {n: p.start() for n, p in patches.items()}
-    # No in-place (batch/v1) jobs unless a test says otherwise.
-    mocks["read_namespaced_job"].side_effect = not_found()
-    mocks["list_namespaced_job"].return_value = client.V1JobList(items=[])
-    yield mock.Mock(**mocks)
-    for p in patches.values():
-        p.stop()
-
-
-def cli(argv, kubeconfig, capsys, operator="torchelastic"):
-    named = any(a.startswith(("--operator", "--stack")) for a in argv)
-    code = main([argv[0], "--kubeconfig", str(kubeconfig), *([] if named or not operator else ["--operator", operator]),
-                 *argv[1:]])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def not_found():
-    return ApiException(status=404, reason="Not Found")
-
-
-def pod(name, job="resnet", phase="Running", node="node-a", restarts=0, age_s=300):
-    return client.V1Pod(
-        metadata=client.V1ObjectMeta(name=name, labels={"torchfleet.io/job": job, "torchfleet.io/role": "training"},
-                                     creation_timestamp=NOW - timedelta(seconds=age_s)),
-        spec=client.V1PodSpec(containers=[client.V1Container(name="elasticjob-worker")], node_name=node),
-        status=client.V1PodStatus(phase=phase, container_statuses=[client.V1ContainerStatus(
-            name="elasticjob-worker", image="r/t:1", image_id="", ready=True, restart_count=restarts)]),
-    )
-
-
-def job_object(name="resnet", kind="ElasticJob", conditions=(), failed=0, age_s=3600, zone=""):
-    container = {"name": pod_template.CONTAINER_NAME["kubeflow" if kind == "PyTorchJob" else "torchelastic"],
-                 "image": "r/t:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-    worker = {"Worker": {"template": {"spec": {"containers": [container]}}}}
-    if kind == "PyTorchJob":
-        spec = {"elasticPolicy": {"minReplicas": 2, "maxReplicas": 4}, "pytorchReplicaSpecs": worker}
-    else:
-        spec = {"minReplicas": 2, "maxReplicas": 4, "replicaSpecs": worker}
-    return {
-        "apiVersion": "elastic.pytorch.org/v1alpha1", "kind": kind,
-        "metadata": {"name": name, "namespace": "elastic-job", "uid": f"uid-{name}",
-                     "creationTimestamp": (NOW - timedelta(seconds=age_s)).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                     "labels": {"torchfleet.io/gpu": "t4"},
-                     "annotations": {pod_template.ANNOTATION_ZONE: zone, pod_template.ANNOTATION_MACHINE: "g4dn.xlarge",
-                                     pod_template.ANNOTATION_CHECKPOINTS: f"/mnt/shared/{name}/checkpoints"}},
-        "spec": spec,
-        "status": {"conditions": list(conditions), "replicaStatuses": {"Worker": {"failed": failed}}},
-    }
-
-
-def cond(type_, minutes_ago):
-    when = (NOW - timedelta(minutes=minutes_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"type": type_, "status": "True", "lastTransitionTime": when}
-
-
-def node(name, zone):
-    return client.V1Node(metadata=client.V1ObjectMeta(name=name, labels={
-        "topology.kubernetes.io/zone": zone, "node.kubernetes.io/instance-type": "g4dn.xlarge",
-        "torchfleet.io/capacity": "spot"}))
-
-
-# ---------------------------------------------------------------- submit
-
-
-def test_submit_creates_the_network_policy_then_the_validated_job_which_then_owns_it(api, kubeconfig, capsys):
-    # Regression (issue 19): the policy was created after the job, so a pod could start before it (and a
-    # submit that died in between left a job whose pods could reach none of their peers).
-    api.get_namespaced_custom_object.side_effect = not_found()
-    order = mock.Mock()
-    order.attach_mock(api.create_namespaced_network_policy, "policy")
-    order.attach_mock(api.create_namespaced_custom_object, "job")
-    order.attach_mock(api.patch_namespaced_network_policy, "adopt")
-    api.create_namespaced_custom_object.side_effect = lambda self, *a, body, **k: {**body, "metadata": {
-        **body["metadata"], "uid": "1234"}}
-    code, out, err = cli(SUBMIT, kubeconfig, capsys)
-    assert code == 0, err
-    assert [c[0] for c in order.mock_calls] == ["policy", "job", "adopt"]
-    (create,) = api.create_namespaced_custom_object.call_args_list
-    _, *positional = create.args
-    assert positional == list(EJ)
-    body = create.kwargs["body"]
-    assert body["kind"] == "ElasticJob" and body["metadata"]["name"] == "resnet"
-    assert create.kwargs["field_validation"] == "Strict" and create.kwargs["field_manager"] == "torchfleet"
-    assert create.kwargs["_request_timeout"] == TIMEOUT
-    (policy_call,) = api.create_namespaced_network_policy.call_args_list
-    _, namespace, policy = policy_call.args
-    assert namespace == "elastic-job" and policy["metadata"]["name"] == "job-resnet"
-    assert "ownerReferences" not in policy["metadata"]  # its owner does not exist yet
-    api.patch_namespaced_network_policy.assert_called_once_with(
-        mock.ANY, "job-resnet", "elastic-job", {"metadata": {"ownerReferences": [{
-            "apiVersion": "elastic.pytorch.org/v1alpha1", "kind": "ElasticJob", "name": "resnet", "uid": "1234",
-            "blockOwnerDeletion": False}]}}, field_manager="torchfleet", _content_type="application/merge-patch+json",
-        _request_timeout=TIMEOUT)
-    assert "submitted ElasticJob resnet to namespace elastic-job" in out
-
-
-def test_submit_allow_egress_creates_both_policies_owned_by_the_job(api, kubeconfig, capsys):
-    api.get_namespaced_custom_object.side_effect = not_found()
-    api.create_namespaced_custom_object.side_effect = lambda self, *a, body, **k: {**body, "metadata": {
-        **body["metadata"], "uid": "1234"}}
-    code, _, err = cli([*SUBMIT[:2], "--allow-egress", "0.0.0.0/0", *SUBMIT[2:]], kubeconfig, capsys)
-    assert code == 0, err
-    calls = api.create_namespaced_network_policy.call_args_list
-    assert [c.args[2]["metadata"]["name"] for c in calls] == ["job-resnet", "job-resnet-egress"]
-    assert all(c.args[1] == "elastic-job" for c in calls)
-    adopted = api.patch_namespaced_network_policy.call_args_list
-    assert [c.args[1] for c in adopted] == ["job-resnet", "job-resnet-egress"]
-    for c in adopted:
-        assert [o["uid"] for o in c.args[3]["metadata"]["ownerReferences"]] == ["1234"]
-    assert calls[1].args[2]["spec"]["policyTypes"] == ["Egress"]
-
-
-def test_submit_egress_policy_failure_creates_no_job_and_removes_the_first_policy(api, kubeconfig, capsys):
-    api.get_namespaced_custom_object.side_effect = not_found()
-    api.create_namespaced_network_policy.side_effect = [None, ApiException(status=403, reason="Forbidden")]
-    code, _, err = cli([*SUBMIT[:2], "--allow-egress", "10.0.0.0/8", *SUBMIT[2:]], kubeconfig, capsys)
-    assert code == 1 and "403" in err
-    api.create_namespaced_custom_object.assert_not_called()
-    api.delete_namespaced_network_policy.assert_called_once_with(mock.ANY, "job-resnet", "elastic-job",
-                                                                 _request_timeout=TIMEOUT)
-
-
-def test_submit_kubeflow_goes_to_pytorchjobs(api, kubeconfig, capsys):
-    api.get_namespaced_custom_object.side_effect = not_found()
-    api.create_namespaced_custom_object.side_effect = lambda self, *a, body, **k: {**body, "metadata": {
-        **body["metadata"], "uid": "1"}}
-    code, _, err = cli([*SUBMIT[:2], "--operator", "kubeflow", *SUBMIT[2:]], kubeconfig, capsys)
-    assert code == 0, err
-    _, *positional = api.create_namespaced_custom_object.call_args.args
-    assert positional == list(PJ)
-
-
-def test_submit_taken_name_exits_2_and_creates_nothing(api, kubeconfig, capsys):
-    api.get_namespaced_custom_object.return_value = job_object()
-    code, out, err = cli(SUBMIT, kubeconfig, capsys)
-    assert out == ""
-    assert code == 2
-    assert "NAME: job(s) resnet already exist in namespace elastic-job" in err
-    api.create_namespaced_custom_object.assert_not_called()
-    api.get_namespaced_custom_object.assert_called_once_with(mock.ANY, *EJ, "resnet", _request_timeout=TIMEOUT)
-
-
-def test_submit_name_taken_in_a_race_exits_2_and_removes_the_policy_it_made(api, kubeconfig, capsys):
-    api.get_namespaced_custom_object.side_effect = not_found()
-    api.create_namespaced_custom_object.side_effect = ApiException(status=409, reason="Conflict")
-    code, _, err = cli(SUBMIT, kubeconfig, capsys)
-    assert code == 2 and "a job named 'resnet' already exists" in err
-    api.delete_namespaced_network_policy.assert_called_once_with(mock.ANY, "job-resnet", "elastic-job",
-                                                                 _request_timeout=TIMEOUT)
-    api.patch_namespaced_network_policy.assert_not_called()
-
-
-def test_sweep_refuses_all_when_one_name_is_taken(api, kubeconfig, capsys):
-    api.get_namespaced_custom_object.side_effect = lambda self, *a, **k: (
-        job_object("s-1") if a[-1] == "s-1" else (_ for _ in ()).throw(not_found()))
-    code, _, err = cli(["sweep", "s", "--gpu", "t4", "--image", "r/t:1", "--param", "lr=1,2,3",
-                        "--", "python", "t.py"], kubeconfig, capsys)
-    assert code == 2 and "s-1 already exist" in err
-    api.create_namespaced_custom_object.assert_not_called()
-
-
-def test_submit_policy_failure_creates_no_job_and_exits_1(api, kubeconfig, capsys):
-    api.get_namespaced_custom_object.side_effect = not_found()
-    api.create_namespaced_network_policy.side_effect = ApiException(status=403, reason="Forbidden")
-    code, _, err = cli(SUBMIT, kubeconfig, capsys)
-    assert code == 1 and "403" in err
-    api.create_namespaced_custom_object.assert_not_called()
-
-
-def test_submit_adoption_failure_removes_the_job_and_its_policy_and_exits_1(api, kubeconfig, capsys):
-    api.get_namespaced_custom_object.side_effect = not_found()
-    api.create_namespaced_custom_object.side_effect = lambda self, *a, body, **k: {**body, "metadata": {
-        **body["metadata"], "uid": "1"}}
-    api.patch_namespaced_network_policy.side_effect = ApiException(status=403, reason="Forbidden")
-    code, _, err = cli(SUBMIT, kubeconfig, capsys)
-    assert code == 1 and "403" in err
-    api.delete_namespaced_custom_object.assert_called_once_with(
-        mock.ANY, *EJ, "resnet", propagation_policy="Background", _request_timeout=TIMEOUT)
-    api.delete_namespaced_network_policy.assert_called_once_with(mock.ANY, "job-resnet", "elastic-job",
-                                                                 _request_timeout=TIMEOUT)
-
-
-def test_missing_crd_is_a_cluster_error(api, kubeconfig, capsys):
-    api.get_namespaced_custom_object.side_effect = not_found()
-    api.create_namespaced_custom_object.side_effect = not_found()  # no such resource type
-    code, _, err = cli(SUBMIT, kubeconfig, capsys)
-    assert code == 1
-    assert "has no ElasticJob resource (elastic.pytorch.org): is the training layer deployed" in err
-    api.delete_namespaced_network_policy.assert_called_once()  # the policy made for it goes too
-
-
-def test_no_cluster_reachable_exits_1(kubeconfig, capsys):
-    # No mocks: the client really connects to 127.0.0.1:9, where nothing listens.
-    code, out, err = cli(["list"], kubeconfig, capsys)
-    assert code == 1 and "no cluster reachable at https://127.0.0.1:9" in err
-    assert out == ""
-
-
-def test_unknown_context_exits_2(kubeconfig, capsys):
-    code, _, err = cli(["list", "--context", "prod"], kubeconfig, capsys)
-    assert code == 2 and "--context" in err and "prod" in err
-
-
-def test_stack_without_pulumi_cli_exits_1(capsys, monkeypatch):
-    monkeypatch.setenv("PATH", "/nonexistent")  # the Pulumi CLI is not installed on test machines anyway
-    code = main(["list", "--stack", "aws-usw2"])
-    err = capsys.readouterr().err
-    assert code == 1 and "needs the Pulumi CLI" in err and "--kubeconfig" in err
-
-
-def test_stack_outputs_give_kubeconfig_and_namespace(api, kubeconfig, capsys):
-    outputs = {"kubeconfig": kubeconfig.read_text(), "namespace": "team-a", "etcdEndpoint": "etcd.team-a.svc:2379"}
-    api.list_namespaced_custom_object.return_value = {"items": []}
-    api.list_namespaced_pod.return_value = client.V1PodList(items=[])
-    with mock.patch("torchfleet.jobs.target.read_stack_outputs", return_value=outputs) as read:
-        code = main(["list", "--stack", "aws-usw2", "--operator", "torchelastic"])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    read.assert_called_once_with("aws-usw2")
-    api.list_namespaced_custom_object.assert_called_once_with(
-        mock.ANY, "elastic.pytorch.org", "v1alpha1", "team-a", "elasticjobs", _request_timeout=TIMEOUT)
-    assert "no ElasticJobs in namespace team-a" in out
-
 
 # ---------------------------------------------------------------- list
 
@@ -453,27 +197,6 @@ def test_delete_forbidden_exits_1(api, kubeconfig, capsys):
     api.delete_namespaced_custom_object.side_effect = ApiException(status=403, reason="Forbidden")
     code, _, err = cli(["delete", "resnet"], kubeconfig, capsys)
     assert code == 1 and "403 Forbidden" in err
-
-
-def test_submit_with_stack_uses_the_deployed_outputs(api, kubeconfig, capsys):
-    outputs = {"kubeconfig": kubeconfig.read_text(), "namespace": "team-a", "sharedClaim": "team-store",
-               "etcdEndpoint": "etcd.team-a.svc:2379", "operator": "kubeflow"}
-    api.get_namespaced_custom_object.side_effect = not_found()
-    api.create_namespaced_custom_object.side_effect = lambda self, *a, body, **k: {**body, "metadata": {
-        **body["metadata"], "uid": "1"}}
-    with mock.patch("torchfleet.jobs.target.read_stack_outputs", return_value=outputs) as read:
-        code = main(["submit", "resnet", "--stack", "aws-usw2", "--gpu", "t4", "--nodes", "2:8", "--image", "r/t:1",
-                     "--", "python", "train.py"])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    read.assert_called_once_with("aws-usw2")
-    _, *positional = api.create_namespaced_custom_object.call_args.args
-    assert positional == ["kubeflow.org", "v1", "team-a", "pytorchjobs"]
-    body = api.create_namespaced_custom_object.call_args.kwargs["body"]
-    pod = body["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
-    assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "team-store"
-    assert body["spec"]["elasticPolicy"]["rdzvHost"] == "etcd.team-a.svc"
-    assert "to namespace team-a" in out
 
 
 def test_ctrl_c_ends_logs_follow_quietly(api, kubeconfig, capsys):

@@ -9,7 +9,7 @@ from unittest import mock
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.torchfleet.test_jobs_cluster import (  # noqa: F401 (fixtures; api and kubeconfig: conftest.py)
+from tests.torchfleet.fake_cluster import (  # noqa: F401 (fixtures; api and kubeconfig: conftest.py)
     NOW,
     TIMEOUT,
     cli,

@@ -10,7 +10,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.torchfleet.test_jobs_cluster import (  # noqa: F401 (fixtures)
+from tests.torchfleet.fake_cluster import (  # noqa: F401 (fixtures)
     EJ,
     NOW,
     TIMEOUT,

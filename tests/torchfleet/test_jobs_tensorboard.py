@@ -16,7 +16,7 @@ from tests.harness import REPO
 from tests.k8s.pod_security import restricted_problems
 from tests.k8s.rendered import K8S_VERSIONS, problems_of
 from tests.torchfleet.checkov import checkov_results
-from tests.torchfleet.test_jobs_cluster import TIMEOUT, cli, job_object, not_found
+from tests.torchfleet.fake_cluster import TIMEOUT, cli, job_object, not_found
 from torchfleet.jobs import target as targets
 from torchfleet.jobs import tensorboard
 

@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 
 from components.catalog import prices
-from tests.torchfleet.test_jobs_cluster import NOW, api, cli, job_object, kubeconfig, node  # noqa: F401 (fixtures)
+from tests.torchfleet.fake_cluster import NOW, api, cli, job_object, kubeconfig, node  # noqa: F401 (fixtures)
 from torchfleet.jobs import usage
 
 T4 = prices.machine_price("aws", "g4dn.xlarge")
