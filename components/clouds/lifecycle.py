@@ -45,3 +45,11 @@ KEPT_ALWAYS: dict[str, dict[str, str]] = {
 
 def kept_types(cloud: str, keep_data: bool) -> set[str]:
     return set(KEPT_ALWAYS[cloud]) | (set(KEPT_WITH_THE_DATA[cloud]) if keep_data else set())
+
+# The Kubernetes provider's clusterIdentifier: each cloud's provider is given the cluster's own id. Without
+# it pulumi-kubernetes decides by heuristics whether a changed kubeconfig means another cluster,
+# and a new API server address (GKE's network.dnsEndpoint turned on or off, publicAccessCidrs
+# emptied) or another auth mode (Azure's kubeLogin) would replace the provider and with it every
+# Kubernetes resource it manages: fixed-name objects failing "already exists", or the training
+# namespace deleted with its running jobs. With it, only a new cluster replaces them ("the provider
+# will only be replaced when clusterIdentifier changes": pulumi_kubernetes Provider, cluster_identifier).

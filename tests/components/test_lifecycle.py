@@ -186,3 +186,19 @@ def test_azure_role_assignments_carry_their_principal_type(results):
 def test_mock_answers_stand_for_real_lookups():
     # The adoption test above reads these: a drift here would hide a broken import id.
     assert mock_aws.CALLS["aws:efs/getFileSystem:getFileSystem"](type("A", (), {"args": {}})())["id"] == "fs-0adopted"
+
+
+@pytest.mark.parametrize("cloud", sorted(CLOUD_STACK))
+def test_the_kubernetes_provider_is_replaced_only_with_its_cluster(results, cloud):
+    """Review of issue 20 (R2): turning GKE's network.dnsEndpoint on or off moves the kubeconfig's
+    server; pulumi-kubernetes replaced its provider on that, and every Kubernetes resource with it.
+    The cluster's own id is the provider's clusterIdentifier, so only a new cluster replaces them."""
+    result = results[CLOUD_STACK[cloud]]
+    provider = result.one("pulumi:providers:kubernetes")
+    cluster_type = {"aws": "aws:eks/cluster:Cluster", "gcp": "gcp:container/cluster:Cluster",
+                    "azure": "azure-native:containerservice:ManagedCluster"}[cloud]
+    cluster = result.one(cluster_type)
+    identifier = provider.inputs.get("clusterIdentifier")
+    # the mocks answer a resource's id as "<name>-id" and an EKS cluster's ARN as ".../cluster/<name>"
+    expected = f"cluster/{cluster.inputs['name']}" if cloud == "aws" else f"{cluster.name}-id"
+    assert identifier and identifier.endswith(expected), identifier

@@ -68,6 +68,7 @@ class AwsCluster(pulumi.ComponentResource):
         provider = k8s.Provider(
             f"{name}-k8s",
             kubeconfig=control.kubeconfig,
+            cluster_identifier=control.cluster.arn,  # components/clouds/lifecycle.py, "clusterIdentifier"
             opts=pulumi.ResourceOptions(parent=self, depends_on=[nodes, *control.admins]),
         )
         autoscaling = EksAutoscaling(

@@ -247,6 +247,7 @@ class AksCluster(pulumi.ComponentResource):
         self.provider = k8s.Provider(
             f"{name}-k8s",
             kubeconfig=self.kubeconfig,
+            cluster_identifier=self.cluster.id,  # components/clouds/lifecycle.py, "clusterIdentifier"
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.rbac_effective]),
         )
         self.register_outputs({"clusterName": self.cluster.name, "kubeconfig": self.kubeconfig})

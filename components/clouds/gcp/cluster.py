@@ -172,7 +172,14 @@ class GcpCluster(pulumi.ComponentResource):
                 self.cluster.name, api_server(self.cluster, dns), self.cluster.master_auth.cluster_ca_certificate
             ).apply(lambda args: kubeconfig(*args, dns_endpoint=dns))
         )
-        provider = k8s.Provider(f"{name}-k8s", kubeconfig=config, opts=pulumi.ResourceOptions(parent=self))
+        # cluster_identifier: see components/clouds/lifecycle.py, "clusterIdentifier" (flipping network.dnsEndpoint
+        # moves the kubeconfig's server, which would otherwise replace every Kubernetes resource)
+        provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=config,
+            cluster_identifier=self.cluster.id,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         datasets = (
             GcsDatasets(f"{name}-datasets", spec, self.network.vpc.id, pulumi.ResourceOptions(parent=self))
             if spec.datasets else None
