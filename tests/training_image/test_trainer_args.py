@@ -27,7 +27,7 @@ def test_defaults():
     assert cfg.num_workers == 0
 
 
-# The names torchfleet/jobs/manifests.py sets on a CLI-submitted job's pods.
+# The names torchfleet/jobs/pod_template.py (environment) sets on a CLI-submitted job's pods.
 def test_defaults_come_from_the_job_environment(monkeypatch):
     # Regression (review): --checkpoint-dir was required and --num-workers 0 inside a job that
     # already says both in its environment.
