@@ -76,6 +76,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                         "retainOnDelete": request.retainOnDelete,
                         "ignoreChanges": list(request.ignoreChanges),
                         "deleteBeforeReplace": request.deleteBeforeReplace,
+                        "replaceOnChanges": list(request.replaceOnChanges),
                         "dependencies": list(request.dependencies),
                         # Which input came from which resource (components/policy/ links node groups
                         # to their subnets by it, as CrossGuard's property_dependencies do).

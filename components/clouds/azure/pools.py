@@ -85,6 +85,10 @@ def pool_options(parent: pulumi.Resource, depends_on: list[pulumi.Resource]) -> 
         # The pool name is fixed (agent_pool_name), so a replacement must delete the old pool
         # first, or the create fails on the name.
         delete_before_replace=True,
+        # Turning encryption at host on or off is not an in-place change of a pool's VMs (it is set
+        # when they are created: aks-docs enable-host-encryption.md); a GPU pool scales from zero,
+        # so a new pool is cheap and does not leave the update half-applied.
+        replace_on_changes=["enableEncryptionAtHost"],
         custom_timeouts=pulumi.CustomTimeouts(create="30m", update="30m", delete="30m"),
     )
 

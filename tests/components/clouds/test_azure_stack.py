@@ -324,6 +324,8 @@ def test_pool_options_reach_the_engine(three):
     for p in pools:
         assert p.options["ignoreChanges"] == ["count"]
         assert p.options["deleteBeforeReplace"] is True
+        # issue 20 review R6: encryption at host is set when the pool's VMs are made, not updated
+        assert p.options["replaceOnChanges"] == ["enableEncryptionAtHost"]
         deps = {_urn_name(u) for u in p.options["dependencies"]}
         assert "torchfleet-azure-cluster-aks" in deps
         # Pools are created one after another (AKS allows one pool operation at a time).
