@@ -54,8 +54,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training-image"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # goodput_overhead, also when loaded by a test
 
+from elastic_trainer.local import Etcd, LocalJob
 from elastic_trainer.local.inplacerun import InplaceJob
-from elastic_trainer.local.localrun import Etcd, LocalJob
 from goodput_overhead import TASKS, bare_loop
 from goodput_overhead import run as run_overhead
 

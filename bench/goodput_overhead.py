@@ -53,8 +53,8 @@ from pathlib import Path
 IMAGE_DIR = Path(__file__).resolve().parents[1] / "training-image"
 sys.path.insert(0, str(IMAGE_DIR))
 
+from elastic_trainer.local import Event, kill_tree  # noqa: E402
 from elastic_trainer.local.inplacerun import HEARTBEAT_TIMEOUT_MS, InplaceJob  # noqa: E402
-from elastic_trainer.local.localrun import Event, kill_tree  # noqa: E402
 
 TIMEOUT = 600
 TARGET_RATIO = 0.95  # issue 14: the wrapper's steps per second against the bare loop's, on a GPU

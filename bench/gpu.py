@@ -45,7 +45,7 @@ IMAGE_DIR = Path(__file__).resolve().parents[1] / "training-image"
 sys.path.insert(0, str(IMAGE_DIR))
 
 from elastic_trainer.launch.rdzvconf import TUNED_RDZV_CONF  # noqa: E402
-from elastic_trainer.local.localrun import (  # noqa: E402
+from elastic_trainer.local import (  # noqa: E402
     ENV_ETCD_BINARY,
     Etcd,
     LocalJob,

@@ -36,8 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training-image"))
 
+from elastic_trainer.local import Etcd, LocalJob
 from elastic_trainer.local.inplacerun import InplaceJob
-from elastic_trainer.local.localrun import Etcd, LocalJob
 
 CHECKPOINT_EVERY = 20
 SCRIPT_ARGS = ["--total-steps=100000000", "--global-batch-size=16", f"--checkpoint-every={CHECKPOINT_EVERY}",

@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training-image"))
 
 from elastic_trainer.launch.rdzvconf import TORCH_DEFAULT_RDZV_CONF, TUNED_RDZV_CONF, format_rdzv_conf
-from elastic_trainer.local.localrun import (
+from elastic_trainer.local import (
     Etcd,
     LocalJob,
     add_node_and_join,

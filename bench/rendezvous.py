@@ -46,7 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training-image"))
 
 from elastic_trainer.launch.rdzvconf import format_rdzv_conf, parse_rdzv_conf, rdzv_conf_for_nodes
-from elastic_trainer.local.localrun import etcd_binary, free_port
+from elastic_trainer.local import etcd_binary, free_port
 from elastic_trainer.local.rdzvfleet import (
     NodeHost,
     RdzvJob,

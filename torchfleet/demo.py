@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace, workdir: Path) -> int:
     from elastic_trainer.launch.rdzvconf import TUNED_RDZV_CONF, format_rdzv_conf
-    from elastic_trainer.local.localrun import Etcd, LocalJob
+    from elastic_trainer.local import Etcd, LocalJob
 
     timeline = Timeline()
     every = args.checkpoint_every
@@ -127,7 +127,7 @@ def _demo(args: argparse.Namespace, workdir: Path) -> int:
 
 def _timeline(args: argparse.Namespace, job, killed: set[str], timeline: Timeline) -> int:
     """Start two nodes, kill one, start a replacement, and print what happened when."""
-    from elastic_trainer.local.localrun import kill_and_resume
+    from elastic_trainer.local import kill_and_resume
 
     every = args.checkpoint_every
     job.start_node("node0"), job.start_node("node1")

@@ -99,7 +99,7 @@ class NodeFailed(Exception):
 def _fail_fast_events():
     """An EventLog whose waits end as soon as a node the demo did not kill has failed, instead of
     timing out minutes later with the cause in a log nobody sees."""
-    from elastic_trainer.local.localrun import Event, EventLog
+    from elastic_trainer.local import Event, EventLog
 
     class FailFastEvents(EventLog):
         def __init__(self) -> None:
@@ -127,7 +127,7 @@ def worker_failures(log: str) -> int:
     """Worker failures torchrun logged since the node's last progress event. A survivor's worker
     may fail once or twice when its peer is killed; one failing again and again (torchrun
     restarts it up to --max_restarts times) is failing for good."""
-    from elastic_trainer.local.localrun import PREFIX
+    from elastic_trainer.events import PREFIX
 
     count = 0
     for line in log.splitlines():

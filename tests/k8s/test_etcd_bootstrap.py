@@ -26,7 +26,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from elastic_trainer.local.localrun import ENV_ETCD_BINARY
+from elastic_trainer.local import ENV_ETCD_BINARY
 
 from components.kube import static, transforms
 from tests.harness import REPO

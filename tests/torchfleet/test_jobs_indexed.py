@@ -155,7 +155,7 @@ def _pod_process(job, req, etcd, store, index, log):
     import subprocess
     import sys
 
-    from elastic_trainer.local.localrun import IMAGE_DIR
+    from elastic_trainer.local import IMAGE_DIR
 
     (worker,) = job["spec"]["template"]["spec"]["containers"]
     args = [a.replace("$(POD_IP)", "127.0.0.1") for a in worker["args"]]
@@ -188,7 +188,7 @@ def test_min_nodes_train_at_once_a_later_pod_joins_and_one_after_the_end_exits_7
     a pod that starts after the run ended (one that was Pending until then) exits 75, retried, not 1."""
     import time
 
-    from elastic_trainer.local.localrun import Etcd, etcd_binary
+    from elastic_trainer.local import Etcd, etcd_binary
 
     if etcd_binary() is None:
         pytest.fail("etcd is not installed (apt-get install etcd-server), or $TORCHFLEET_ETCD_BINARY is not executable")

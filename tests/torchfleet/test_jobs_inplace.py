@@ -354,7 +354,7 @@ def test_the_submitted_pods_train_and_heal_against_the_submitted_lighthouse(tmp_
     import os
     import sys
 
-    from elastic_trainer.local.localrun import IMAGE_DIR
+    from elastic_trainer.local import IMAGE_DIR
 
     total = 300  # 15 s at least: group 1 starts (torch import and all) long before group 0 is done
     command = ["python", "examples/synthetic.py", f"--total-steps={total}", "--global-batch-size=32",

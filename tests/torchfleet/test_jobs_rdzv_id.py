@@ -19,7 +19,7 @@ import sys
 from dataclasses import replace
 
 import pytest
-from elastic_trainer.local.localrun import IMAGE_DIR, Etcd, etcd_binary
+from elastic_trainer.local import IMAGE_DIR, Etcd, etcd_binary
 
 from torchfleet.jobs import manifests, pod_template
 from torchfleet.jobs import target as targets

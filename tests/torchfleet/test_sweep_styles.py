@@ -19,7 +19,7 @@ from unittest import mock
 import pytest
 import torch
 import yaml
-from elastic_trainer.local.localrun import IMAGE_DIR, Etcd, etcd_binary
+from elastic_trainer.local import IMAGE_DIR, Etcd, etcd_binary
 from elastic_trainer.store.checkpoint import CheckpointStore
 
 from torchfleet.cli import main

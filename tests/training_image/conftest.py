@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from elastic_trainer.local.localrun import ENV_ETCD_BINARY, Etcd, LocalJob, etcd_binary
+from elastic_trainer.local import ENV_ETCD_BINARY, Etcd, LocalJob, etcd_binary
 from elastic_trainer.store import checkpoint_verify as checkpoint_module  # _hash_file: every read-back hash
 
 from tests.harness.trainer_run import group  # noqa: F401 (a fixture)

@@ -21,8 +21,8 @@ from elastic_trainer import EXIT_MEMBERSHIP_CHANGE
 from elastic_trainer.events import PREFIX
 from elastic_trainer.inplace.group import _InplaceRun
 from elastic_trainer.inplace.settings import ENV_LIGHTHOUSE_WAIT_S
+from elastic_trainer.local import IMAGE_DIR, SYNTHETIC_EXAMPLE, free_port
 from elastic_trainer.local.inplacerun import Lighthouse, lighthouse_binary
-from elastic_trainer.local.localrun import IMAGE_DIR, SYNTHETIC_EXAMPLE, free_port
 
 HANG = 240  # a hang detector only: every bound in these tests is a few seconds
 

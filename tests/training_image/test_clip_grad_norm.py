@@ -6,7 +6,7 @@ import sys
 
 import pytest
 import torch
-from elastic_trainer.local.localrun import SYNTHETIC_EXAMPLE
+from elastic_trainer.local import SYNTHETIC_EXAMPLE
 from elastic_trainer.store.checkpoint import CheckpointStore
 
 pytestmark = pytest.mark.slow

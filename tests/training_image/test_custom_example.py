@@ -13,7 +13,7 @@ import sys
 
 import pytest
 import torch
-from elastic_trainer.local.localrun import IMAGE_DIR
+from elastic_trainer.local import IMAGE_DIR
 
 EXAMPLE = IMAGE_DIR / "examples" / "train.py"
 CPU = torch.device("cpu")

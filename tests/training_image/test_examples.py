@@ -10,7 +10,7 @@ import types
 
 import pytest
 import torch
-from elastic_trainer.local.localrun import IMAGE_DIR
+from elastic_trainer.local import IMAGE_DIR
 from torch import nn
 
 CPU = torch.device("cpu")

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from elastic_trainer.local.localrun import Event
+from elastic_trainer.local import Event
 
 spec = importlib.util.spec_from_file_location("goodput", Path(__file__).resolve().parents[2] / "bench" / "goodput.py")
 goodput = importlib.util.module_from_spec(spec)

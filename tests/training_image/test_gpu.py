@@ -23,7 +23,7 @@ import time
 import pytest
 import torch
 from elastic_trainer.hooks import FAULT_STALL_COMMIT
-from elastic_trainer.local.localrun import IMAGE_DIR, worker_pids
+from elastic_trainer.local import IMAGE_DIR, worker_pids
 from elastic_trainer.store.fence import Generations
 from elastic_trainer.trainer import TrainConfig
 

@@ -23,7 +23,7 @@ from elastic_trainer.launch.rdzvconf import (
     parse_rdzv_conf,
     rdzv_conf_for_nodes,
 )
-from elastic_trainer.local.localrun import IMAGE_DIR
+from elastic_trainer.local import IMAGE_DIR
 
 # What the ElasticJob controller prepends to the container args (docs/facts.md, "Controllers and exit codes").
 CONTROLLER = ["--rdzv_backend=etcd", "--rdzv_endpoint=etcd:2379", "--rdzv_id=job", "--nnodes=1:4"]

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 from elastic_trainer.launcher import EXIT_BAD_INPUT, EXIT_RDZV_UNAVAILABLE
-from elastic_trainer.local.localrun import IMAGE_DIR, SYNTHETIC_EXAMPLE, free_port
+from elastic_trainer.local import IMAGE_DIR, SYNTHETIC_EXAMPLE, free_port
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from elastic_trainer.local.localrun import IMAGE_DIR, kill_tree, worker_pids
+from elastic_trainer.local import IMAGE_DIR, kill_tree, worker_pids
 
 SHOW_PID = "import os, time\nprint('worker', os.getpid(), flush=True)\ntime.sleep(120)\n"
 

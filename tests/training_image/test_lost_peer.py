@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 from elastic_trainer.launch import lost_peer
 from elastic_trainer.launch.lost_peer import dropped_self, heartbeat_window_s, nodes_present
-from elastic_trainer.local.localrun import IMAGE_DIR, LocalJob, worker_pids
+from elastic_trainer.local import IMAGE_DIR, LocalJob, worker_pids
 
 # Each worker's first start (TORCHELASTIC_RESTART_COUNT=0) sleeps before anything else, so the kill below
 # lands after the rendezvous and before the process group forms. A test-only hook: fresh interpreters

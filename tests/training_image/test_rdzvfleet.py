@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 from elastic_trainer.launch.rdzvconf import rdzv_conf_for_nodes
-from elastic_trainer.local.localrun import IMAGE_DIR
+from elastic_trainer.local import IMAGE_DIR
 from elastic_trainer.local.rdzvfleet import NodeHost, RdzvJob, RendezvousFailed, _formed_round
 from elastic_trainer.local.rdzvnode import _PrefixStore
 

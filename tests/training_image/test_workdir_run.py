@@ -19,7 +19,7 @@ import sys
 
 import pytest
 import yaml
-from elastic_trainer.local.localrun import IMAGE_DIR
+from elastic_trainer.local import IMAGE_DIR
 
 from torchfleet.cli import main
 from torchfleet.jobs import manifests, workdir

@@ -31,7 +31,7 @@ MOVED = {
     "fence": "store.fence",
     "inplace_addresses": "inplace.addresses",
     "inplacerun": "local.inplacerun",
-    "localrun": "local.localrun",
+    "localrun": "local",  # its names are the package's now (local/__init__.py)
     "lost_peer": "launch.lost_peer",
     "rdzv_store_ttl": "launch.rdzv_store_ttl",
     "rdzvconf": "launch.rdzvconf",

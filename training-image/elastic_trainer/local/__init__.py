@@ -1,8 +1,10 @@
 """Jobs on one machine, as local processes: what the tests, the benchmarks and the local demo run.
 
-- ``localrun``    an etcd server and torchrun "nodes" (``python -m elastic_trainer.launcher`` in their
-                  own sessions, exactly what a pod runs), the progress events they print on one
-                  clock, and the scenarios of a spot interruption: kill and resume, join, SIGTERM
+- ``localrun``    torchrun "nodes" (``python -m elastic_trainer.launcher`` in their own sessions,
+                  exactly what a pod runs), the progress events they print on one clock, and the
+                  scenarios of a spot interruption: kill and resume, join, SIGTERM
+- ``etcd``        a throwaway etcd with the v2 API for them to meet at
+- ``processes``   a free port, a launcher's workers and descendants (/proc), killing a whole tree
 - ``inplacerun``  the in-place mode's: a real torchft Lighthouse and replica-group nodes
 - ``rdzvnode``    torch's etcd-v2 rendezvous handler alone, in small forked processes (issue 15;
                   run as ``python -m elastic_trainer.local.rdzvnode``)
@@ -14,21 +16,23 @@ torch import (the CLI's parent process and the benches only orchestrate). What c
 names below. Nothing else in the library imports this package (tests/checks/test_import_cycles.py).
 """
 
+from elastic_trainer.local.etcd import ENV_ETCD_BINARY, Etcd, etcd_binary, etcd_server
 from elastic_trainer.local.inplacerun import InplaceJob, Lighthouse, lighthouse_binary
 from elastic_trainer.local.localrun import (
     IMAGE_DIR,
     SYNTHETIC_EXAMPLE,
-    Etcd,
     Event,
     EventLog,
     LocalJob,
     Node,
-    etcd_binary,
-    free_port,
-    kill_tree,
+    add_node_and_join,
+    kill_and_resume,
+    sigterm_and_checkpoint,
 )
+from elastic_trainer.local.processes import descendants, free_port, kill_tree, worker_pids
 
 __all__ = [
+    "ENV_ETCD_BINARY",
     "IMAGE_DIR",
     "SYNTHETIC_EXAMPLE",
     "Etcd",
@@ -38,8 +42,14 @@ __all__ = [
     "Lighthouse",
     "LocalJob",
     "Node",
+    "add_node_and_join",
+    "descendants",
     "etcd_binary",
+    "etcd_server",
     "free_port",
+    "kill_and_resume",
     "kill_tree",
     "lighthouse_binary",
+    "sigterm_and_checkpoint",
+    "worker_pids",
 ]

@@ -20,15 +20,8 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from elastic_trainer.local.localrun import (
-    IMAGE_DIR,
-    SYNTHETIC_EXAMPLE,
-    EventLog,
-    Node,
-    free_port,
-    kill_tree,
-    worker_pids,
-)
+from elastic_trainer.local.localrun import IMAGE_DIR, SYNTHETIC_EXAMPLE, EventLog, Node
+from elastic_trainer.local.processes import free_port, kill_tree, worker_pids
 
 ENV_LIGHTHOUSE_BINARY = "TORCHFLEET_LIGHTHOUSE_BINARY"
 # How long the Lighthouse waits for a silent group before the quorum goes on without it. The

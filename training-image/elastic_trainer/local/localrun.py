@@ -1,178 +1,33 @@
-"""Elastic jobs on one machine: an etcd server and torchrun "nodes" as local process trees.
+"""Elastic jobs on one machine: torchrun "nodes" as local process trees, their events, the measured scenarios.
 
 The one harness behind the real-run tests, ``bench/recovery.py`` and ``torchfleet demo``.
 A node is the launcher (``python -m elastic_trainer.launcher``) in its own session, exactly
 what a pod runs; its workers print progress events (``events.PREFIX`` + JSON) that are
 collected here with the monotonic time they arrived, so figures are measured on one clock.
 
-No torch import here: the demo's parent process only orchestrates.
+The etcd they meet at is etcd.py's, the process trees are processes.py's. No torch import here: the
+demo's parent process only orchestrates.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from elastic_trainer.events import PREFIX
+from elastic_trainer.local.processes import kill_tree
 
 IMAGE_DIR = Path(__file__).resolve().parents[2]  # training-image/
 SYNTHETIC_EXAMPLE = IMAGE_DIR / "examples" / "synthetic.py"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _children_by_parent() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # the command name is in parentheses and may contain spaces: parse after the last ')'
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    return children
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def worker_pids(launcher_pid: int) -> list[int]:
-    """The training processes torchrun started under a launcher (not its helpers, not loader workers).
-
-    Forked from the forkserver (the launcher's default), they are the forkserver's children;
-    otherwise the launcher's own children other than multiprocessing's helpers.
-    """
-    children = _children_by_parent()
-    direct = children.get(launcher_pid, [])
-    servers = [pid for pid in direct if "multiprocessing.forkserver" in _cmdline(pid)]
-    if servers:
-        return [pid for server in servers for pid in children.get(server, [])]
-    return [pid for pid in direct if "from multiprocessing" not in _cmdline(pid)]
-
-
-def descendants(pid: int) -> list[int]:
-    """All live descendants of ``pid`` (from /proc; Linux only)."""
-    children = _children_by_parent()
-    found: list[int] = []
-    stack = [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found
-
-
-def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
-    """Signal ``pid`` and every descendant, as losing the machine would.
-
-    torchrun starts its workers in their own sessions, so a process-group kill is not enough.
-    The tree is collected first and then signalled, so reparented orphans are not missed.
-    """
-    for _ in range(3):
-        targets = [pid, *descendants(pid)]
-        for target in targets:
-            with suppress(ProcessLookupError, PermissionError):
-                os.kill(target, sig)
-        if sig != signal.SIGKILL or not descendants(pid):
-            return
-
-
-# An etcd binary that is not on PATH (a GPU machine with no etcd installed gets one copied in).
-ENV_ETCD_BINARY = "TORCHFLEET_ETCD_BINARY"
-
-
-def etcd_binary() -> str | None:
-    """The etcd to run: ``$TORCHFLEET_ETCD_BINARY``, else ``etcd`` on PATH or /usr/bin; None if none exists."""
-    chosen = os.environ.get(ENV_ETCD_BINARY)
-    if chosen:
-        return chosen if os.access(chosen, os.X_OK) else None
-    return shutil.which("etcd") or shutil.which("/usr/bin/etcd")
-
-
-class Etcd:
-    """A throwaway single-member etcd with the v2 API (torch's etcd-v2 rendezvous needs it)."""
-
-    def __init__(self, binary: str | None = None) -> None:
-        self.binary = binary or os.environ.get(ENV_ETCD_BINARY) or etcd_binary() or "/usr/bin/etcd"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.data_dir: str | None = None
-        self.endpoint = ""
-
-    def start(self, timeout: float = 20.0) -> Etcd:
-        last_error = ""
-        for _ in range(3):  # a free port can be taken between picking and binding it
-            client, peer = free_port(), free_port()
-            self.data_dir = tempfile.mkdtemp(prefix="tf-etcd-")
-            self.proc = subprocess.Popen(
-                [
-                    self.binary,
-                    "--name=tf",
-                    f"--data-dir={self.data_dir}",
-                    f"--listen-client-urls=http://127.0.0.1:{client}",
-                    f"--advertise-client-urls=http://127.0.0.1:{client}",
-                    f"--listen-peer-urls=http://127.0.0.1:{peer}",
-                    f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-                    f"--initial-cluster=tf=http://127.0.0.1:{peer}",
-                    "--enable-v2=true",
-                    "--log-level=error",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-            self.endpoint = f"127.0.0.1:{client}"
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                try:
-                    with urllib.request.urlopen(f"http://{self.endpoint}/v2/keys", timeout=1) as reply:
-                        if reply.status == 200:
-                            return self
-                except OSError:
-                    time.sleep(0.1)
-            last_error = self.proc.stderr.read().decode(errors="replace")[-2000:] if self.proc.poll() else ""
-            self.stop()
-        raise RuntimeError(f"etcd did not start: {last_error or 'timeout'}")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            with suppress(ProcessLookupError):
-                self.proc.kill()
-            self.proc.wait()
-            if self.proc.stderr:
-                self.proc.stderr.close()
-            self.proc = None
-        if self.data_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-            self.data_dir = None
-
-    def __enter__(self) -> Etcd:
-        return self.start() if self.proc is None else self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 @dataclass(frozen=True)
@@ -381,12 +236,6 @@ class LocalJob:
 
     def steps(self) -> list[Event]:
         return [e for e in self.events.snapshot() if e.kind == "step"]
-
-
-@contextmanager
-def etcd_server() -> Iterator[Etcd]:
-    with Etcd() as etcd:
-        yield etcd
 
 
 # -- the measured scenarios (bench/recovery.py and `torchfleet demo` report these) ----------------
