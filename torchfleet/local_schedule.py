@@ -70,11 +70,14 @@ def run(recovery: str, name: str, workdir: Path, script: Path, script_args: list
     from elastic_trainer.localrun import Etcd, LocalJob
     from elastic_trainer.rdzvconf import format_rdzv_conf, rdzv_conf_for_nodes
 
-    # The heartbeats the launcher gives a 16-node job (3 s, 9 s to declare a node dead), not the 2-node
-    # ones (1 s, 3 s): a run shares its machine with the user's other work, and on this 2-core machine at
-    # load 9-11 the 1 s heartbeats let a live node be declared dead while the next one joined, splitting
-    # the rendezvous into two groups of one (2 of 3 runs; rdzvconf.py has the same effect at scale).
-    conf = format_rdzv_conf(rdzv_conf_for_nodes(16))
+    # The launcher's rendezvous settings for this size, as a cluster job of the same --nodes gets them
+    # (elastic_trainer's rdzvconf.py). This ran with the 16-node ones (3 s heartbeats) after 1 s heartbeats
+    # split the rendezvous at load 9-11. Measured here with the README's command and the defaults: in 2 of 4
+    # runs at load 3-11 the second node missed the rounds and the first finished alone (exit 1), and in 3 of
+    # them the lone first node had dropped itself while starting its worker; since a node keeps its own
+    # heartbeat (lost_peer.py), 5 of 5 at load 9-15 trained together, the survivor's next step 4.8-6.4 s
+    # after the kill (11.6-13.1 s with the 16-node settings, 5 runs interleaved with them).
+    conf = format_rdzv_conf(rdzv_conf_for_nodes(schedule.nodes))
     with Etcd() as etcd, LocalJob(etcd_endpoint=etcd.endpoint, run_id=f"{name}-{time.time_ns() % 10**8}",
                                   workdir=workdir, script_args=script_args, nnodes=f"1:{schedule.nodes}",
                                   script=script, rdzv_conf=conf, checkpoint_flag=False, extra_env=env) as job:
@@ -127,12 +130,14 @@ def _exits(job, killed, stop) -> None:
 
 
 def _step(job, since: float, world: int, timeout: float = UNBOUNDED_S, describe: str = "", hold: bool = False):
-    """The first step at ``world`` after ``since``, or the job's end; with ``hold``, or a group waiting
-    before step 1 for every node (HOLD_FOR_WORLD)."""
-    kinds = ("done", "hold") if hold else ("done",)
+    """The first step at ``world`` after ``since``, or the job's end (whenever it came: a job that finished
+    while a replacement started waited here the whole RECOVERY_TIMEOUT_S, then failed); with ``hold``, or a
+    group waiting before step 1 for every node (HOLD_FOR_WORLD)."""
 
     def match(e) -> bool:
-        return e.t > since and (e.kind in kinds or (e.kind == "step" and e["world"] == world))
+        if e.kind == "done":
+            return True
+        return e.t > since and ((hold and e.kind == "hold") or (e.kind == "step" and e["world"] == world))
 
     return job.events.wait_for(match, timeout, describe=describe or f"a step at world size {world}")
 
@@ -141,7 +146,7 @@ def _trigger(job, schedule: Schedule, since: float):
     """Wait for the next kill (None) or the end of training (its ``done`` event)."""
     if schedule.every_s is not None:
         try:
-            return job.events.wait_for(lambda e: e.t > since and e.kind == "done", schedule.every_s)
+            return job.events.wait_for(lambda e: e.kind == "done", schedule.every_s)  # ended before ``since`` too
         except TimeoutError:
             return None
     if schedule.kills < len(schedule.at_steps):
