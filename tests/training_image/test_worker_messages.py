@@ -21,7 +21,8 @@ import sys
 import pytest
 from elastic_trainer import worker_exits
 from elastic_trainer.launcher import EXIT_RDZV_UNAVAILABLE
-from elastic_trainer.localrun import IMAGE_DIR
+from elastic_trainer.localrun import IMAGE_DIR, kill_and_resume
+from elastic_trainer.trainer import HOLD_FOR_WORLD
 
 TEMPLATE = IMAGE_DIR / "examples" / "train.py"
 RUNPY_WARNING = "found in sys.modules"
@@ -74,23 +75,26 @@ def test_a_peer_loss_is_told_in_one_line():
 
 @pytest.mark.slow
 def test_a_node_loss_and_a_late_node_read_as_what_they_are(make_job):
-    # 2:2, as tests/training_image/test_real_runs.py: with 1:2 a node joining late could form a round of its
-    # own (two world-1 groups, the older one fenced), and on a loaded machine one node could finish alone.
+    # An elastic range, as jobs run: 1:2, and a node that forms the group alone waits before step 3 for the
+    # other (HOLD_FOR_WORLD), or on a loaded machine it could finish alone. This ran as 2:2 while a node
+    # joining late could split the run into two world-1 groups; lost_peer.py rejoins a dropped node since.
     job = make_job("--total-steps=60", "--global-batch-size=16", "--checkpoint-every=10", "--step-delay-s=0.05",
-                   nnodes="2:2")
+                   nnodes="1:2", extra_env={HOLD_FOR_WORLD: "3:2"})
     survivor, victim = job.start_node(), job.start_node()
+    # past the checkpoint of step 10: the survivor resumes after the hold's step
     job.events.wait_for(lambda e: e.kind == "step" and e["world"] == 2 and e["step"] >= 12, 240)
-    killed_at = victim.kill()
-    job.start_node("replacement")
-    job.events.wait_for(lambda e: e.kind == "step" and e.t > killed_at and e["world"] == 2, 240)
+    kill_and_resume(job, victim, world_after=1, timeout=180)
     job.wait_for("done", 240)
     assert survivor.wait(120) == 0
     text = survivor.log_text()
     assert RUNPY_WARNING not in text, text[-3000:]
     assert "Traceback" not in text and "failed (exitcode: 75)" not in text, text[-6000:]
     told = [line for line in text.splitlines() if "a peer left the group" in line]
-    # rank 0 or 1: which rank a node's worker had depends on the rendezvous order
-    assert len(told) == 1 and re.match(r"\[torchfleet\] rank [01]: a peer left the group \(", told[0]), text[-3000:]
+    # One line per loss. Not exactly one loss: under load the rendezvous can drop a starved live node, and the
+    # restart that rejoins it is a peer loss to the other node's worker too (lost_peer.py). Rank 0 or 1: which
+    # rank a node's worker had depends on the rendezvous order.
+    assert told and all(re.match(r"\[torchfleet\] rank [01]: a peer left the group \(", line) for line in told), (
+        text[-3000:])
 
     late = job.start_node("late")  # the run is over: its rendezvous is closed
     assert late.wait(180) == EXIT_RDZV_UNAVAILABLE
@@ -117,7 +121,7 @@ def test_the_agent_reports_a_worker_exit_code_in_one_line(monkeypatch):
     """torchrun's ``logger.exception`` of a worker that exited with a code: its traceback is the agent's own."""
     import logging
 
-    from elastic_trainer.launcher import _quiet_worker_exits
+    from elastic_trainer.launch.agent import _quiet_worker_exits
     from torch.multiprocessing.spawn import ProcessExitedException, ProcessRaisedException
 
     monkeypatch.delenv(worker_exits.DEBUG_ENV, raising=False)
