@@ -77,7 +77,12 @@ def test_restart_mode_with_a_kill_of_the_template_script(tmp_path):
     for line in ("started node0 (a torchrun agent, 1 worker)", "training with 2 nodes (step ",
                  "started node2 as the replacement", "finished: all 300 steps"):
         assert line in out, out
-    assert re.search(r"went on with 1 at step \d+, [\d.]+ s after the kill, from the checkpoint of step (20|40)", out)
+    # Which checkpoint: the periodic one before the kill, or, after one more restart shortly before it (a
+    # starved node dropped and rejoining, lost_peer.py), the one the workers wrote as they stopped: 2 of 5
+    # runs at load 9-13 here failed on "(20|40)" with 4 and 5 restarts where 3 is usual, one with 1 step
+    # lost. The figure is checked against the survivor's own log below.
+    went_on = re.search(r"went on with 1 at step \d+, [\d.]+ s after the kill, from the checkpoint of step (\d+)", out)
+    assert went_on and int(went_on.group(1)) >= 1, out
     assert re.search(r"2 again at step \d+|the job finished before node2 could join", out), out
     assert re.search(r"Restarts: +\d+; \d+ steps lost", out) and "Step:            300 of 300 (100%), done" in out
 
@@ -88,12 +93,16 @@ def test_restart_mode_with_a_kill_of_the_template_script(tmp_path):
                      status.stdout), status.stdout
     assert "On disk:         step 300 (generation " in status.stdout and str(tmp_path / "checkpoints") in status.stdout
 
+    # The survivor alone is rank 0 after the kill; with both, rank 0 is either node (torch ranks the nodes by
+    # address and agent pid, and pids wrap): the world-2 steps are looked for in every node's lines.
     logs = finished("logs", "--local", str(tmp_path), "--node", "node0")
     assert logs.returncode == 0, logs.stderr
-    assert re.search(r"^\d\d:\d\d:\d\d  step \d+   loss [\d.]+   [\d.]+ steps/s   world 2$", logs.stdout, re.M)
-    assert re.search(r"^\d\d:\d\d:\d\d  resumed from the checkpoint of step (20|40), world size 1$", logs.stdout,
-                     re.M), logs.stdout
-    assert "@@tf" not in logs.stdout
+    assert re.search(rf"^\d\d:\d\d:\d\d  resumed from the checkpoint of step {went_on.group(1)}, world size 1$",
+                     logs.stdout, re.M), logs.stdout
+    assert "@@tf" not in logs.stdout and "[node" not in logs.stdout
+    every = finished("logs", "--local", str(tmp_path))
+    assert re.search(r"^\[node\d\] \d\d:\d\d:\d\d  step \d+   loss [\d.]+   [\d.]+ steps/s   world 2$", every.stdout,
+                     re.M), every.stdout[-3000:]
     raw = finished("logs", "--local", str(tmp_path), "--json")
     assert "[node0] @@tf {" in raw.stdout and "[node1] " in raw.stdout
 
