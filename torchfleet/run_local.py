@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run your training script on local nodes, killing and replacing them on a schedule",
                        usage=USAGE, description=__doc__.split("\n\n")[1],
                        epilog="example:\n  torchfleet run --local --nodes 2 --kill-at 60 -- "
-                              "training-image/examples/train.py --total-steps=200 --checkpoint-every=20")
+                              "training-image/examples/train.py --total-steps=200 --global-batch-size=32 "
+                              "--checkpoint-every=20")
     p.add_argument("--local", action="store_true",
                    help="required: on this machine (a job on a cluster is `torchfleet submit`)")
     p.add_argument("--name", default=time.strftime("local-%Y%m%d-%H%M%S"),
@@ -71,8 +72,8 @@ def script_and_args(command: list[str] | None) -> tuple[Path, list[str]]:
     if not words or words[0].startswith("-"):
         got = " ".join(command or []) or "nothing"
         raise UsageError(f"SCRIPT: the training script goes after --, e.g. {USAGE.split(' -- ')[0]} -- "
-                         f"training-image/examples/train.py --total-steps=200 (the launcher runs a .py file, not "
-                         f"python -m); got: {got}")
+                         f"training-image/examples/train.py --total-steps=200 --global-batch-size=32 (the launcher "
+                         f"runs a .py file, not python -m); got: {got}")
     script = Path(words[0])
     if not script.is_file():
         raise UsageError(f"SCRIPT: {script} is not a file (from {Path.cwd()})")
