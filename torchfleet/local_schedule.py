@@ -1,6 +1,6 @@
 """The body of `torchfleet run --local`: start the nodes, kill and replace them on the schedule, tell the timeline.
 
-The processes come from the training image's harness (elastic_trainer/localrun.py for restart mode,
+The processes come from the training image's harness (elastic_trainer/local/localrun.py for restart mode,
 inplacerun.py in-place) and the timeline, the fail-fast watch and the closing status view are
 `torchfleet demo`'s (torchfleet/local_nodes.py), so a user's run and the demo behave and read alike.
 """
@@ -57,7 +57,7 @@ def run(recovery: str, name: str, workdir: Path, script: Path, script_args: list
     total = summary.total_steps_from_args(script_args)
     env = hold_env(recovery, schedule.nodes, total, schedule.every_s is not None or bool(schedule.at_steps))
     if recovery == "inplace":
-        from elastic_trainer.inplacerun import InplaceJob
+        from elastic_trainer.local import InplaceJob
 
         with InplaceJob(workdir, script_args, groups=schedule.nodes, script=script, checkpoint_flag=False,
                         extra_env=env) as job:
@@ -67,8 +67,8 @@ def run(recovery: str, name: str, workdir: Path, script: Path, script_args: list
             return local_nodes.run_watched(job, _with_exits(local_nodes.watch_inplace_groups),
                                     lambda killed: _timeline(job, nodes, killed, schedule, timeline, total, True),
                                     command="run")
-    from elastic_trainer.localrun import Etcd, LocalJob
-    from elastic_trainer.rdzvconf import format_rdzv_conf, rdzv_conf_for_nodes
+    from elastic_trainer.launch.rdzvconf import format_rdzv_conf, rdzv_conf_for_nodes
+    from elastic_trainer.local import Etcd, LocalJob
 
     # The launcher's rendezvous settings for this size, as a cluster job of the same --nodes gets them
     # (elastic_trainer's rdzvconf.py). This ran with the 16-node ones (3 s heartbeats) after 1 s heartbeats
@@ -211,7 +211,7 @@ def _progress(job, timeline, total: int | None, quiet: threading.Event) -> None:
 
 def _kill_and_replace(job, nodes: _Nodes, killed: set[str], schedule: Schedule, timeline, inplace: bool):
     """One kill: the whole tree of the slot's node, the survivors' next step, the replacement's join."""
-    from elastic_trainer.localrun import descendants
+    from elastic_trainer.local import descendants
 
     slot = schedule.next_slot()
     victim = nodes.by_slot[slot]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
-from elastic_trainer.localrun import Event, EventLog
+from elastic_trainer.local import Event, EventLog
 
 from torchfleet import local_schedule
 

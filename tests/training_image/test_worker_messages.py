@@ -19,9 +19,9 @@ import subprocess
 import sys
 
 import pytest
-from elastic_trainer import worker_exits
+from elastic_trainer.launch import worker_exits
 from elastic_trainer.launcher import EXIT_RDZV_UNAVAILABLE
-from elastic_trainer.localrun import IMAGE_DIR, kill_and_resume
+from elastic_trainer.local import IMAGE_DIR, kill_and_resume
 from elastic_trainer.trainer import HOLD_FOR_WORLD
 
 TEMPLATE = IMAGE_DIR / "examples" / "train.py"
