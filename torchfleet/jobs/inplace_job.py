@@ -11,7 +11,7 @@ No operator or rendezvous is involved, so the job is a plain Kubernetes ``batch/
   with completions = MAX, a 1:2 job whose index 1 failed for good and whose index 0 then finished
   was marked Failed. An index past MAX starts only once an index failed for good (the Job
   controller creates the lowest pending index first); the trainer makes it a replica group of its
-  own on slice ``index mod MAX`` (training-image/elastic_trainer/inplace.py says what that costs).
+  own on slice ``index mod MAX`` (training-image/elastic_trainer/inplace/__init__.py says what that costs).
 - ``backoffLimitPerIndex`` retries a failing group on its own; ``maxFailedIndexes`` lets the job
   go on as long as ``min`` groups can still train. A spot reclaim (the pod's ``DisruptionTarget``
   condition) is ignored by the pod failure policy: it costs no retry. Exit 2 (bad input) fails
@@ -68,7 +68,7 @@ def lighthouse_address(req: JobRequest, target: Target) -> str:
 
 
 def worker_env(req: JobRequest, target: Target) -> dict[str, str]:
-    """The in-place trainer's settings (training-image/elastic_trainer/inplace.py reads them)."""
+    """The in-place trainer's settings (training-image/elastic_trainer/inplace/settings.py reads them)."""
     return {
         "TORCHFLEET_RECOVERY": "inplace",
         "TORCHFT_LIGHTHOUSE": lighthouse_address(req, target),
@@ -94,7 +94,7 @@ def _lighthouse_labels(req: JobRequest) -> dict[str, str]:
 
 def indexed_job(req: JobRequest, target: Target) -> dict[str, Any]:
     # A group exits 0 only once the job's last step is trained and its final checkpoint is committed
-    # (training-image/elastic_trainer/inplace.py, _finish), so the first index to succeed means the job
+    # (training-image/elastic_trainer/inplace/ending.py, _finish), so the first index to succeed means the job
     # did: without the success policy, an index whose retries ran out (a crash-looping node) would mark a
     # finished job Failed. Exit 2 (bad input) fails the job at once: every group would fail the same way;
     # a spot reclaim, preemption or node drain replaces the pod without spending a retry. Disruptions

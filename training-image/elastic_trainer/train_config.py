@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-# Set on every pod of a job the torchfleet CLI submits (torchfleet/jobs/manifests.py environment()).
+# Set on every pod of a job the torchfleet CLI submits (torchfleet/jobs/pod_template.py environment()).
 ENV_CHECKPOINT_DIR = "TORCHFLEET_CHECKPOINT_DIR"
 ENV_LOADER_WORKERS = "TORCHFLEET_DATALOADER_WORKERS"
 ENV_OUTPUT_DIR = "TORCHFLEET_OUTPUT_DIR"  # the final model goes there (outputs.py)
@@ -66,7 +66,7 @@ class TrainConfig:
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         # A job submitted with the torchfleet CLI has these in its pods' environment
-        # (torchfleet/jobs/manifests.py): defaults from there, so a script needs no flags for them.
+        # (torchfleet/jobs/pod_template.py): defaults from there, so a script needs no flags for them.
         env_checkpoint_dir = os.environ.get(ENV_CHECKPOINT_DIR) or None
         parser.add_argument("--checkpoint-dir", type=Path, required=env_checkpoint_dir is None,
                             default=env_checkpoint_dir, help=f"on the shared store (default: ${ENV_CHECKPOINT_DIR})")
