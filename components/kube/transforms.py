@@ -151,6 +151,20 @@ def bind_claim(obj: dict[str, Any], claim_name: str, pv_name: str, capacity: str
     obj["spec"]["resources"] = {"requests": {"storage": capacity}}
 
 
+RESEARCHER_LIMITS = "torchfleet-researcher-limits"  # k8s/base/cluster/validatingadmissionpolicy-researcher-limits.yaml
+SHARED_CLAIM_VARIABLE = "sharedClaim"
+
+
+def set_researcher_claim(obj: dict[str, Any], claim_name: str) -> None:
+    """The researcher limits let pods mount the shared claim by name: the name bind_claim gives it."""
+    if obj["kind"] != "ValidatingAdmissionPolicy" or obj["metadata"]["name"] != RESEARCHER_LIMITS:
+        return
+    variables = [v for v in obj["spec"]["variables"] if v["name"] == SHARED_CLAIM_VARIABLE]
+    if len(variables) != 1:
+        raise ValueError(f"{RESEARCHER_LIMITS}: expected one variable {SHARED_CLAIM_VARIABLE}")
+    variables[0]["expression"] = repr(claim_name)  # a DNS name: no quote or backslash to escape
+
+
 def apply(obj: dict[str, Any], settings: LayerSettings) -> dict[str, Any]:
     """Every transformation, in place; returns obj for convenience."""
     set_namespace(obj, settings.namespace)
@@ -160,5 +174,6 @@ def apply(obj: dict[str, Any], settings: LayerSettings) -> dict[str, Any]:
     set_etcd_members(obj, settings.etcd_replicas)
     set_etcd_storage_class(obj, settings.storage_class)
     bind_claim(obj, settings.claim_name, settings.pv_name, settings.store_capacity)
+    set_researcher_claim(obj, settings.claim_name)
     await_established(obj)
     return obj

@@ -6,9 +6,12 @@ cannot pass by not running this tier.
 
 from __future__ import annotations
 
-import pytest
+import base64
 
-from tests.controlplane.cluster import ControlPlane
+import pytest
+import yaml
+
+from tests.controlplane.cluster import ControlPlane, openssl
 from tests.controlplane.layer import TrainingLayer
 
 
@@ -23,3 +26,29 @@ def training_layer(control_plane, tmp_path_factory) -> TrainingLayer:
     """The local stack's training layer, as `torchfleet synth` renders it, applied with kubectl;
     GPU nodes shaped like the aws-usw2 stack's pools and one manager node per zone."""
     return TrainingLayer.apply(control_plane, tmp_path_factory.mktemp("layer"))
+
+
+# The Kubernetes group k8s/base/jobs/rolebinding-researchers.yaml binds to the torchfleet-researcher Role.
+GROUP = "torchfleet:researchers"
+
+
+@pytest.fixture(scope="session")
+def researcher(training_layer, tmp_path_factory):
+    """A kubeconfig for user alice in group torchfleet:researchers, and nothing else: a client certificate
+    the control plane's CA signed, the group as its Organization (test_researcher*.py)."""
+    cp = training_layer.cp
+    pki, folder = cp.workdir / "pki", tmp_path_factory.mktemp("researcher")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "alice.key", "-out", "alice.csr",
+            "-subj", f"/CN=alice/O={GROUP}", cwd=folder)  # fmt: skip
+    openssl("x509", "-req", "-in", "alice.csr", "-CA", str(pki / "ca.crt"), "-CAkey", str(pki / "ca.key"),
+            "-CAcreateserial", "-out", "alice.crt", "-days", "1", cwd=folder)  # fmt: skip
+    data = {name: base64.b64encode((folder / name).read_bytes()).decode() for name in ("alice.crt", "alice.key")}
+    config = yaml.safe_load(cp.kubeconfig.read_text())
+    config["users"] = [
+        {"name": "alice", "user": {"client-certificate-data": data["alice.crt"], "client-key-data": data["alice.key"]}}
+    ]
+    config["contexts"][0]["context"]["user"] = "alice"
+    path = folder / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path

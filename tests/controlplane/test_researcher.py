@@ -10,7 +10,6 @@ asserted there is that RBAC and the admission policy let the request through (no
 from __future__ import annotations
 
 import ast
-import base64
 import copy
 import itertools
 
@@ -20,7 +19,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from components.kube import K8S_BASE
-from tests.controlplane.cluster import binary, openssl
+from tests.controlplane.cluster import binary
+from tests.controlplane.conftest import GROUP
 from tests.controlplane.layer import get, kubectl, wait_for
 from tests.controlplane.test_jobs import IMAGE
 from torchfleet.cli import main
@@ -29,29 +29,7 @@ from torchfleet.jobs import target as targets
 from torchfleet.jobs.egress import METADATA_ENDPOINTS, ip_block
 from torchfleet.jobs.kubeconfig import connect
 
-GROUP = "torchfleet:researchers"
 _names = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def researcher(training_layer, tmp_path_factory):
-    """A kubeconfig for user alice in group torchfleet:researchers, and nothing else."""
-    cp = training_layer.cp
-    pki, folder = cp.workdir / "pki", tmp_path_factory.mktemp("researcher")
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "alice.key", "-out", "alice.csr",
-            "-subj", f"/CN=alice/O={GROUP}", cwd=folder)  # fmt: skip
-    openssl("x509", "-req", "-in", "alice.csr", "-CA", str(pki / "ca.crt"), "-CAkey", str(pki / "ca.key"),
-            "-CAcreateserial", "-out", "alice.crt", "-days", "1", cwd=folder)  # fmt: skip
-    data = {name: base64.b64encode((folder / name).read_bytes()).decode() for name in ("alice.crt", "alice.key")}
-    config = yaml.safe_load(cp.kubeconfig.read_text())
-    config["users"] = [
-        {"name": "alice", "user": {"client-certificate-data": data["alice.crt"], "client-key-data": data["alice.key"]}}
-    ]
-    config["contexts"][0]["context"]["user"] = "alice"
-    path = folder / "kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
 
 
 def as_researcher(layer, kubeconfig, capsys, *argv: str) -> tuple[int, str]:

@@ -125,8 +125,10 @@ def test_storage_class_touches_only_etcd(relative):
 
 
 def test_drop_zone_spread_removes_an_emptied_list():
-    obj = {"kind": "Deployment", "spec": {"template": {"spec": {"topologySpreadConstraints": [
-        {"topologyKey": "topology.kubernetes.io/zone"}]}}}}
+    obj = {
+        "kind": "Deployment",
+        "spec": {"template": {"spec": {"topologySpreadConstraints": [{"topologyKey": "topology.kubernetes.io/zone"}]}}},
+    }
     transforms.drop_zone_spread(obj)
     assert "topologySpreadConstraints" not in obj["spec"]["template"]["spec"]
 
@@ -138,6 +140,18 @@ def test_claim_is_renamed_and_bound_to_the_layer_volume():
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
     assert claim["spec"]["storageClassName"] == ""
     assert claim["spec"]["resources"] == {"requests": {"storage": "20Gi"}}
+
+
+def test_the_researcher_limits_allow_the_renamed_claim():
+    """The admission policy names the shared claim: a stack's claim name must reach it, or researchers'
+    pods could not mount the store (review 20, item 2: the limits now restrict which claims pods mount)."""
+    static_claim = static.load("storage/claim.yaml")["metadata"]["name"]
+    policy = static.load("cluster/validatingadmissionpolicy-researcher-limits.yaml")
+    [before] = [v["expression"] for v in policy["spec"]["variables"] if v["name"] == "sharedClaim"]
+    assert before == repr(static_claim)
+    after = rendered("cluster/validatingadmissionpolicy-researcher-limits.yaml")
+    [claim] = [v["expression"] for v in after["spec"]["variables"] if v["name"] == "sharedClaim"]
+    assert claim == "'team-data'"
 
 
 def test_etcd_transform_refuses_a_statefulset_without_initial_cluster():
