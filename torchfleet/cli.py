@@ -41,7 +41,7 @@ EXAMPLES = """examples:
   torchfleet checkpoints resnet                          its checkpoints: step, size, age, verified
   torchfleet cp resnet:output ./resnet-output            download outputs (final model, TensorBoard events)
   torchfleet demo                                        an elastic job surviving a kill, on this machine
-  torchfleet run --local --kill-at 60 -- train.py --total-steps=200   your script, a node killed at step 60
+  torchfleet run --local --kill-at 60 -- train.py ARGS   your script on two local nodes, one killed at step 60
 
 defaults: $TORCHFLEET_STACK, _IMAGE, _NAMESPACE, _CONTEXT, then ~/.config/torchfleet/config.yaml
 completion: source <(torchfleet completion bash)"""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -174,3 +175,23 @@ def test_bad_input_exits_2_naming_the_argument_before_anything_starts(tmp_path, 
     assert done.returncode == 2, done.stdout + done.stderr
     assert message in done.stderr
     assert not (tmp_path / "torchfleet-runs").exists()  # no folder, no process
+
+
+def test_the_readmes_local_run_runs_as_printed(tmp_path):
+    """README.md's `run --local` command, word for word (its folder moved under tmp_path): as printed in
+    session 6 it lacked the template's required --global-batch-size, every node exited 2 and the run
+    failed, while this file's tests ran their own copy of the arguments."""
+    line = next(text for text in (REPO / "README.md").read_text().splitlines()
+                if text.startswith(".venv/bin/torchfleet run --local "))
+    words = shlex.split(line)[1:]  # the arguments after `.venv/bin/torchfleet`
+    split = words.index("--")
+    steps = next(int(w.split("=", 1)[1]) for w in words if w.startswith("--total-steps="))
+    tag = new_tag()
+    run = torchfleet(*words[:split], "--workdir", str(tmp_path), *words[split:], tag=tag)
+    out, _ = run.communicate(timeout=600)
+    assert run.returncode == 0, out
+    assert_none_left(tag)
+    assert "killed node1 at step 60: SIGKILL of its whole process tree" in out, out
+    assert f"finished: all {steps} steps" in out, out
+    # what the README says it shows; at a heavy load the job can finish first, which the run says
+    assert re.search(r"2 again at step \d+|the job finished before node2 could join", out), out
