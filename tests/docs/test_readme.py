@@ -67,7 +67,8 @@ SKIPPED: list[tuple[str, str]] = [
      "a real training run: tests/training_image/test_custom_example.py runs the same command (slow)"),
     (r".*\.venv/bin/torchfleet demo", "the demo (real processes, minutes): tests/training_image/test_demo.py"),
     (r".*\.venv/bin/torchfleet (run|status|logs) --local",
-     "a local run with a kill (real processes, minutes) and its folder: tests/training_image/test_run_local.py"),
+     "a local run with a kill (real processes, a minute) and its folder: tests/training_image/test_run_local.py "
+     "runs README.md's `run --local` line word for word, and status/logs --local on a run's folder"),
 ]
 
 
