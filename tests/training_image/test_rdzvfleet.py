@@ -7,7 +7,6 @@ settings for the job's size. Figures come from bench/rendezvous.py; the bounds h
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -95,8 +94,14 @@ def _job(host: NodeHost, etcd, nodes: int, min_nodes: int) -> RdzvJob:
                    rdzv_conf_for_nodes(nodes))
 
 
-def _declared_dead(host: NodeHost, names: list[str]) -> int:
-    return sum(counts["declared_dead"] for counts in host.counters(names).values())
+# A hang detector, not a speed bound: these form in seconds here (about 9 s for both tests alone),
+# while issue 15's 2-node settings (1 s heartbeats) formed 0 of 32 nodes in 200 s, twice, and still
+# do not form within this. Formation seconds and how often a live node was declared dead are
+# figures (bench/rendezvous.py), not asserts: on a starved machine a keep-alive can land later than
+# keep_alive_interval x keep_alive_max_attempt, a live node is then declared dead (torch's
+# _sanitize, on the declarer's clock) and rejoins in a later round, so "never declared dead" does
+# not hold at every load (28 declarations at load average 10 on 2 cores, every job formed in 6 s).
+HANG_S = 120
 
 
 @pytest.mark.slow
@@ -104,10 +109,9 @@ def test_a_32_node_job_forms_with_the_launchers_settings(etcd, host):
     # Issue 15: with the 2-node settings (1 s heartbeats) 32 nodes formed 0/32 in 200 s, twice.
     job = _job(host, etcd, 32, min_nodes=16)
     host.spawn(job.start(32))
-    result = job.wait_formed(host.signal(job.live, signal.SIGUSR1), timeout=60)
-    assert result["seconds"] < 60
-    # every node in one round of 32, and no live node was ever declared dead on the way
-    assert _declared_dead(host, job.live) == 0, json.dumps(result)
+    since = host.signal(job.live, signal.SIGUSR1)
+    # every node in one round of 32, none with a handler error (wait_formed raises RendezvousFailed)
+    job.wait_formed(since, timeout=HANG_S)
 
 
 @pytest.mark.slow
@@ -115,10 +119,9 @@ def test_twenty_jobs_of_four_share_one_etcd_without_a_failed_round(etcd, host):
     jobs = [_job(host, etcd, 4, min_nodes=2) for _ in range(20)]
     host.spawn([request for job in jobs for request in job.start(4)])
     since = host.signal([name for job in jobs for name in job.live], signal.SIGUSR1)
-    results = [job.wait_formed(since, timeout=60) for job in jobs]
-    everyone = [name for job in jobs for name in job.live]
-    assert _declared_dead(host, everyone) == 0, results
-    # a spot interruption in every job at once: each job's survivors re-form without it
+    formed = [job.wait_formed(since, timeout=HANG_S) for job in jobs]
+    # a spot interruption in every job at once: each job's 3 survivors re-form, in a later round, without it
     kills = [job.kill_one() for job in jobs]
-    for job, (_, killed_at) in zip(jobs, kills, strict=True):
-        assert job.wait_formed(killed_at, timeout=60)["seconds"] < 60
+    for job, first, (victim, killed_at) in zip(jobs, formed, kills, strict=True):
+        again = job.wait_formed(killed_at, timeout=HANG_S)
+        assert again["round"] > first["round"], (job.run_id, victim, first, again)

@@ -35,6 +35,9 @@ from elastic_trainer.events import PREFIX
 IMAGE_DIR = Path(__file__).resolve().parents[2]  # training-image/
 
 
+COUNTERS = ("sets", "conflicts", "gets", "declared_dead", "late_s", "dead_age_s")
+
+
 class RendezvousFailed(RuntimeError):
     """A group did not form in time, or a node's handler raised."""
 
@@ -125,12 +128,12 @@ class NodeHost:
         return now
 
     def counters(self, names: Sequence[str], timeout: float = 60) -> dict[str, dict[str, int]]:
-        """Each live node's counters (sets, conflicts, gets, declared_dead), asked for by SIGUSR2."""
+        """Each live node's counters (``COUNTERS``: rdzvnode's ``_Counters``), asked for by SIGUSR2."""
         since = self.signal(names, signal.SIGUSR2)
         wanted = set(names)
 
         def replies(events: list[dict]) -> dict[str, dict[str, int]] | None:
-            got = {e["node"]: {k: e[k] for k in ("sets", "conflicts", "gets", "declared_dead")}
+            got = {e["node"]: {k: e[k] for k in COUNTERS}
                    for e in events if e["ev"] == "stats" and e["t"] >= since and e["node"] in wanted}
             return got if len(got) == len(wanted) else None
 

@@ -143,6 +143,7 @@ class _Counters:
 
     def __init__(self, backend: Any) -> None:
         self.sets = self.conflicts = self.gets = self.declared_dead = 0
+        self.late_s = self.dead_age_s = 0.0
         set_state, get_state = backend.set_state, backend.get_state
 
         def counted_set(state: bytes, token: Any = None):
@@ -158,24 +159,39 @@ class _Counters:
 
         backend.set_state, backend.get_state = counted_set, counted_get
 
-    def watch_expiries(self, holder: Any) -> None:
+    def watch_expiries(self, holder: Any, me: Any) -> None:
         """Count the nodes this one declares dead (torch's _sanitize: a heartbeat older than
-        keep_alive_interval x keep_alive_max_attempt). With no node killed, each one is a live node
-        dropped from the round: the failure issue 15 is about."""
+        keep_alive_interval x keep_alive_max_attempt), and how late heartbeats were.
+
+        With no node killed, each declaration is a live node dropped from the round: what issue 15
+        was (contention), but also what CPU starvation does (a keep-alive, or the declarer between
+        its read and _sanitize, scheduled late), so these are figures (bench/rendezvous.py), not a
+        pass/fail. _sanitize runs after every sync that read or wrote etcd (never on a cached
+        state), so ``late_s`` is the oldest this node's own heartbeat was in the rendezvous state it
+        read, and ``dead_age_s`` the oldest heartbeat of a node it declared dead.
+        """
         sanitize = getattr(holder, "_sanitize", None)
         if sanitize is None:  # another torch: not counted
             self.declared_dead = -1
             return
 
         def counted() -> None:
+            now = datetime.datetime.now(datetime.UTC)
+            stamps = dict(holder.state.last_heartbeats)
             sanitize()
-            self.declared_dead += len(getattr(holder, "_dead_nodes", ()))
+            dead = getattr(holder, "_dead_nodes", ())
+            self.declared_dead += len(dead)
+            if me in stamps:
+                self.late_s = max(self.late_s, (now - stamps[me]).total_seconds())
+            for node in dead:
+                self.dead_age_s = max(self.dead_age_s, (now - stamps[node]).total_seconds())
 
         holder._sanitize = counted
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, float]:
         return {"sets": self.sets, "conflicts": self.conflicts, "gets": self.gets,
-                "declared_dead": self.declared_dead}
+                "declared_dead": self.declared_dead, "late_s": round(self.late_s, 3),
+                "dead_age_s": round(self.dead_age_s, 3)}
 
 
 def run_node(request: dict[str, Any]) -> None:
@@ -201,7 +217,7 @@ def run_node(request: dict[str, Any]) -> None:
     backend, store = etcd_backend.create_backend(params)
     counters = _Counters(backend)
     handler = dynamic.create_handler(store, backend, params)
-    counters.watch_expiries(handler._state_holder)
+    counters.watch_expiries(handler._state_holder, handler._this_node)
     interval = float(request.get("monitor_interval", 0.1))  # torchrun's --monitor-interval default
     emit("ready", node=name, pid=os.getpid())
 
