@@ -87,3 +87,17 @@ def test_a_run_through_the_launcher_leaves_only_expiring_store_keys(make_job, et
     walk(listing["node"])
     assert found, listing  # the run wrote its round's keys
     assert all(ttl for _, ttl in found), found
+
+
+@pytest.mark.slow
+def test_a_rendezvous_that_times_out_waiting_for_its_minimum_says_so_and_exits_1(make_job):
+    # torch raises RendezvousTimeoutError without a message (fewer than MIN nodes within join_timeout)
+    # and closes the rendezvous as its agent leaves, so the exit stays 1 (a retry would meet it closed);
+    # the log says what happened. One node of a 2:2 job, alone, with a short join_timeout.
+    job = make_job("--total-steps=1", "--global-batch-size=2", nnodes="2:2",
+                   rdzv_conf="join_timeout=5,last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=3")
+    node = job.start_node()
+    code = node.wait(300)  # a hang detector: the bound under test is 5 s
+    text = node.log_text()
+    assert code == 1, text[-3000:]
+    assert "rendezvous timed out (RendezvousTimeoutError)" in text and "join_timeout (5 s)" in text, text[-3000:]

@@ -132,10 +132,21 @@ def closed_rendezvous_message(rdzv_id: str, endpoint: str) -> str:
     )
 
 
+def _join_timeout(config) -> str:
+    """The rendezvous's join_timeout from torchrun's --rdzv_conf (torch's default: 600 s)."""
+    pairs = dict(item.split("=", 1) for item in (config.rdzv_conf or "").split(",") if "=" in item)
+    value = pairs.get("join_timeout")
+    return f"{value} s" if value is not None else "600 s, torch's default"
+
+
 def run_torchrun(torchrun_args: list[str]) -> int:
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, record
-    from torch.distributed.elastic.rendezvous.api import RendezvousClosedError, RendezvousConnectionError
+    from torch.distributed.elastic.rendezvous.api import (
+        RendezvousClosedError,
+        RendezvousConnectionError,
+        RendezvousTimeoutError,
+    )
     from torch.distributed.run import parse_args, run
 
     config = parse_args(torchrun_args)
@@ -167,6 +178,15 @@ def run_torchrun(torchrun_args: list[str]) -> int:
         # torch raises it without a message (etcd_rendezvous_backend/dynamic_rendezvous): say what it means here
         print(closed_rendezvous_message(config.rdzv_id, config.rdzv_endpoint), file=sys.stderr, flush=True)
         return EXIT_RDZV_UNAVAILABLE
+    except RendezvousTimeoutError:
+        # Fewer than MIN nodes joined within join_timeout. torch raises it without a message, and
+        # its agent closes the rendezvous on the way out (LocalElasticAgent._shutdown), so a retry
+        # would meet it closed: the exit stays 1 (the launcher's module docstring), said in one line.
+        print(f"[torchfleet] rendezvous timed out (RendezvousTimeoutError): fewer than the minimum of "
+              f"--nnodes={config.nnodes} nodes joined {config.rdzv_id!r} within its join_timeout "
+              f"({_join_timeout(config)}), and the rendezvous is closed now; exit 1: submit the job again "
+              f"when nodes can start (a new submission gets a new rendezvous id)", file=sys.stderr, flush=True)
+        return 1
     except RendezvousConnectionError as exc:
         print(f"[torchfleet] rendezvous unavailable (RendezvousConnectionError): etcd at {config.rdzv_endpoint} "
               f"cannot be reached ({exc}); exit {EXIT_RDZV_UNAVAILABLE}, to be retried", file=sys.stderr, flush=True)
