@@ -77,8 +77,8 @@ def test_job_operator_grants_nothing(job):
     # Training pods never call the API: no Role or binding for any account, and their account mounts no
     # token. The one Role is the researchers' (k8s/base/jobs/role-researcher.yaml), bound to a group.
     rbac = [o for o in layer_objects(job) if o["kind"] in RBAC]
-    assert [(o["kind"], o["metadata"]["name"]) for o in rbac] == [
-        ("Role", "torchfleet-researcher"), ("RoleBinding", "torchfleet-researchers")]
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in rbac) == [
+        ("Role", "torchfleet-researcher"), ("RoleBinding", "torchfleet-researchers")]  # order: not the point
     assert not [s for o in rbac for s in o.get("subjects") or [] if s["kind"] == "ServiceAccount"]
     accounts = {o["metadata"]["name"]: o for o in layer_objects(job) if o["kind"] == "ServiceAccount"}
     assert set(accounts) == {"training-job", "job-reader", "etcd"}  # job-reader: the checkpoints/cp pod's
