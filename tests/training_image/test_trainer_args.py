@@ -65,6 +65,9 @@ def test_a_bad_worker_count_in_the_environment_names_the_flag(monkeypatch, capsy
         ("--max-nonfinite-steps", "-1"),
         ("--clip-grad-norm", "0"),
         ("--clip-grad-norm", "nan"),
+        ("--clip-grad-norm", "abc"),  # was argparse's "invalid _positive_float value: 'abc'"
+        ("--checkpoint-write-timeout-s", "0"),
+        ("--checkpoint-write-timeout-s", "abc"),
     ],
 )
 def test_out_of_range_values_are_usage_errors_naming_the_flag(flag, value, capsys):

@@ -36,7 +36,10 @@ def _at_least(minimum: int):
 
 def _positive_float(text: str) -> float:
     """An argparse type: a finite number > 0, else a usage error naming the value."""
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan  # "abc": the same message as 0 or nan, not argparse's "invalid _positive_float value"
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
     return value
