@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from elastic_trainer import launcher
@@ -100,7 +101,7 @@ def test_sigterm_reaches_the_worker_and_its_code_is_the_nodes(tmp_path):
     node = subprocess.Popen(
         [sys.executable, "-c", "import sys; from elastic_trainer.inplace import replica_node; "
          f"sys.exit(replica_node.main([], [{str(script)!r}]))"],
-        env={"PYTHONPATH": str(launcher.Path(launcher.__file__).parent.parent)}, stderr=subprocess.PIPE,
+        env={"PYTHONPATH": str(Path(launcher.__file__).parent.parent)}, stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 30
     while not ready.exists() and time.monotonic() < deadline:
