@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from elastic_trainer.local.localrun import IMAGE_DIR, SYNTHETIC_EXAMPLE, EventLog, Node
-from elastic_trainer.local.processes import free_port, kill_tree, worker_pids
+from elastic_trainer.local.processes import free_port, worker_pids
 
 ENV_LIGHTHOUSE_BINARY = "TORCHFLEET_LIGHTHOUSE_BINARY"
 # How long the Lighthouse waits for a silent group before the quorum goes on without it. The
@@ -131,10 +130,7 @@ class InplaceJob:
 
     def stop(self) -> None:
         for node in self.nodes:
-            if node.proc is not None:
-                kill_tree(node.pid, signal.SIGKILL)
-                with suppress(subprocess.TimeoutExpired):
-                    node.wait(10)
+            node.stop()
         self.lighthouse.stop()
 
     def __enter__(self) -> InplaceJob:

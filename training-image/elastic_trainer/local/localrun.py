@@ -143,6 +143,13 @@ class Node:
         kill_tree(self.pid, signal.SIGKILL)
         return now
 
+    def stop(self) -> None:
+        """Kill the whole tree, if started, and reap it (at most 10 s): the end of a job or a test."""
+        if self.proc is not None:
+            kill_tree(self.pid, signal.SIGKILL)
+            with suppress(subprocess.TimeoutExpired):
+                self.wait(10)
+
     def wait(self, timeout: float) -> int:
         assert self.proc is not None
         rc = self.proc.wait(timeout)
@@ -216,10 +223,7 @@ class LocalJob:
 
     def stop(self) -> None:
         for node in self.nodes:
-            if node.proc is not None:
-                kill_tree(node.pid, signal.SIGKILL)
-                with suppress(subprocess.TimeoutExpired):
-                    node.wait(10)
+            node.stop()
 
     def __enter__(self) -> LocalJob:
         return self
