@@ -295,22 +295,7 @@ class AksCluster(pulumi.ComponentResource):
         self, name: str, client: pulumi.Output, admins: tuple[str, ...]
     ) -> list[authorization.RoleAssignment]:
         """torchfleet:admins ("<principalType>:<object id>"): cluster admin through Azure RBAC."""
-        made = []
-        for admin in admins:
-            principal_type, object_id = admin.split(":", 1)
-            made.append(
-                authorization.RoleAssignment(
-                    f"{name}-admin-{object_id}",  # by identity, not position
-                    principal_id=object_id,
-                    principal_type=principal_type,
-                    role_definition_id=client.subscription_id.apply(
-                        lambda s: role_definition_id(s, AKS_RBAC_CLUSTER_ADMIN)
-                    ),
-                    scope=self.cluster.id,
-                    opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
-                )
-            )
-        return made
+        return self._assign_on_cluster(f"{name}-admin", client, admins, AKS_RBAC_CLUSTER_ADMIN)
 
     def _create_researcher_roles(
         self, name: str, client: pulumi.Output, researchers: tuple[str, ...]
@@ -322,15 +307,21 @@ class AksCluster(pulumi.ComponentResource):
         each group to the namespace's torchfleet-researcher Role (components/kube/researchers.py). No Azure
         RBAC role fits: "Azure Kubernetes Service RBAC Writer" on the namespace reads its Secrets and cannot
         create the operators' custom resources (https://learn.microsoft.com/azure/aks/manage-azure-rbac)."""
+        return self._assign_on_cluster(f"{name}-researcher", client, researchers, AKS_CLUSTER_USER)
+
+    def _assign_on_cluster(
+        self, prefix: str, client: pulumi.Output, identities: tuple[str, ...], role: str
+    ) -> list[authorization.RoleAssignment]:
+        """One role assignment on the cluster per "<principalType>:<object id>", named by identity, not position."""
         made = []
-        for researcher in researchers:
-            principal_type, object_id = researcher.split(":", 1)
+        for identity in identities:
+            principal_type, object_id = identity.split(":", 1)
             made.append(
                 authorization.RoleAssignment(
-                    f"{name}-researcher-{object_id}",  # by identity, not position
+                    f"{prefix}-{object_id}",
                     principal_id=object_id,
                     principal_type=principal_type,
-                    role_definition_id=client.subscription_id.apply(lambda s: role_definition_id(s, AKS_CLUSTER_USER)),
+                    role_definition_id=client.subscription_id.apply(lambda s: role_definition_id(s, role)),
                     scope=self.cluster.id,
                     opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
                 )
