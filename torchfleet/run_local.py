@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from torchfleet import local_nodes, output_paths
+from torchfleet import local_nodes, output_paths, task_script
 from torchfleet.jobs.errors import JobError, Problems, UsageError
 
 MAX_NODES = 8
@@ -87,6 +87,8 @@ def check_args(args: argparse.Namespace) -> tuple[Path, list[str], float | None,
         problems.add("--local: required: `run` runs on this machine only; a job on a cluster is `torchfleet submit`")
     found = problems.check(script_and_args, args.training_command)
     script, script_args = found if found else (None, [])
+    if script is not None:  # issue 32: the Task's methods and the imports, before any process starts
+        problems.check(task_script.check, script, resolve_imports=True)
     if not 1 <= args.nodes <= MAX_NODES:
         problems.add(f"--nodes: from 1 to {MAX_NODES}, got {args.nodes}")
     every = problems.check(seconds, "--kill-every", args.kill_every) if args.kill_every is not None else None

@@ -18,7 +18,7 @@ import yaml
 
 from components import spec as platform
 from components.clouds.traits import CLOUD_TRAITS
-from torchfleet import cost
+from torchfleet import cost, task_script
 from torchfleet.jobs import datasets as job_datasets
 from torchfleet.jobs import flag_checks, limits, manifests, schema, workdir, workdir_pack
 from torchfleet.jobs import spec as jobspec
@@ -304,6 +304,7 @@ def _submit_one(jobs, req: jobspec.JobRequest, job: dict[str, Any], owned: list[
 
 def run_submit(args: argparse.Namespace) -> int:
     command = training_command(args)
+    task_script.check_command(command, args.workdir)  # issue 32: its Task, before anything is packed
     code = Code(args)
 
     def plan(t: targets.Target) -> Planned:
@@ -318,6 +319,7 @@ def run_submit(args: argparse.Namespace) -> int:
 def run_sweep(args: argparse.Namespace) -> int:
     command = training_command(args)
     combos = flag_checks.combinations(flag_checks.parse_params(args.param, args.param_style))
+    task_script.check_command(command, args.workdir)
     code = Code(args)
 
     def plan(t: targets.Target) -> Planned:

@@ -47,6 +47,11 @@ What it adds (every item can be overridden, see README.md):
 - Kubeflow's ``PET_RDZV_BACKEND``, ``PET_RDZV_CONF`` and ``PET_MAX_RESTARTS`` (a PyTorchJob's
   elasticPolicy) replace the defaults above; explicit options still win over them.
 
+- the script's Task checked by reading it before torchrun starts (task_check.py): a missing or misnamed
+  method, a signature the trainer cannot call, an import that cannot be found, each as FILE:LINE, exit 2
+  (issue 32: workers restarted three times and the cause sat in a log under torch's lines).
+  ``TORCHFLEET_TASK_CHECK=0`` turns it off.
+
 ``TORCHFLEET_DRY_RUN=1`` prints the final torchrun arguments and environment and exits.
 
 This module is the entry point and what happens before torchrun owns the process (the signals, the
@@ -72,6 +77,7 @@ from elastic_trainer.launch.agent import (
 )
 from elastic_trainer.launch.plan import build_plan, split_script
 from elastic_trainer.launch.rdzvconf import LaunchError
+from elastic_trainer.task_check import check_script, format_problems
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_RDZV_UNAVAILABLE", "main"]
 
@@ -108,14 +114,16 @@ def _main(argv: Sequence[str] | None) -> int:
     if recovery not in ("restart", "inplace"):
         print(f"torchfleet launcher: TORCHFLEET_RECOVERY={recovery!r}: must be restart or inplace", file=sys.stderr)
         return 2
+    try:
+        options, script = split_script(argv)
+    except LaunchError as exc:
+        print(f"torchfleet launcher: {exc}", file=sys.stderr)
+        return 2
+    if _task_problems(script[0]):
+        return 2
     if recovery == "inplace":  # issue 14: no torchrun, see replica_node.py
         from elastic_trainer.inplace import replica_node
 
-        try:
-            options, script = split_script(argv)
-        except LaunchError as exc:
-            print(f"torchfleet launcher: {exc}", file=sys.stderr)
-            return 2
         return replica_node.main(options, script)
     try:
         plan = build_plan(argv, os.environ)
@@ -134,6 +142,17 @@ def _main(argv: Sequence[str] | None) -> int:
         start_forkserver(plan.preload_modules)
     warm_agent_imports()
     return run_torchrun(plan.torchrun_args)
+
+
+def _task_problems(script: str) -> bool:
+    """Print what is wrong with the script's Task (its file and line) and say so; a missing
+    script is torchrun's to report."""
+    if os.environ.get("TORCHFLEET_TASK_CHECK") == "0" or not script.endswith(".py") or not os.path.isfile(script):
+        return False
+    problems = check_script(script)
+    if problems:
+        print(f"torchfleet launcher: {format_problems(problems)}", file=sys.stderr, flush=True)
+    return bool(problems)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,99 @@
+"""A training script's Task checked by reading it (elastic_trainer/task_check.py, issue 32).
+
+Before it, a `loss` where the trainer calls `loss_sum` ran until torchrun had restarted the worker three
+times (23 s), and the AttributeError sat in the node log under torch's lines. Each broken script below
+is a copy of the template (training-image/examples/train.py) with one mistake; the launcher itself
+refuses it in a real process, exit 2, naming the file and line, before torchrun starts.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from elastic_trainer.task_check import check_script
+
+REPO = Path(__file__).resolve().parents[2]
+TEMPLATE = (REPO / "training-image" / "examples" / "train.py").read_text()
+
+
+def _broken(tmp_path: Path, old: str, new: str) -> Path:
+    assert old in TEMPLATE, old  # the template still has what the mistake replaces
+    script = tmp_path / "my_train.py"
+    script.write_text(TEMPLATE.replace(old, new, 1))
+    return script
+
+
+def _line_of(script: Path, text: str) -> int:
+    return next(i for i, line in enumerate(script.read_text().splitlines(), 1) if text in line)
+
+
+# (id, the template's text, the mistake, the line the message points at, words it says)
+MISTAKES = [
+    ("misnamed-loss_sum", "def loss_sum(self", "def loss(self", "def loss(self",
+     ["has no method loss_sum", "rename loss to loss_sum"]),
+    ("misnamed-build_scheduler", "def build_scheduler(self", "def build_lr_scheduler(self", "def build_lr_scheduler",
+     ["has no method build_scheduler", "optimizer, total_steps"]),
+    ("scheduler-without-total_steps", "def build_scheduler(self, optimizer: torch.optim.Optimizer, total_steps: int)",
+     "def build_scheduler(self, optimizer)", "def build_scheduler(self, optimizer)",
+     ["build_scheduler(self, optimizer)", "calls it as build_scheduler(self, optimizer, total_steps)"]),
+    ("loss_sum-extra-argument", "def loss_sum(self, model: nn.Module, batch, device: torch.device)",
+     "def loss_sum(self, model, batch, device, scale)", "def loss_sum(self, model, batch, device, scale)",
+     ["calls it as loss_sum(self, model, batch, device)"]),
+    ("missing-module", "import torch\n", "import torch\nimport torchvison\n", "import torchvison",
+     ["No module named 'torchvison'"]),
+    ("misspelt-library-name", "from elastic_trainer.trainer import TrainConfig, train",
+     "from elastic_trainer.trainer import TrainConfig, trian", "import TrainConfig, trian",
+     ["elastic_trainer.trainer has no such name", "trian"]),
+    ("syntax-error", "def build_model(self) -> nn.Module:", "def build_model(self) -> nn.Module",
+     "def build_model(self)", ["SyntaxError"]),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "at", "words"), [m[1:] for m in MISTAKES], ids=[m[0] for m in MISTAKES])
+def test_each_mistake_is_named_with_its_file_and_line(tmp_path, old, new, at, words):
+    script = _broken(tmp_path, old, new)
+    problems = check_script(script)
+    assert len(problems) == 1, problems
+    assert str(problems[0]).startswith(f"{script}:{_line_of(script, at)}: "), problems
+    for word in words:
+        assert word in problems[0].message, problems
+
+
+def test_every_problem_is_listed_at_once(tmp_path):
+    script = _broken(tmp_path, "def loss_sum(self", "def loss(self")
+    script.write_text(script.read_text().replace("def build_optimizer(self, model", "def build_optimizer(self, m, lr"))
+    assert [p.line for p in check_script(script)] == [_line_of(script, "def build_optimizer"),
+                                                      _line_of(script, "def loss(self")]
+
+
+@pytest.mark.parametrize("example", sorted((REPO / "training-image" / "examples").glob("*.py")), ids=lambda p: p.name)
+def test_the_examples_pass(example):
+    assert check_script(example) == []
+
+
+def test_a_class_with_a_base_from_elsewhere_may_inherit_what_it_lacks(tmp_path):
+    script = tmp_path / "t.py"
+    script.write_text("from mylib import BaseTask\n\nclass T(BaseTask):\n    def build_model(self):\n        pass\n")
+    (tmp_path / "mylib.py").write_text("class BaseTask: ...\n")  # beside the script: found as Python would
+    assert check_script(script) == []
+
+
+def test_the_imports_are_left_alone_when_the_image_resolves_them(tmp_path):
+    script = _broken(tmp_path, "import torch\n", "import torch\nimport torchvison\n")
+    assert check_script(script, resolve_imports=False) == []
+
+
+def test_the_launcher_refuses_the_script_before_torchrun_starts(tmp_path):
+    script = _broken(tmp_path, "def loss_sum(self", "def loss(self")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHFLEET_", "PET_"))}
+    done = subprocess.run([sys.executable, "-m", "elastic_trainer.launcher", "--standalone", "--nproc_per_node=1",
+                           script.name, "--total-steps=3", "--global-batch-size=8", f"--checkpoint-dir={tmp_path}"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    line = _line_of(script, "def loss(self")
+    assert f"my_train.py:{line}: Task SpiralClassifier has no method loss_sum" in done.stderr
+    assert "[torchfleet] torchrun" not in done.stderr  # nothing was started
