@@ -3,10 +3,10 @@
 A ``Runner`` runs ``store_script.py COMMAND JOB_DIR ...`` and hands back its stdout as chunks of bytes:
 ``local_runner`` as a child process on this machine (a local run's folder, or the store mounted here),
 ``pod_runner`` in the cluster's reader pod (reader_pod.py). Everything after that is one code path:
-the JSON a listing prints, and the tar stream a download unpacks with Python's ``data`` extraction
-filter (no absolute names, no ``..``, no links out, no devices: PEP 706), into a temporary folder
-beside the destination that is renamed into place only once the whole stream arrived, with a progress
-line on stderr.
+the JSON a listing prints, and the tar stream a download unpacks as hostile input (untar.py: regular
+files and folders under the name asked for, written by the CLI itself, never through a link, bounded),
+into a temporary folder beside the destination that is renamed into place only once the whole stream
+was accepted, with a progress line on stderr.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from torchfleet.jobs import store_script
+from torchfleet.jobs import store_script, untar
 from torchfleet.jobs.errors import ClusterError, UsageError
 
 SCRIPT = Path(store_script.__file__).read_bytes()
@@ -177,25 +177,38 @@ def destination(local: Path, name: str) -> Path:
     return target
 
 
-def download(runner: Runner, job_dir: str, path: str, local: Path, progress_stream=None) -> tuple[Path, dict]:
-    """PATH of the job's folder to LOCAL; (where it landed, its size as store_script reported it)."""
+def download(runner: Runner, job_dir: str, path: str, local: Path, progress_stream=None,
+             limits: untar.Limits | None = None) -> tuple[Path, dict]:
+    """PATH of the job's folder to LOCAL; (where it landed, its size as store_script reported it).
+
+    The stream is hostile input (untar.py): a refused member ends the download, naming the member and why,
+    and the staging folder is removed, so LOCAL never holds part of it."""
     size = run_json(runner, ["size", job_dir, path], path or ".")
     name = Path(path).name or Path(job_dir).name
     target = destination(local, name)
-    progress = Progress(size["bytes"], progress_stream)
+    parent = target.absolute().parent
+    reported = size.get("bytes") if isinstance(size, dict) else None
+    if not isinstance(reported, int) or isinstance(reported, bool) or reported < 0:
+        raise ClusterError(f"the size of {path or '.'} came back as {reported!r}, not a number of bytes")
+    free = shutil.disk_usage(parent).free
+    if reported > free:
+        raise UsageError(f"LOCAL: {path or '.'} is {human_bytes(reported)} and {parent} has {human_bytes(free)} "
+                         "free; free some space or give a path on another disk")
+    limits = limits or untar.Limits.for_download(reported, free)
+    progress = Progress(reported, progress_stream)
     stderr: list[bytes] = []
     stream = _ChunkStream(runner(["tar", job_dir, path or "."], stderr), progress)
-    staging = Path(tempfile.mkdtemp(prefix=".torchfleet-cp-", dir=target.absolute().parent))
+    bounded = untar.Bounded(stream, store_script.CHUNK)
+    staging = Path(tempfile.mkdtemp(prefix=".torchfleet-cp-", dir=parent))
     try:
         try:
-            with tarfile.open(fileobj=io.BufferedReader(stream, store_script.CHUNK), mode="r|") as tar:
-                for member in tar:  # only what was asked for: NAME and what is under it
-                    if member.name != name and not member.name.startswith(f"{name}/"):
-                        raise ClusterError(f"the download of {path or '.'} sent {member.name!r}, which is not "
-                                           f"under {name}: refused")
-                    tar.extract(member, staging, filter="data")
-        except tarfile.FilterError as error:  # a link out, an absolute or device member: PEP 706's data filter
-            raise ClusterError(f"the download of {path or '.'} sent what cannot be unpacked safely: {error}") from None
+            with tarfile.open(fileobj=io.BufferedReader(bounded, store_script.CHUNK), mode="r|") as tar:
+                untar.unpack(tar, bounded, str(staging), name, limits)
+        except untar.Refused as refused:
+            at = f" at {refused.member!r}" if refused.member is not None else ""
+            raise ClusterError(f"the download of {path or '.'} was refused{at}: {refused.why}; only regular files "
+                               f"and folders under {name} are accepted, and nothing was written ({target} was "
+                               "not created, the partial download removed)") from None
         except tarfile.TarError as error:
             code = stream.finish()
             raise (_failed("the download", code, stderr, path) if code else
@@ -203,6 +216,8 @@ def download(runner: Runner, job_dir: str, path: str, local: Path, progress_stre
         code = stream.finish()
         if code != 0:
             raise _failed("the download", code, stderr, path)
+        if not os.path.lexists(staging / name):
+            raise ClusterError(f"the download of {path or '.'} sent nothing named {name}")
         os.replace(staging / name, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
