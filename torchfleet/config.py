@@ -9,6 +9,7 @@ the config file > the built-in default. The config file::
     image: registry.example.com/team/train:1.4.2
     namespace: research
     context: team-cluster
+    reader_image: registry.example.com/mirror/python:3.13.14-slim-trixie@sha256:...  # checkpoints, cp
 
 A wrong key or a value of the wrong type is exit 2 naming the file and the key; a wrong value is
 reported with the same message as the flag, naming where it came from instead of the flag.
@@ -31,8 +32,10 @@ KEYS = {
     "image": ("image", "TORCHFLEET_IMAGE"),
     "namespace": ("namespace", "TORCHFLEET_NAMESPACE"),
     "context": ("context", "TORCHFLEET_CONTEXT"),
+    # checkpoints/cp's reader pod: the platform's pinned image, or a mirror of it (reader_pod.READER_IMAGE)
+    "reader_image": ("reader_image", "TORCHFLEET_READER_IMAGE"),
 }
-WHAT = "the torchfleet config file holds stack, image, namespace and context"
+WHAT = "the torchfleet config file holds stack, image, namespace, context and reader_image"
 
 
 def config_path(env: Mapping[str, str] | None = None) -> Path:
@@ -73,11 +76,11 @@ def apply(args: argparse.Namespace, given: set[str], sources: dict[str, str],
         variable = KEYS[key][1]
         if env.get(variable):
             setattr(args, dest, env[variable])
-            sources[f"--{dest}"] = variable
+            sources[f"--{dest.replace('_', '-')}"] = variable
             continue
         if from_file is None:
             path = config_path(env)
             from_file = read(path)
         if key in from_file:
             setattr(args, dest, from_file[key])
-            sources[f"--{dest}"] = f"{config_path(env)}: {key}"
+            sources[f"--{dest.replace('_', '-')}"] = f"{config_path(env)}: {key}"

@@ -14,7 +14,7 @@ from tests.torchfleet.checkov import checkov_results
 from torchfleet.jobs import reader_pod
 from torchfleet.jobs import target as targets
 
-IMAGE = "registry.example.com/team/train:1.4.2"
+IMAGE = reader_pod.READER_IMAGE  # the platform's, pinned by digest: checkov's CKV_K8S_43 passes
 OWNER = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "resnet", "uid": "0c1d"}}
 TARGETS = {"aws": lambda: targets.defaults("aws"), "local": lambda: targets.from_stack("local"),
            "kubeflow-stack": lambda: replace(targets.from_stack("gcp-usc1"), namespace="research")}
@@ -42,8 +42,6 @@ SKIPS = {
     "CKV_K8S_8": "Liveness probe: the reader idles until the CLI execs into it and deletes it; a hung read ends "
                  "with the command, and activeDeadlineSeconds ends the pod in any case.",
     "CKV_K8S_9": "Readiness probe: nothing routes traffic to the reader; the CLI waits for it to run.",
-    "CKV_K8S_43": "Image digest: the pod runs the job's own image, REPO:TAG with a fixed version (moving tags are "
-                  "refused at submit); a digest cannot be required of every experiment image.",
 }
 
 
@@ -57,6 +55,7 @@ def test_pod_passes_checkov(tmp_path):
     assert failed == []
     passed = {(c["check_id"], c["resource"]) for r in results for c in r.get("passed_checks", [])}
     assert ("CKV_K8S_22", "Pod.elastic-job.resnet-reader-0a1b2c") in passed  # read-only root filesystem
+    assert ("CKV_K8S_43", "Pod.elastic-job.resnet-reader-0a1b2c") in passed  # image pinned by digest
 
 
 def test_the_reader_runs_as_its_own_account_with_no_identity():

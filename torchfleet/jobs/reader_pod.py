@@ -11,8 +11,13 @@ way out, Ctrl-C included. The pod:
   service-account token: it can read the store and nothing else;
 - needs no network: exec reaches it through the kubelet, so the namespace's default-deny policy needs
   no exception, and it carries none of the job's role labels, so the job's policies do not admit it;
-- runs the job's own image (built on the training image: it has Python) on the manager pool
-  (on-demand, never reclaimed under a download);
+- runs the platform's reader image (READER_IMAGE, pinned by digest; a mirror of it through
+  `--reader-image`, $TORCHFLEET_READER_IMAGE or the config file's reader_image), never the job's: the
+  job's owner would control what everyone who downloads the job receives. Its Python starts with -I
+  (isolated: no user site-packages, no PYTHON* variables, neither the working folder nor the script's on
+  sys.path; https://docs.python.org/3/using/cmdline.html#cmdoption-I) and HOME is a folder that does not
+  exist on a read-only root, so nothing planted in the pod runs before store_script.py;
+- runs on the manager pool (on-demand, never reclaimed under a download);
 - is owned by the job when the job still exists (deleting the job removes a pod this command could not),
   and ends by itself after MAX_LIFETIME_S in any case (activeDeadlineSeconds).
 """
@@ -39,6 +44,19 @@ SERVICE_ACCOUNT = store_pod.SERVICE_ACCOUNT  # no cloud identity: it only reads 
 MAX_LIFETIME_S = 6 * 3600
 READY_TIMEOUT_S = 300
 SCRATCH = "/tmp"  # noqa: S108 (an emptyDir volume: Python's scratch files)
+# Not writable (read-only root, no volume there) and absent: nothing can be planted where a Python or a
+# shell would look (the Debian convention for accounts without a home, as nobody's /nonexistent).
+HOME = "/nonexistent"
+# The reader's image: the Docker official image python:3.13.14-slim-trixie (Debian 13, Python 3.13.14,
+# 43 MB amd64), the multi-platform index digest as docker-library/repo-info records it
+# (repos/python/remote/3.13-slim-trixie.md at 2986dca3a80cb11b70fc4599941096374ea9e509, built 2026-08-05;
+# Dockerfile: docker-library/python 3.13/slim-trixie/Dockerfile). store_script.py needs the standard
+# library only (Python >= 3.10). A cluster without Docker Hub access mirrors it and sets reader_image.
+READER_IMAGE = ("docker.io/library/python:3.13.14-slim-trixie"
+                "@sha256:9662417aace5ae7b8e2609cce472b72a8958e134ba372808abe9cc1a0c0125e6")
+# The image's python3 (/usr/local/bin on the official images, /usr/bin on Debian's and distroless), isolated
+# (-I) and writing no .pyc (-B: -I ignores PYTHONDONTWRITEBYTECODE).
+PYTHON = ("python3", "-I", "-B")
 # PID 1 ignores a SIGTERM it has no handler for: exit on it so the deletion is quick.
 IDLE = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); "
         f"time.sleep({MAX_LIFETIME_S})")
@@ -50,15 +68,16 @@ def pod_name(job: str) -> str:
 
 
 def build_pod(name: str, job: str, mount: str, image: str, target, owner: dict[str, Any] | None) -> dict[str, Any]:
-    """The reader pod: a pure function of its inputs, like the job builders."""
+    """The reader pod: a pure function of its inputs, like the job builders. ``image`` is the platform's
+    (READER_IMAGE or the configured mirror), never the job's."""
     local = target.cloud == "local"
     container = {
         "name": CONTAINER,
         "image": image,
         "imagePullPolicy": "IfNotPresent" if local else "Always",  # as the job pods (pod_template.pod_template)
-        "command": ["python", "-c", IDLE],
-        "env": [{"name": "HOME", "value": SCRATCH}, {"name": "TMPDIR", "value": SCRATCH},
-                {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
+        "command": [*PYTHON, "-c", IDLE],
+        "workingDir": "/",
+        "env": [{"name": "HOME", "value": HOME}, {"name": "TMPDIR", "value": SCRATCH}],
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
         **store_pod.container_fields(mount, SCRATCH),
     }

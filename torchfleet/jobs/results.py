@@ -26,10 +26,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from torchfleet.jobs import flag_checks, store_access
+from torchfleet.jobs import flag_checks, image_ref, reader_pod, store_access
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs.errors import EXIT_OK, JobNotFoundError, UsageError
-from torchfleet.jobs.image_ref import EXAMPLE as IMAGE_EXAMPLE
 from torchfleet.jobs.session import EXIT_DOC, cluster_options, job_client, resolve_target
 
 COLUMNS = ("NAME", "STEP", "GEN", "SIZE", "AGE", "VERIFIED")
@@ -42,9 +41,10 @@ def _store_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shared-dir", type=Path,
                    help="where the shared store (or a local run's parent folder) is on this machine: read "
                         "DIR/NAME directly, no cluster")
-    p.add_argument("--image", default=None,
-                   help="the reader pod's image, one with Python (default: the job's own; required once the "
-                        "job is deleted)")
+    p.add_argument("--reader-image", default=None,
+                   help="the reader pod's image, one with python3 (default: $TORCHFLEET_READER_IMAGE, the config "
+                        "file's reader_image, else the platform's pinned python image; never the job's own: a "
+                        "job's image would control what you download)")
     p.add_argument("--mount", default=None,
                    help=f"where the job's pods mount the shared claim (default: the job's, else "
                         f"{jobspec.DEFAULT_MOUNT})")
@@ -94,6 +94,20 @@ def parse_source(source: str, local: Path | None = None) -> tuple[str, str]:
     return name, "" if normal == "." else normal
 
 
+def reader_image(args: argparse.Namespace) -> str:
+    """The platform's reader image, or the mirror the researcher's config or flag names; never the job's."""
+    if args.reader_image is None:
+        return reader_pod.READER_IMAGE
+    try:
+        ref = image_ref.parse(args.reader_image)
+    except UsageError as error:
+        raise UsageError(str(error).replace("--image:", "--reader-image:", 1)) from None
+    if not ref.digest:  # what reads every download is pinned, as the platform's own images are
+        raise UsageError(f"--reader-image: {args.reader_image!r} has no digest; give REPO[:TAG]@sha256:<64 hex>, "
+                         f"e.g. {reader_pod.READER_IMAGE}")
+    return args.reader_image
+
+
 @contextlib.contextmanager
 def _runner(args: argparse.Namespace, job: str) -> Iterator[tuple[store_access.Runner, str]]:
     """(how to run store_script.py, the job's folder as that runner sees it)."""
@@ -111,24 +125,19 @@ def _runner(args: argparse.Namespace, job: str) -> Iterator[tuple[store_access.R
             raise JobNotFoundError(f"NAME: no folder {root / job} for job {job!r} (--shared-dir {root})")
         yield store_access.local_runner, str((root / job).absolute())
         return
-    from torchfleet.jobs import reader_pod
     from torchfleet.jobs.mounts import normalize_mount
     from torchfleet.jobs.tensorboard import _from_job
 
     mount = normalize_mount(args.mount) if args.mount is not None else None
-    if args.image is not None:
-        flag_checks.check_image(args.image)
+    image = reader_image(args)
     session = resolve_target(args, need_cluster=True)
     jobs = job_client(args, session)
     try:
         owner = jobs.get(job)
-        image, job_mount = _from_job(owner)
-    except JobNotFoundError:  # its results outlive the job: read them with --image
-        owner, image, job_mount = None, None, None
-    image, mount = args.image or image, mount or job_mount or jobspec.DEFAULT_MOUNT
-    if not image:
-        raise UsageError(f"--image: job {job} is not in namespace {session.target.namespace} (deleted?); give an "
-                         f"image with Python to read its folder, e.g. the training image: --image {IMAGE_EXAMPLE}")
+        _, job_mount = _from_job(owner)  # only where its pods mount the store: its image is never used
+    except JobNotFoundError:  # its results outlive the job
+        owner, job_mount = None, None
+    mount = mount or job_mount or jobspec.DEFAULT_MOUNT
     pod = reader_pod.build_pod(reader_pod.pod_name(job), job, mount, image, session.target, owner)
     with reader_pod.running(jobs, pod) as name:
         yield store_access.pod_runner(jobs, name), f"{mount.rstrip('/')}/{job}"

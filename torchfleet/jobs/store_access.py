@@ -35,7 +35,9 @@ BOOT = "import sys; n = int(sys.argv.pop(1)); exec(compile(sys.stdin.buffer.read
 
 
 def command(python: str, argv: list[str]) -> list[str]:
-    return [python, "-c", BOOT, str(len(SCRIPT)), *argv]
+    # -I: isolated, so neither a usercustomize.py in a writable HOME nor PYTHON* variables run before the
+    # script (https://docs.python.org/3/using/cmdline.html#cmdoption-I); -B: no .pyc (-I ignores the variable)
+    return [python, "-I", "-B", "-c", BOOT, str(len(SCRIPT)), *argv]
 # store_script.main's exit codes
 NOT_FOUND, REFUSED = 3, 4
 Runner = Callable[[list[str], list[bytes]], Iterator[bytes]]  # (argv, stderr sink) -> stdout chunks
@@ -61,9 +63,9 @@ def local_runner(argv: list[str], stderr: list[bytes]) -> Iterator[bytes]:
 
 
 def pod_runner(jobs, pod: str) -> Runner:
-    from torchfleet.jobs.reader_pod import exec_chunks
+    from torchfleet.jobs.reader_pod import PYTHON, exec_chunks
 
-    return lambda argv, stderr: exec_chunks(jobs, pod, command("python", argv), stderr, stdin=SCRIPT)
+    return lambda argv, stderr: exec_chunks(jobs, pod, command(PYTHON[0], argv), stderr, stdin=SCRIPT)
 
 
 def _drain(chunks: Iterator[bytes], sink: Callable[[bytes], None]) -> int | None:
