@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from torchfleet.jobs import progress, summary
+from torchfleet.jobs import progress, summary, worker_error
 from torchfleet.jobs.errors import UsageError
 from torchfleet.jobs.log_lines import Readable
 
@@ -136,8 +136,22 @@ def status_text(folder: Path) -> str:
              ("State", _state(record)),
              ("Nodes", _nodes(record)),
              *summary.render(found, now=time.time()),
+             *_worker_errors(folder, record, found),
              ("On disk", stored)]
     return "\n".join(f"{label + ':':<17}{value}" for label, value in lines)
+
+
+def _worker_errors(folder: Path, record: dict[str, Any], found: summary.Summary) -> list[tuple[str, str]]:
+    """Before the first step, each node's last worker exception (issue 32: "no progress events yet"
+    was all a run whose Task raised showed); after it, a worker's error is a peer's loss or a kill."""
+    if found.step is not None:
+        return []
+    errors = []
+    for path in node_logs(folder, record):
+        said = worker_error.summary(path.read_text(errors="replace"))
+        if said:
+            errors.append(("Worker error", f"{path.stem}: {said}; the traceback: torchfleet logs --local {folder}"))
+    return errors
 
 
 def log_lines(folder: Path, node: str | None, *, readable: bool, follow: bool) -> Iterator[str]:

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from torchfleet import extras
+from torchfleet.jobs import worker_error
 
 IMAGE_DIR = Path(__file__).resolve().parents[1] / "training-image"
 LOG_TAIL_LINES = 25
@@ -168,6 +169,9 @@ def watch_inplace_groups(job, killed: set[str], stop: threading.Event) -> None:
 def log_excerpt(log: str, lines: int = LOG_TAIL_LINES) -> str:
     """The end of a node's log, where the cause is: what the worker printed before torchrun's
     failure report (its traceback of torch's own frames says nothing about the cause)."""
+    error = worker_error.last_worker_error(log)  # issue 32: the worker's own exception, not torch's report
+    if error:
+        return "\n".join(f"  | {line}" for line in error[-lines:])
     lines_ = log.rstrip("\n").splitlines()
     failures = [i for i, line in enumerate(lines_) if _WORKER_FAILED.search(line)]
     if failures:  # the last failed attempt's own output, not every attempt's

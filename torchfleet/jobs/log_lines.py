@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from torchfleet.jobs import worker_error
 from torchfleet.jobs.summary import EVENT_PREFIX, events_from_lines
 
 # Events a reader does not need once the result is printed: the checkpoint writer's start (its
@@ -73,7 +74,9 @@ class Readable:
     def line(self, raw: str) -> str | None:
         """The line to print for ``raw``; None for an event not worth a line."""
         if EVENT_PREFIX not in raw:
-            return raw
+            # torchrun's report of a failed worker carries the worker's own traceback behind torch's log
+            # prefix on every line (issue 32): shown as the worker printed it
+            return worker_error.strip_report_prefix(raw)
         found = events_from_lines([raw])
         if not found:
             return raw
