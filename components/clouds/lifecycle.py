@@ -15,6 +15,13 @@ from __future__ import annotations
 KEPT_WITH_THE_DATA: dict[str, dict[str, str]] = {
     "aws": {
         "aws:efs/fileSystem:FileSystem": "the checkpoints (creation token torchfleet-<stack>)",
+        "aws:efs/backupPolicy:BackupPolicy": (
+            "deleting it turns the kept store's automatic backups off (the provider's delete is "
+            "PutBackupPolicy DISABLED)"
+        ),
+        "aws:efs/fileSystemPolicy:FileSystemPolicy": (
+            "deleting it reopens the kept store to any client that reaches a mount target (EFS's default policy)"
+        ),
     },
     "gcp": {
         "gcp:filestore/instance:Instance": "the checkpoints",

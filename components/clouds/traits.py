@@ -36,6 +36,12 @@ class CloudTraits:
     standard_support_why: str = ""
     # Most zones the cloud module's network layout holds (None: no limit of ours).
     max_zones: int | None = None
+    # Fewest zones the cluster accepts (EKS: subnets in two zones at least).
+    min_zones: int = 1
+    # AWS: network.privateAccessCidrs and network.clusterZones exist (clouds/aws/cluster.py).
+    eks_network_keys: bool = False
+    # Values of torchfleet:kubernetesSupport (empty: the key is refused on this cloud).
+    support_types: tuple[str, ...] = ()
     # Machine types one GPU pool may list (None: any number). A GKE node pool has one machine type.
     machine_types_per_pool: int | None = None
     # Whether autoscaler.scaleDown* can be applied; GKE's built-in autoscaler has a profile instead.
@@ -45,8 +51,13 @@ class CloudTraits:
     max_nodes_per_pool: int | None = None
     max_disk_gb: int | None = None
     storage_max_gb: dict[str, int] = field(default_factory=dict)
+    # Storage tiers that live in one zone (storage.zone says which); a store cannot move zones.
+    zonal_storage_tiers: tuple[str, ...] = ()
     # The most CIDRs the cluster's API endpoint allow-list takes (network.publicAccessCidrs), cited below.
     max_public_access_cidrs: int | None = None
+    # Whether network.publicAccessCidrs must be listed unless network.privateOnly is true: the same
+    # `pulumi up` that creates a private cluster cannot reach it to create the training layer (issue 29).
+    public_access_required: bool = False
     # Whether the cluster has an IAM-gated DNS control-plane endpoint (network.dnsEndpoint): GKE only.
     dns_endpoint: bool = False
     # Prefix lengths the cloud accepts for the VPC/VNet (AWS: /16 to /28).
@@ -75,13 +86,24 @@ CLOUD_TRAITS: dict[str, CloudTraits] = {
         # image for each. EKS starts a cluster past standard support too (extended support, billed
         # per cluster-hour), so no standard_support_until here.
         kubernetes_versions=("1.31", "1.32", "1.33", "1.34", "1.35", "1.36"),
-        # aws/network.py gives each zone a quarter of the VPC's private half.
+        # aws/layout.py gives each zone a quarter of the VPC's private half.
         max_zones=4,
+        # "You must specify at least two subnets that are in different Availability Zones" (one zone:
+        # CreateCluster fails "Subnets specified must be in at least two different AZs"):
+        # https://docs.aws.amazon.com/eks/latest/userguide/network-reqs.html
+        min_zones=2,
+        eks_network_keys=True,
+        # https://docs.aws.amazon.com/eks/latest/APIReference/API_UpgradePolicyRequest.html
+        support_types=("STANDARD", "EXTENDED"),
         # "Nodes per managed node group: 450": https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html
         max_nodes_per_pool=450,
         # "Public endpoint access CIDR ranges per cluster: 40", not adjustable (quota L-93A74D60):
         # https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html (read 2026-11-25)
         max_public_access_cidrs=40,
+        # A private-only EKS endpoint answers only inside the VPC (API_VpcConfigRequest: "your cluster's
+        # Kubernetes API server can only receive requests from within the cluster VPC"), which the same
+        # `up` creates (issue 29).
+        public_access_required=True,
         # gp3 volumes up to 16 TiB: https://docs.aws.amazon.com/ebs/latest/userguide/ebs-volume-types.html
         max_disk_gb=16384,
         # "the allowed block size is between a /16 netmask and /28 netmask":
@@ -128,6 +150,8 @@ CLOUD_TRAITS: dict[str, CloudTraits] = {
         max_disk_gb=65536,
         # Basic tiers up to 63.9 TiB, zonal and regional up to 100 TiB (the same service-tiers page).
         storage_max_gb={"BASIC_HDD": 65433, "BASIC_SSD": 65433, "ZONAL": 102400, "REGIONAL": 102400},
+        # Basic and Zonal instances are zonal resources, Regional ones span the region (same page).
+        zonal_storage_tiers=("BASIC_HDD", "BASIC_SSD", "ZONAL"),
         # Subnet primary ranges: the largest is /8 (components/clouds/gcp/network.py cuts it in 16ths).
         # https://cloud.google.com/vpc/docs/subnets#valid-ranges
         network_prefix_range=(8, 20),
@@ -148,6 +172,9 @@ CLOUD_TRAITS: dict[str, CloudTraits] = {
         # "You can specify up to 200 authorized IP ranges":
         # https://learn.microsoft.com/azure/aks/api-server-authorized-ip-ranges (read 2026-11-25)
         max_public_access_cidrs=200,
+        # A private AKS cluster is reachable only from its VNet, a peered one or a private endpoint
+        # (aks-docs access-private-cluster.md), none of which the stack's first `up` runs in.
+        public_access_required=True,
         # osDiskSizeGB maximum 2048: https://learn.microsoft.com/rest/api/aks/agent-pools/create-or-update
         max_disk_gb=2048,
         # A premium file share holds up to 100 TiB:

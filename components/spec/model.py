@@ -115,6 +115,9 @@ class StorageSpec:
     size_gb: int | None = None
     # Take back what an earlier `pulumi destroy` of this stack kept (the import resource option).
     adopt: bool = False
+    # Where a zonal store lives (GCP's Basic and Zonal Filestore tiers), said once and never derived
+    # from torchfleet:zones' order (GCP review B1; gcp/filestore.py store_location). None: zones[0].
+    zone: str | None = None
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,17 @@ class TrainingSpec:
 class NetworkSpec:
     cidr: str = "10.0.0.0/16"
     # Private by default: no public API endpoint unless the stack lists who may reach it (issue 20).
+    # On Azure the stack must say which: a list, or private_only (spec/sections.py, issue 29).
     public_access_cidrs: tuple[str, ...] = ()
+    # No public API endpoint at all, on purpose: `pulumi up` runs from a bastion or a network peered
+    # with the cluster's (docs/deploy-azure.md). On Azure the only way to an empty publicAccessCidrs.
+    private_only: bool = False
+    # AWS: the networks (VPN, peering, bastion) that reach the private endpoint on 443 through the
+    # cluster security group (clouds/aws/cluster.py), which admits only the cluster itself by default.
+    private_access_cidrs: tuple[str, ...] = ()
+    # AWS: the zones whose subnets the control plane uses, fixed when the cluster is created (EKS
+    # accepts no new zone later). Empty: the running cluster's zones, or every zone at the first `up`.
+    cluster_zones: tuple[str, ...] = ()
     nat: str = "single"  # "single" | "perZone"
     # GKE's DNS-based control-plane endpoint, open to callers outside the VPC and gated by IAM
     # (container.clusters.connect), not by source address: how a laptop or CI reaches a private
@@ -196,6 +209,9 @@ class PlatformSpec:
     aws_role_arn: str | None = None
     # Buckets jobs may mount read-only (torchfleet:datasets; spec/datasets.py).
     datasets: tuple[DatasetSpec, ...] = ()
+    # EKS's upgrade policy (torchfleet:kubernetesSupport, AWS only): STANDARD lets EKS upgrade the
+    # minor at the end of its standard support rather than bill extended support (clouds/aws/cluster.py).
+    kubernetes_support: str = "STANDARD"
 
     @property
     def traits(self) -> CloudTraits:

@@ -38,6 +38,7 @@ _TOP_KEYS = {
     "deployerPrincipalType",
     "kubeLogin",
     "datasets",
+    "kubernetesSupport",
 }
 
 
@@ -77,9 +78,10 @@ def parse(raw: dict[str, Any], stack: str = "dev") -> PlatformSpec:
     if region and gpu_pools:
         cloud_limits.region_offers(p, cloud, region, raw.get(_k("gpuPools")), gpu_pools)
         cloud_limits.zone_offers(p, cloud, region, raw.get(_k("gpuPools")), zones)
-    storage = _parse_storage(p, raw.get(_k("storage")), traits)
+    storage = _parse_storage(p, raw.get(_k("storage")), traits, cloud, region)
     training = _parse_training(p, raw.get(_k("training")), cloud, traits)
-    network = _parse_network(p, raw.get(_k("network")), cloud, traits)
+    network = _parse_network(p, raw.get(_k("network")), cloud, traits, tuple(zones))
+    support = _parse_support(p, raw.get(_k("kubernetesSupport")), cloud, traits)
     autoscaler = _parse_autoscaler(p, raw.get(_k("autoscaler")), cloud)
     if not traits.autoscaler_timings and isinstance(raw.get(_k("autoscaler")), dict):
         for name in raw[_k("autoscaler")]:
@@ -125,4 +127,20 @@ def parse(raw: dict[str, Any], stack: str = "dev") -> PlatformSpec:
         aws_profile=aws_profile,
         aws_role_arn=aws_role_arn,
         datasets=datasets,
+        kubernetes_support=support,
     )
+
+
+def _parse_support(p: _Problems, value: Any, cloud: str, traits) -> str:
+    """torchfleet:kubernetesSupport: EKS's upgrade policy, STANDARD unless the stack says EXTENDED."""
+    key = _k("kubernetesSupport")
+    if value is None:
+        return "STANDARD"
+    if not traits.support_types:
+        p.add(key, f"an EKS setting; {cloud} has no such key: remove it")
+        return "STANDARD"
+    if value not in traits.support_types:
+        p.add(key, f"must be one of {', '.join(traits.support_types)} (STANDARD: EKS upgrades the minor when its "
+                   f"standard support ends; EXTENDED: it stays, billed at the extended-support rate), got {_r(value)}")
+        return "STANDARD"
+    return value

@@ -25,9 +25,11 @@ from components.spec.namespaces import reserved_namespace
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # Allowed keys of each structured value; anything else is a typo worth reporting.
-_STORAGE_KEYS = {"protect", "tier", "sizeGb", "adopt"}
+_STORAGE_KEYS = {"protect", "tier", "sizeGb", "adopt", "zone"}
 _TRAINING_KEYS = {"operator", "namespace", "etcdReplicas"}
-_NETWORK_KEYS = {"cidr", "publicAccessCidrs", "natGateways", "dnsEndpoint"}
+_NETWORK_KEYS = {
+    "cidr", "publicAccessCidrs", "natGateways", "dnsEndpoint", "privateOnly", "privateAccessCidrs", "clusterZones",
+}
 _AUTOSCALER_KEYS = {"scaleDownUnneededTime", "scaleDownDelayAfterAdd"}
 _GUARDRAIL_KEYS = {"maxGpus", "allowOnDemandGpus", "restrictPublicEndpoint"}
 
@@ -44,6 +46,10 @@ def _parse_zones(p: _Problems, raw: dict, cloud: str, traits: CloudTraits, regio
         return []
     if len(set(zones)) != len(zones):
         p.add(key, f"each zone once, got {zones}")
+    if len(set(zones)) < traits.min_zones:
+        p.add(key, f"at least {traits.min_zones} zones on {cloud}, got {len(set(zones))}: the control plane needs "
+                   f"subnets in {traits.min_zones} zones (components/clouds/traits.py cites it); add another zone "
+                   "of the region")
     if traits.max_zones and len(set(zones)) > traits.max_zones:
         p.add(key, f"at most {traits.max_zones} zones on {cloud}, got {len(set(zones))}; pick {traits.max_zones}")
     known = regions.region(cloud, region) if region else None
@@ -68,13 +74,15 @@ def _parse_zones(p: _Problems, raw: dict, cloud: str, traits: CloudTraits, regio
     return list(dict.fromkeys(zones))  # a repeated zone is reported above, not again by every pool
 
 
-def _parse_storage(p: _Problems, value: Any, traits: CloudTraits) -> StorageSpec:
+def _parse_storage(
+    p: _Problems, value: Any, traits: CloudTraits, cloud: str = "", region: str | None = None
+) -> StorageSpec:
     key = _k("storage")
     obj = _obj(p, key, value, _STORAGE_KEYS)
     protect = _bool(p, f"{key}.protect", obj.get("protect"), True)
     adopt = _bool(p, f"{key}.adopt", obj.get("adopt"), False)
     if not traits.storage_tiers:
-        for k in ("tier", "sizeGb"):
+        for k in ("tier", "sizeGb", "zone"):
             if k in obj:
                 p.add(f"{key}.{k}", "this cloud's store grows by itself; remove this key")
         return StorageSpec(protect=protect, adopt=adopt)
@@ -89,7 +97,33 @@ def _parse_storage(p: _Problems, value: Any, traits: CloudTraits) -> StorageSpec
     )
     if size is not None and size < minimum:
         p.add(f"{key}.sizeGb", f"tier {tier} needs at least {minimum} GiB, got {size}")
-    return StorageSpec(protect=protect, tier=tier, size_gb=size, adopt=adopt)
+    zone = _storage_zone(p, f"{key}.zone", obj, tier, traits, cloud, region)
+    return StorageSpec(protect=protect, tier=tier, size_gb=size, adopt=adopt, zone=zone)
+
+
+def _storage_zone(
+    p: _Problems, key: str, obj: dict, tier: str, traits: CloudTraits, cloud: str, region: str | None
+) -> str | None:
+    """storage.zone: the zone of a zonal store. Any zone of the region: it need not stay in
+    torchfleet:zones (nodes in the region's other zones mount it), and dropping it from there must not
+    move the checkpoints (GCP review B1)."""
+    if "zone" not in obj:
+        return None
+    zone = obj["zone"]
+    if tier not in traits.zonal_storage_tiers:
+        p.add(key, f"a {tier} store spans the region, it has no zone; remove this key")
+        return None
+    known = regions.region(cloud, region) if region else None
+    if known is not None and known.zones:
+        if zone not in known.zones:
+            p.add(key, f"zone {_r(zone)} is not in region {region}; its zones: {', '.join(known.zones)}")
+            return None
+    elif not isinstance(zone, str) or traits.zone_pattern is None or not re.match(
+        traits.zone_pattern.replace("{region}", re.escape(region or "")), zone
+    ):
+        p.add(key, f"zone {_r(zone)} is not in region {region}; expected like {traits.zone_example}")
+        return None
+    return zone
 
 
 def _parse_training(p: _Problems, value: Any, cloud: str, traits: CloudTraits) -> TrainingSpec:
@@ -127,7 +161,9 @@ def _parse_training(p: _Problems, value: Any, cloud: str, traits: CloudTraits) -
     )
 
 
-def _parse_network(p: _Problems, value: Any, cloud: str, traits: CloudTraits) -> NetworkSpec:
+def _parse_network(
+    p: _Problems, value: Any, cloud: str, traits: CloudTraits, zones: tuple[str, ...] = ()
+) -> NetworkSpec:
     key = _k("network")
     obj = _obj(p, key, value, _NETWORK_KEYS)
     default = NetworkSpec()
@@ -153,15 +189,76 @@ def _parse_network(p: _Problems, value: Any, cloud: str, traits: CloudTraits) ->
             f"at most {most} CIDRs on {cloud} (the API endpoint's allow-list; components/clouds/traits.py cites "
             f"the limit), got {len(public)}: merge neighbouring ranges into wider ones",
         )
+    private_only = _bool(p, f"{key}.privateOnly", obj.get("privateOnly"), False)
+    _public_or_private(p, key, public, private_only, cloud, traits)
+    private_cidrs, cluster_zones = _eks_network(p, key, obj, private_only, cloud, traits, zones)
     nat = obj.get("natGateways", default.nat)
     if nat not in ("single", "perZone"):
         p.add(f"{key}.natGateways", f"must be 'single' (cheaper) or 'perZone' (zone-redundant), got {_r(nat)}")
     return NetworkSpec(
         cidr=cidr,
         public_access_cidrs=tuple(public) if public is not None else default.public_access_cidrs,
+        private_only=private_only,
+        private_access_cidrs=private_cidrs,
+        cluster_zones=cluster_zones,
         nat=nat,
         dns_endpoint=_parse_dns_endpoint(p, f"{key}.dnsEndpoint", obj, cloud, traits),
     )
+
+
+def _public_or_private(p: _Problems, key: str, public: list | None, private_only: bool, cloud: str,
+                       traits: CloudTraits) -> None:
+    """Who reaches the API server is said, not defaulted, where a private cluster is unreachable from the
+    `pulumi up` that creates it (traits.public_access_required; issue 29)."""
+    if private_only and public:
+        p.add(f"{key}.privateOnly", f"true means no public API endpoint, but {key}.publicAccessCidrs lists "
+                                    f"{len(public)} CIDR(s): remove one of the two keys")
+    elif traits.public_access_required and not private_only and not public:
+        p.add(
+            f"{key}.publicAccessCidrs",
+            f"required on {cloud}: list the CIDRs that may reach the Kubernetes API (the machines that run "
+            "`pulumi up`, CI and researchers, e.g. [\"203.0.113.7/32\"]; your address: `curl -s https://ifconfig.me`), "
+            f"or set {key}.privateOnly: true and run `pulumi up` from a bastion or a network peered with the "
+            f"cluster's ({_PRIVATE_PATH.get(cloud, 'docs/deploy-azure.md')})",
+        )
+
+
+# Where each cloud's private path (network.privateOnly) is described.
+_PRIVATE_PATH = {"aws": "list that network in network.privateAccessCidrs; docs/day-2-aws.md"}
+
+
+def _eks_network(
+    p: _Problems, key: str, obj: dict, private_only: bool, cloud: str, traits: CloudTraits, zones: tuple[str, ...]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """network.privateAccessCidrs and network.clusterZones (AWS: clouds/aws/cluster.py and live.py)."""
+    if not traits.eks_network_keys:
+        for k in ("privateAccessCidrs", "clusterZones"):
+            if k in obj:
+                p.add(f"{key}.{k}", f"an EKS setting; {cloud} has no such key: remove it")
+        return (), ()
+    cidrs = _str_list(p, f"{key}.privateAccessCidrs", obj.get("privateAccessCidrs")) or []
+    for i, c in enumerate(cidrs):
+        try:
+            net = ipaddress.IPv4Network(c)
+        except ValueError:
+            p.add(f"{key}.privateAccessCidrs[{i}]", f"expected an IPv4 CIDR like 10.8.0.0/16, got {_r(c)}")
+            continue
+        if net.prefixlen == 0:
+            p.add(f"{key}.privateAccessCidrs[{i}]", "0.0.0.0/0 opens the API to every address routed into the VPC; "
+                                                    "list the VPN or peered network, e.g. 10.8.0.0/16")
+    if private_only and not cidrs:
+        p.add(f"{key}.privateAccessCidrs", f"required with {key}.privateOnly: the networks `pulumi up` runs from "
+                                           "(VPN, peered VPC, bastion), e.g. [10.8.0.0/16]; EKS's cluster security "
+                                           "group admits nothing else on 443")
+    chosen = _str_list(p, f"{key}.clusterZones", obj.get("clusterZones")) or []
+    for i, z in enumerate(chosen):
+        if z not in zones:
+            p.add(f"{key}.clusterZones[{i}]", f"zone {_r(z)} is not in torchfleet:zones {list(zones)}: the control "
+                                              "plane's zones stay in the stack's zones")
+    if chosen and len(set(chosen)) < traits.min_zones:
+        p.add(f"{key}.clusterZones", f"at least {traits.min_zones} zones (the same EKS rule as torchfleet:zones), "
+                                     f"got {chosen}")
+    return tuple(cidrs), tuple(dict.fromkeys(chosen))
 
 
 def _parse_dns_endpoint(p: _Problems, key: str, obj: dict, cloud: str, traits: CloudTraits) -> bool:

@@ -103,7 +103,9 @@ def test_adopt_imports_exactly_what_destroy_kept(results, cloud):
     assert set(imported) == set(plans.destroy_plan(result.resources).kept)
     ids = sorted(imported.values())
     if cloud == "aws":
-        assert ids == ["/aws/eks/torchfleet-aws-usw2/cluster", "fs-0adopted"]  # fs: found by creation token
+        # fs: found by creation token; its backup and file system policies (kept with it since issue 29)
+        # import by the same id
+        assert ids == ["/aws/eks/torchfleet-aws-usw2/cluster", "fs-0adopted", "fs-0adopted", "fs-0adopted"]
     elif cloud == "gcp":
         assert ids == ["projects/my-ml-project/global/networks/torchfleet-gcp-usc1-vpc",
                        "projects/my-ml-project/locations/us-central1-a/instances/torchfleet-gcp-usc1-store"]

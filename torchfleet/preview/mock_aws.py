@@ -47,7 +47,54 @@ MOCK_ADDON_VERSION = "v0.0.0-eksbuild.mock"
 # Add-ons whose version the program checks (clouds/aws/datasets.py wants the S3 driver at v2 or later).
 MOCK_ADDON_VERSIONS = {"aws-mountpoint-s3-csi-driver": "v2.7.0-eksbuild.mock"}
 
+# The cluster the program reads as running (components/clouds/aws/live.py): none by default, as before
+# the first `up`. Tests of a day-2 change put the cluster of the first config here:
+# {"<cluster name>": {"version": "1.35", "zones": [...], "bootstrap": False,
+#                     "nodeGroups": {"<name>": {"version": "1.35", "min": 0, "max": 8, "desired": 3}}}}
+LIVE_CLUSTERS: dict = {}
+
+
+def _live(name: str) -> dict:
+    return LIVE_CLUSTERS[name]
+
+
+_LIVE_SUBNET = "subnet-live-"  # + the zone: DescribeSubnets answers the zone back
+
+
+def _get_cluster(a) -> dict:
+    c = _live(a.args["name"])
+    return {
+        "name": a.args["name"],
+        "id": a.args["name"],
+        "version": c["version"],
+        "vpcConfig": {"subnetIds": [_LIVE_SUBNET + z for z in c["zones"]]},
+        "accessConfigs": [{"authenticationMode": "API", "bootstrapClusterCreatorAdminPermissions": c.get("bootstrap", False)}],
+    }
+
+
+def _get_node_group(a) -> dict:
+    g = _live(a.args["clusterName"])["nodeGroups"][a.args["nodeGroupName"]]
+    return {
+        "clusterName": a.args["clusterName"],
+        "nodeGroupName": a.args["nodeGroupName"],
+        "id": a.args["nodeGroupName"],
+        "version": g["version"],
+        "scalingConfigs": [{"minSize": g["min"], "maxSize": g["max"], "desiredSize": g["desired"]}],
+    }
+
+
 CALLS: dict = {
+    "aws:eks/getClusters:getClusters": lambda a: {"names": sorted(LIVE_CLUSTERS), "id": "us-west-2"},
+    "aws:eks/getCluster:getCluster": _get_cluster,
+    "aws:ec2/getSubnet:getSubnet": lambda a: {"id": a.args["id"], "availabilityZone": a.args["id"].removeprefix(_LIVE_SUBNET)},
+    "aws:eks/getNodeGroups:getNodeGroups": lambda a: {
+        "clusterName": a.args["clusterName"], "id": a.args["clusterName"],
+        "names": sorted(_live(a.args["clusterName"]).get("nodeGroups", {})),
+    },
+    "aws:eks/getNodeGroup:getNodeGroup": _get_node_group,
+    "aws:iam/getSessionContext:getSessionContext": lambda a: {
+        "arn": a.args["arn"], "id": a.args["arn"], "issuerArn": a.args["arn"],
+    },
     "aws:eks/getAddonVersion:getAddonVersion": lambda a: {
         "addonName": a.args["addonName"],
         "kubernetesVersion": a.args["kubernetesVersion"],

@@ -6,6 +6,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.clouds.aws import live
 from components.clouds.aws.addons import create_addon
 from components.clouds.aws.autoscaling import EksAutoscaling
 from components.clouds.aws.cluster import EksControlPlane
@@ -15,7 +16,14 @@ from components.clouds.aws.efs import EfsStore
 from components.clouds.aws.network import AwsNetwork
 from components.clouds.aws.nodegroups import EksNodeGroups
 from components.clouds.base import ClusterHandle
-from components.spec import LABEL_POOL, MANAGER_POOL_NAME, PlatformSpec
+from components.spec import LABEL_POOL, MANAGER_POOL_NAME, ConfigError, PlatformSpec
+
+
+def deployer_arn() -> str:
+    """The IAM identity running `pulumi up`, as an access entry names it: the role, not the
+    assumed-role session (terraform-aws-eks main.tf reads aws_iam_session_context's issuer_arn the
+    same way; hashicorp/terraform-provider-aws#28381)."""
+    return aws.iam.get_session_context(arn=aws.get_caller_identity().arn).issuer_arn
 
 
 def cluster_name_for(stack: str) -> str:
@@ -30,18 +38,39 @@ class AwsCluster(pulumi.ComponentResource):
         cluster_name = cluster_name_for(spec.stack)
         identity = aws.get_caller_identity_output()
         partition = aws.get_partition().partition
+        # The running cluster, if any (live.py): what EKS would refuse is refused here, in the preview.
+        running = live.read(cluster_name)
+        problems = [
+            f"{key}: {why}"
+            for key, why in (
+                ("torchfleet:kubernetesVersion", live.version_problem(running, spec.kubernetes_version)),
+                ("torchfleet:zones", live.zone_problem(running, spec.zones, spec.network.cluster_zones)),
+            )
+            if why
+        ]
+        if problems:
+            raise ConfigError(problems)
+        cluster_zones = live.cluster_zones(running, spec.zones, spec.network.cluster_zones)
 
-        network = AwsNetwork(f"{name}-network", spec, cluster_name, child)
+        network = AwsNetwork(f"{name}-network", spec, cluster_name, cluster_zones, child)
         subnets = network.private_subnets
         control = EksControlPlane(
-            f"{name}-control", spec, cluster_name, [s.id for s in subnets.values()], partition, child
+            f"{name}-control",
+            spec,
+            cluster_name,
+            [subnets[z].id for z in cluster_zones],
+            partition,
+            None if running and running.bootstrap_creator_admin else deployer_arn(),
+            child,
         )
         # Nodes join once the CNI enforces network policies, and once they can reach the internet
         # through the NAT (on destroy, the NAT goes only after them).
         nodes = EksNodeGroups(
-            f"{name}-nodes", spec, control.cluster, subnets, partition, [control.vpc_cni, *network.egress], child
+            f"{name}-nodes", spec, control.cluster, subnets, partition, [control.vpc_cni, *network.egress], running,
+            child,
         )
         node_groups = [*nodes.managers.values(), *nodes.gpu_groups.values()]
+        control.create_node_addons(f"{name}-control", spec, node_groups)
         # A Deployment: ACTIVE only once nodes run it (cluster.py has kube-proxy and the CNI).
         coredns = create_addon(
             f"{name}-coredns",
@@ -90,6 +119,10 @@ class AwsCluster(pulumi.ComponentResource):
             provider,
             control.kubeconfig,
             node_groups,
+            # On destroy the EBS controller still deletes volumes while the settle step waits: it
+            # resolves the EC2 endpoint through CoreDNS and gets its credentials from the Pod Identity
+            # agent, so both go only after the wait (issue 29).
+            [coredns, control.pod_identity_agent],
             pulumi.ResourceOptions(parent=self),
         )
         # Buckets jobs mount read-only (torchfleet:datasets): the S3 CSI add-on runs on the nodes,

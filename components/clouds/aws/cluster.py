@@ -16,9 +16,14 @@ from components.clouds.aws.options import cluster_options, kept_options
 from components.spec import PlatformSpec
 from components.spec.access import RESEARCHERS_GROUP
 
-# All five control-plane log types: audit and authenticator logs are what an incident needs.
+# Audit and authenticator logs are what an incident needs (who did what, which IAM identity was
+# which Kubernetes user). api (the API server's own log) is the largest stream on a busy cluster and
+# controllerManager/scheduler are debugging aids: off, since CloudWatch bills every GB ingested
+# (https://aws.amazon.com/cloudwatch/pricing/, "Vended Logs"); turn one on for an investigation with
+# `aws eks update-cluster-config --logging`, and the next `pulumi up` turns it off again.
 # https://docs.aws.amazon.com/eks/latest/userguide/control-plane-logs.html
-CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+CONTROL_PLANE_LOGS = ["audit", "authenticator"]
+HTTPS = 443
 LOG_RETENTION_DAYS = 90
 # Cluster-wide admin for an access entry:
 # https://docs.aws.amazon.com/eks/latest/userguide/access-policy-permissions.html
@@ -72,6 +77,20 @@ def kubeconfig(
     )
 
 
+def vpc_config(spec: PlatformSpec, subnet_ids: list) -> dict:
+    """The endpoints: the private one always on (nodes reach the API inside the VPC); the public one
+    open to network.publicAccessCidrs, or off when the stack says network.privateOnly (spec/sections.py
+    refuses an AWS stack that says neither: an endpoint unreachable from the `pulumi up` creating it).
+    https://docs.aws.amazon.com/eks/latest/APIReference/API_VpcConfigRequest.html"""
+    public = not spec.network.private_only
+    return {
+        "subnet_ids": subnet_ids,
+        "endpoint_private_access": True,
+        "endpoint_public_access": public,
+        "public_access_cidrs": list(spec.network.public_access_cidrs) if public else None,
+    }
+
+
 class EksControlPlane(pulumi.ComponentResource):
     def __init__(
         self,
@@ -80,6 +99,7 @@ class EksControlPlane(pulumi.ComponentResource):
         cluster_name: str,
         subnet_ids: list[pulumi.Input[str]],
         partition: str,
+        deployer_arn: str | None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("torchfleet:clouds:EksControlPlane", name, None, opts)
@@ -118,19 +138,22 @@ class EksControlPlane(pulumi.ComponentResource):
             name=cluster_name,
             version=spec.kubernetes_version,
             role_arn=role.arn,
-            vpc_config={
-                "subnet_ids": subnet_ids,
-                "endpoint_private_access": True,
-                "endpoint_public_access": bool(spec.network.public_access_cidrs),
-                "public_access_cidrs": list(spec.network.public_access_cidrs) or None,
-            },
+            vpc_config=vpc_config(spec, subnet_ids),
             access_config={
-                # Access entries only (no aws-auth ConfigMap); the deploying identity becomes admin
-                # (immutable: changing it would replace the cluster), everyone else through
-                # explicit entries below.
+                # Access entries only (no aws-auth ConfigMap), every admin an explicit entry below, the
+                # deployer included, as terraform-aws-eks v20+ does (main.tf: bootstrap false, and
+                # enable_cluster_creator_admin_permissions adds an entry for the caller's
+                # aws_iam_session_context issuer_arn). With
+                # EKS's own creator entry, an admin list naming the deployer failed with 409
+                # ResourceInUseException, and the creator could never be removed. Create-only
+                # (options.CLUSTER_CREATE_ONLY keeps an older cluster's true).
                 "authentication_mode": "API",
-                "bootstrap_cluster_creator_admin_permissions": True,
+                "bootstrap_cluster_creator_admin_permissions": False,
             },
+            # STANDARD: at the end of the minor's standard support EKS upgrades the cluster instead
+            # of billing extended support (EXTENDED is the API's default).
+            # https://docs.aws.amazon.com/eks/latest/APIReference/API_UpgradePolicyRequest.html
+            upgrade_policy={"support_type": spec.kubernetes_support},
             encryption_config={"provider": {"key_arn": key.arn}, "resources": ["secrets"]},
             enabled_cluster_log_types=CONTROL_PLANE_LOGS,
             tags={"torchfleet.io/stack": spec.stack},
@@ -158,15 +181,55 @@ class EksControlPlane(pulumi.ComponentResource):
             # EKS installs a self-managed VPC CNI with the cluster; the add-on takes it over.
             resolve_conflicts_on_create="OVERWRITE",
         )
-        # kube-proxy and CoreDNS come with the cluster as self-managed copies that nothing upgrades
-        # with the control plane; as add-ons EKS keeps them at its version for the minor (AWS review
-        # m7). kube-proxy is a DaemonSet, there before nodes; CoreDNS waits for them (__init__.py).
+        self.security_group_id = self.cluster.vpc_config.cluster_security_group_id
+        # network.privateAccessCidrs: the VPN, peered or bastion networks `pulumi up` runs from when the
+        # endpoint is private. EKS's cluster security group admits only itself by default, so the
+        # private endpoint answers nothing outside the cluster without these rules.
+        # https://docs.aws.amazon.com/eks/latest/userguide/cluster-endpoint.html (accessing a private-only endpoint)
+        self.private_access = [
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-api-from-{cidr.replace('/', '-').replace('.', '-')}",
+                security_group_id=self.security_group_id,
+                cidr_ipv4=cidr,
+                ip_protocol="tcp",
+                from_port=HTTPS,
+                to_port=HTTPS,
+                description="Kubernetes API from the deployer network",
+                opts=child,
+            )
+            for cidr in spec.network.private_access_cidrs
+        ]
+        admins = tuple(dict.fromkeys([*spec.access.admins, *([deployer_arn] if deployer_arn else [])]))
+        self.admins = [*self._create_admins(name, admins, partition), *self.private_access]
+        self.researchers = self._create_researchers(name, spec.access.researchers)
+        region = spec.region or ""
+        profile, role_arn = spec.aws_profile, spec.aws_role_arn
+        self.kubeconfig = pulumi.Output.secret(
+            pulumi.Output.all(self.cluster.name, self.cluster.endpoint, self.cluster.certificate_authority.data).apply(
+                lambda a: kubeconfig(a[0], a[1], a[2], region, profile, role_arn)
+            )
+        )
+        self.register_outputs({"clusterName": self.cluster.name})
+
+    def create_node_addons(self, name: str, spec: PlatformSpec, node_groups: list[pulumi.Resource]) -> None:
+        """kube-proxy and the Pod Identity agent, after the node groups.
+
+        kube-proxy comes with the cluster as a self-managed copy that nothing upgrades with the control
+        plane; as an add-on EKS keeps it at its version for the minor (AWS review m7). On a minor
+        upgrade EKS's order is the control plane, then the nodes, then the add-ons
+        (https://docs.aws.amazon.com/eks/latest/userguide/update-cluster.html; kube-proxy may not be
+        newer than the nodes' kubelet: https://docs.aws.amazon.com/eks/latest/userguide/managing-kube-proxy.html),
+        which Pulumi follows when they depend on the node groups; terraform-aws-eks orders its add-ons
+        the same way (main.tf aws_eks_addon depends_on the node groups; only before_compute ones, the
+        VPC CNI here, go first). Created by the control plane component (their parent), as before.
+        """
         self.kube_proxy = create_addon(
             f"{name}-kube-proxy",
             parent=self,
             cluster=self.cluster,
             addon="kube-proxy",
             kubernetes_version=spec.kubernetes_version,
+            depends_on=node_groups,
             resolve_conflicts_on_create="OVERWRITE",
         )
         # Pods talk to AWS through EKS Pod Identity (the agent is an EKS add-on).
@@ -176,18 +239,8 @@ class EksControlPlane(pulumi.ComponentResource):
             cluster=self.cluster,
             addon="eks-pod-identity-agent",
             kubernetes_version=spec.kubernetes_version,
+            depends_on=node_groups,
         )
-        self.admins = self._create_admins(name, spec.access.admins, partition)
-        self.researchers = self._create_researchers(name, spec.access.researchers)
-        region = spec.region or ""
-        profile, role_arn = spec.aws_profile, spec.aws_role_arn
-        self.kubeconfig = pulumi.Output.secret(
-            pulumi.Output.all(self.cluster.name, self.cluster.endpoint, self.cluster.certificate_authority.data).apply(
-                lambda a: kubeconfig(a[0], a[1], a[2], region, profile, role_arn)
-            )
-        )
-        self.security_group_id = self.cluster.vpc_config.cluster_security_group_id
-        self.register_outputs({"clusterName": self.cluster.name})
 
     def _create_admins(self, name: str, admins: tuple[str, ...], partition: str) -> list[pulumi.Resource]:
         """An access entry and the cluster-admin policy for each identity of torchfleet:admins.

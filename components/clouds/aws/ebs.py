@@ -41,6 +41,7 @@ class EbsVolumes(pulumi.ComponentResource):
         provider: k8s.Provider,
         kubeconfig: pulumi.Input[str],
         nodes: list[pulumi.Resource],
+        outlived_by: list[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("torchfleet:clouds:EbsVolumes", name, None, opts)
@@ -59,7 +60,8 @@ class EbsVolumes(pulumi.ComponentResource):
         # deleted first, then this waits until the cluster lists none of the driver's volumes, then
         # the add-on goes (settle.py; AWS review m5).
         self.settle = VolumesReleased(
-            f"{name}-csi-settle", EBS_CSI_DRIVER, kubeconfig, [self.csi_addon], pulumi.ResourceOptions(parent=self)
+            f"{name}-csi-settle", EBS_CSI_DRIVER, kubeconfig, [self.csi_addon, *outlived_by],
+            pulumi.ResourceOptions(parent=self)
         )
         self.storage_class = k8s.storage.v1.StorageClass(
             f"{name}-gp3",

@@ -115,6 +115,7 @@ class EfsStore(pulumi.ComponentResource):
         super().__init__("torchfleet:clouds:EfsStore", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         keep = spec.storage.protect
+        adopted = adopted_file_system_id(spec.stack) if keep and spec.storage.adopt else None
         self.file_system = aws.efs.FileSystem(
             f"{name}-fs",
             creation_token=creation_token(spec.stack),
@@ -127,10 +128,19 @@ class EfsStore(pulumi.ComponentResource):
             tags={"Name": f"{name}-shared", "torchfleet.io/stack": spec.stack},
             # Kept by `pulumi destroy` while storage.protect is true (mount targets, security group
             # and access point go: nothing of the old VPC holds it); adopted back by storage.adopt.
-            opts=kept_options(self, keep, adopted_file_system_id(spec.stack) if keep and spec.storage.adopt else None),
+            opts=kept_options(self, keep, adopted),
         )
-        aws.efs.BackupPolicy(
-            f"{name}-backup", file_system_id=self.file_system.id, backup_policy={"status": "ENABLED"}, opts=child
+        # Kept with the store: the provider's delete of a backup policy is PutBackupPolicy DISABLED
+        # (terraform-provider-aws internal/service/efs/backup_policy.go, resourceBackupPolicyDelete),
+        # so a destroy that keeps the store would stop its daily backups. The recovery points AWS
+        # Backup already made (vault aws/efs/automatic-backup-vault) outlive the destroy either way
+        # and keep billing until they expire (35 days): docs/day-2-aws.md.
+        # https://docs.aws.amazon.com/efs/latest/ug/awsbackup.html#automatic-backups
+        # Both import by the file system's id (the provider's importers), so storage.adopt takes them back.
+        with_the_store = kept_options(self, keep, adopted)
+        self.backup_policy = aws.efs.BackupPolicy(
+            f"{name}-backup", file_system_id=self.file_system.id, backup_policy={"status": "ENABLED"},
+            opts=with_the_store,
         )
         sg = aws.ec2.SecurityGroup(
             f"{name}-nfs-sg",
@@ -191,7 +201,12 @@ class EfsStore(pulumi.ComponentResource):
             policy=pulumi.Output.all(self.file_system.arn, self.access_point.arn).apply(
                 lambda arns: file_system_policy(*arns)
             ),
-            opts=child,
+            # Kept with the store too: deleting it (DeleteFileSystemPolicy) restores EFS's default,
+            # "any client that can reach a mount target has full access". Kept, it still names the
+            # destroyed access point, so nothing mounts the store until storage.adopt writes it again
+            # (PutFileSystemPolicy replaces a policy: a create over a kept one succeeds).
+            # https://docs.aws.amazon.com/efs/latest/ug/iam-access-control-nfs-efs.html#default-filesystempolicy
+            opts=with_the_store,
         )
         self.store = SharedStore(
             kind="efs",

@@ -3,37 +3,12 @@ and load balancers, and the subnet tags the EKS load balancer controllers expect
 
 from __future__ import annotations
 
-import ipaddress
-from dataclasses import dataclass
-
 import pulumi
 import pulumi_aws as aws
 
+from components.clouds.aws.layout import SubnetPlan, plan_subnets  # noqa: F401 (re-exported)
 from components.clouds.aws.s3_endpoint import create_s3_gateway_endpoint
 from components.spec import PlatformSpec
-
-
-@dataclass(frozen=True)
-class SubnetPlan:
-    zone: str
-    private_cidr: str
-    public_cidr: str
-
-
-def plan_subnets(vpc_cidr: str, zones: tuple[str, ...]) -> list[SubnetPlan]:
-    """Carve the VPC into one large private and one small public subnet per zone.
-
-    Nodes and pods (the VPC CNI gives every pod a VPC address) live in the private subnets, so
-    they get most of the space; public subnets only hold NAT gateways and load balancers.
-    Pure function, so the layout is tested without mocks.
-    """
-    net = ipaddress.ip_network(vpc_cidr)
-    halves = list(net.subnets(prefixlen_diff=1))
-    private = list(halves[0].subnets(prefixlen_diff=2))  # up to 4 zones: a /19 each of a /16
-    public = list(halves[1].subnets(new_prefix=min(halves[1].prefixlen + 4, 28)))
-    if len(zones) > len(private):
-        raise ValueError(f"at most {len(private)} zones fit in {vpc_cidr}")
-    return [SubnetPlan(z, str(private[i]), str(public[i])) for i, z in enumerate(zones)]
 
 
 def subnet_tags(cluster_name: str, public: bool) -> dict[str, str]:
@@ -43,7 +18,14 @@ def subnet_tags(cluster_name: str, public: bool) -> dict[str, str]:
 
 
 class AwsNetwork(pulumi.ComponentResource):
-    def __init__(self, name: str, spec: PlatformSpec, cluster_name: str, opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        spec: PlatformSpec,
+        cluster_name: str,
+        cluster_zones: tuple[str, ...],
+        opts: pulumi.ResourceOptions | None = None,
+    ):
         super().__init__("torchfleet:clouds:AwsNetwork", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.vpc = aws.ec2.Vpc(
@@ -66,8 +48,14 @@ class AwsNetwork(pulumi.ComponentResource):
         # create, and on destroy it goes only after them (AWS review m1).
         self.egress: list[pulumi.Resource] = []
         nat_ids: dict[str, pulumi.Output[str]] = {}
+        # A VPC holds one subnet per CIDR: a replacement created first would fail InvalidSubnet.Conflict.
+        subnet_options = pulumi.ResourceOptions(parent=self, delete_before_replace=True)
         private_rts: list[aws.ec2.RouteTable] = []
-        for i, plan in enumerate(plan_subnets(spec.network.cidr, spec.zones)):
+        # The single NAT sits in the first of the cluster's zones in letter order: the cluster keeps
+        # those zones for good (cluster.py), so adding, removing or reordering zones never moves it.
+        nat_zone = sorted(cluster_zones)[0]
+        plans = plan_subnets(spec.network.cidr, spec.zones)
+        for plan in sorted(plans, key=lambda p: p.zone != nat_zone):  # the NAT's zone first
             public = aws.ec2.Subnet(
                 f"{name}-public-{plan.zone}",
                 vpc_id=self.vpc.id,
@@ -75,12 +63,12 @@ class AwsNetwork(pulumi.ComponentResource):
                 availability_zone=plan.zone,
                 map_public_ip_on_launch=False,  # only the NAT gateways' Elastic IPs are public
                 tags={"Name": f"{cluster_name}-public-{plan.zone}", **subnet_tags(cluster_name, public=True)},
-                opts=child,
+                opts=subnet_options,
             )
             aws.ec2.RouteTableAssociation(
                 f"{name}-public-{plan.zone}-rta", subnet_id=public.id, route_table_id=public_rt.id, opts=child
             )
-            if spec.network.nat == "perZone" or i == 0:
+            if spec.network.nat == "perZone" or plan.zone == nat_zone:
                 nat_ids[plan.zone] = self._create_nat(f"{name}-nat-{plan.zone}", public, igw)
             private = aws.ec2.Subnet(
                 f"{name}-private-{plan.zone}",
@@ -89,9 +77,9 @@ class AwsNetwork(pulumi.ComponentResource):
                 availability_zone=plan.zone,
                 map_public_ip_on_launch=False,
                 tags={"Name": f"{cluster_name}-private-{plan.zone}", **subnet_tags(cluster_name, public=False)},
-                opts=child,
+                opts=subnet_options,
             )
-            nat = nat_ids.get(plan.zone) or next(iter(nat_ids.values()))
+            nat = nat_ids.get(plan.zone) or nat_ids[nat_zone]
             rt = aws.ec2.RouteTable(
                 f"{name}-private-{plan.zone}-rt",
                 vpc_id=self.vpc.id,

@@ -14,6 +14,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.clouds.aws import iam
+from components.clouds.aws.live import LiveCluster, desired_size
 from components.clouds.aws.options import nodegroup_options
 from components.spec import GPU_RESOURCE, GPU_TAINT, LABEL_POOL, MANAGER_POOL_NAME, GpuPoolSpec, PlatformSpec
 
@@ -141,9 +142,11 @@ class EksNodeGroups(pulumi.ComponentResource):
         subnets: dict[str, aws.ec2.Subnet],
         partition: str,
         wait_for: list[pulumi.Resource],
+        running: LiveCluster | None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("torchfleet:clouds:EksNodeGroups", name, None, opts)
+        self._running, self._version = running, spec.kubernetes_version
         child = pulumi.ResourceOptions(parent=self)
         role = aws.iam.Role(
             f"{name}-node-role", assume_role_policy=iam.assume_role_policy("ec2.amazonaws.com"), opts=child
@@ -243,7 +246,19 @@ class EksNodeGroups(pulumi.ComponentResource):
             instance_types=instance_types,
             capacity_type=capacity_type,
             ami_type=ami_type,
-            scaling_config={"min_size": min_nodes, "max_size": max_nodes, "desired_size": min_nodes},
+            scaling_config={
+                "min_size": min_nodes,
+                "max_size": max_nodes,
+                "desired_size": desired_size(self._running, pool_name, min_nodes, max_nodes),
+            },
+            # The cluster's minor, so a Kubernetes upgrade moves the nodes right after the control
+            # plane (UpdateNodegroupVersion; EKS refuses the next cluster upgrade while a group lags:
+            # https://docs.aws.amazon.com/eks/latest/userguide/update-managed-node-group.html). Left
+            # unset, the provider never sends it (node_group.go Update: only on a change of a set
+            # value). No release_version: EKS takes the newest AMI of the minor when the group is
+            # created or upgraded, and a newer AMI within the minor is a deliberate
+            # `aws eks update-nodegroup-version` (docs/day-2-aws.md), never a surprise of `pulumi up`.
+            version=self._version,
             update_config={"max_unavailable": 1},
             labels=labels,
             taints=taints,

@@ -16,11 +16,22 @@ CLUSTER_TIMEOUTS = pulumi.CustomTimeouts(create="40m", update="90m", delete="40m
 NODEGROUP_TIMEOUTS = pulumi.CustomTimeouts(create="60m", update="90m", delete="60m")
 
 
+# Create-only inputs a cluster made before issue 29 holds with another value: a change would replace
+# the cluster (terraform-provider-aws internal/service/eks/cluster.go: access_config's
+# bootstrap_cluster_creator_admin_permissions is ForceNew, default true). New clusters get the
+# program's value; existing ones keep theirs (cluster.py explains the creator's entry).
+CLUSTER_CREATE_ONLY = ["accessConfig.bootstrapClusterCreatorAdminPermissions"]
+
+
 def cluster_options(parent: pulumi.Resource, depends_on: list[pulumi.Resource]) -> pulumi.ResourceOptions:
     # The cluster's name is fixed (subnet and ASG tags name it before it exists), so a change
     # that replaces it must delete the old one first: Pulumi creates replacements first by default.
     return pulumi.ResourceOptions(
-        parent=parent, depends_on=depends_on, custom_timeouts=CLUSTER_TIMEOUTS, delete_before_replace=True
+        parent=parent,
+        depends_on=depends_on,
+        custom_timeouts=CLUSTER_TIMEOUTS,
+        delete_before_replace=True,
+        ignore_changes=CLUSTER_CREATE_ONLY,
     )
 
 
@@ -30,14 +41,12 @@ def named_options(parent: pulumi.Resource, depends_on: list[pulumi.Resource] | N
 
 
 def nodegroup_options(parent: pulumi.Resource, depends_on: list[pulumi.Resource]) -> pulumi.ResourceOptions:
-    # The cluster autoscaler owns the desired size; a later `pulumi up` must not reset it. Node
-    # groups are name-prefixed (nodegroups.py), so a replacement is created before the old one goes.
-    return pulumi.ResourceOptions(
-        parent=parent,
-        depends_on=depends_on,
-        custom_timeouts=NODEGROUP_TIMEOUTS,
-        ignore_changes=["scalingConfig.desiredSize"],
-    )
+    # The desired size is not ignored: the provider sends min, max and desired together on any
+    # scaling change, and an ignored desired size is the one in the state, stale once the autoscaler
+    # moved it (a raised minNodes above it fails, a lowered maxNodes resets a busy group). The
+    # program sends the group's live size instead (live.py desired_size). Node groups are
+    # name-prefixed (nodegroups.py), so a replacement is created before the old one goes.
+    return pulumi.ResourceOptions(parent=parent, depends_on=depends_on, custom_timeouts=NODEGROUP_TIMEOUTS)
 
 
 def kept_options(parent: pulumi.Resource, keep: bool, import_id: str | None) -> pulumi.ResourceOptions:

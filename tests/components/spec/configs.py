@@ -11,6 +11,9 @@ import pytest
 
 from components.spec import ConfigError, PlatformSpec, parse
 
+# What an AWS or Azure config must add to a network it overrides (publicAccessCidrs is required there: issue 29).
+PUBLIC = {"publicAccessCidrs": ["203.0.113.0/24"]}
+
 # The smallest config each cloud accepts: one T4 pool over the listed zones.
 BASE: dict[str, dict[str, Any]] = {
     "aws": {
@@ -18,6 +21,8 @@ BASE: dict[str, dict[str, Any]] = {
         "aws:region": "us-west-2",
         "torchfleet:zones": ["us-west-2a", "us-west-2b"],
         "torchfleet:gpuPools": [{"gpu": "t4", "maxNodes": 4}],
+        # Required on AWS too (issue 29): who reaches the API (or network.privateOnly).
+        "torchfleet:network": dict(PUBLIC),
     },
     "gcp": {
         "torchfleet:cloud": "gcp",
@@ -31,6 +36,9 @@ BASE: dict[str, dict[str, Any]] = {
         "azure-native:location": "eastus",
         "torchfleet:zones": ["1", "2"],
         "torchfleet:gpuPools": [{"gpu": "t4", "maxNodes": 4}],
+        # Required on Azure (issue 29): who reaches the API, and the cluster admins (the deployer among them).
+        "torchfleet:network": dict(PUBLIC),
+        "torchfleet:admins": ["User:00000000-0000-0000-0000-0000000000b0"],
     },
     "local": {"torchfleet:cloud": "local"},
 }

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from components.spec import ConfigError, parse
-from tests.components.spec.configs import BASE, config, ok, only, pools, problems
+from tests.components.spec.configs import BASE, PUBLIC, config, ok, only, pools, problems
 
 GPU_POOLS = "torchfleet:gpuPools"
 
@@ -254,7 +254,7 @@ def test_gcp_project_id_edges_accepted(project):
 
 @pytest.mark.parametrize("cidr", ["10.0.0.0/8", "10.0.0.0/15"])
 def test_aws_vpc_larger_than_a_16(cidr):
-    message = only(config("aws", network={"cidr": cidr}), "torchfleet:network.cidr")
+    message = only(config("aws", network={"cidr": cidr, **PUBLIC}), "torchfleet:network.cidr")
     assert message == f"{cidr} is larger than aws allows (/16 to /28); use e.g. 10.0.0.0/16"
 
 
@@ -262,7 +262,7 @@ def test_aws_vpc_larger_than_a_16(cidr):
 @pytest.mark.parametrize("cidr", ["0.0.0.0/0", "8.8.0.0/16", "0.0.0.0/1"])
 def test_network_must_be_a_private_range(cloud, cidr):
     # On Azure 0.0.0.0/0 also left no room for the service and pod ranges (issue 12: a traceback).
-    message = only(config(cloud, network={"cidr": cidr}), "torchfleet:network.cidr")
+    message = only(config(cloud, network={"cidr": cidr, **(PUBLIC if cloud in ("aws", "azure") else {})}), "torchfleet:network.cidr")
     assert message.startswith(f"{cidr} is not a private range; use one inside 10.0.0.0/8")
 
 
@@ -272,7 +272,7 @@ def test_azure_network_leaving_no_room_for_service_and_pod_ranges(monkeypatch):
 
     squeezed = dataclasses.replace(traits.CLOUD_TRAITS["azure"], service_range_candidates=("10.1.0.0/16",))
     monkeypatch.setitem(traits.CLOUD_TRAITS, "azure", squeezed)
-    message = only(config("azure", network={"cidr": "10.0.0.0/12"}), "torchfleet:network.cidr")
+    message = only(config("azure", network={"cidr": "10.0.0.0/12", **PUBLIC}), "torchfleet:network.cidr")
     assert message.startswith("10.0.0.0/12 overlaps every range azure can give Kubernetes services and pods")
 
 
@@ -282,7 +282,7 @@ def test_azure_service_and_pod_candidates_are_the_ones_the_cloud_module_uses():
 
     assert CLOUD_TRAITS["azure"].service_range_candidates == naming._SERVICE_CANDIDATES
     assert CLOUD_TRAITS["azure"].pod_range_candidates == naming._POD_CANDIDATES
-    ok(config("azure", network={"cidr": "10.0.0.0/8"}))  # 172.16.0.0/16 and 100.64.0.0/14 stay free
+    ok(config("azure", network={"cidr": "10.0.0.0/8", **PUBLIC}))  # 172.16.0.0/16 and 100.64.0.0/14 stay free
     assert naming.cluster_ranges("10.0.0.0/8")["service_cidr"] == "172.16.0.0/16"
 
 
@@ -367,7 +367,7 @@ def test_own_clouds_other_provider_keys_are_left_to_the_provider():
         ("storage", {"tier": ["BASIC_HDD"]}, "torchfleet:storage.tier"),
         ("managerPool", {"machineType": ["m6i.large"]}, "torchfleet:managerPool.machineType"),
         ("training", {"operator": ["kubeflow"]}, "torchfleet:training.operator"),
-        ("network", {"cidr": 167772160}, "torchfleet:network.cidr"),
+        ("network", {"cidr": 167772160, **PUBLIC}, "torchfleet:network.cidr"),
     ],
 )
 def test_values_of_the_wrong_type_are_errors_not_tracebacks(section, value, key):

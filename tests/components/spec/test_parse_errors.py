@@ -13,7 +13,7 @@ import pytest
 
 from components import catalog
 from components.clouds.traits import CLOUD_TRAITS
-from tests.components.spec.configs import BASE, config, ok, only, pools, problems
+from tests.components.spec.configs import BASE, PUBLIC, config, ok, only, pools, problems
 
 GPU_POOLS = "torchfleet:gpuPools"
 
@@ -48,7 +48,7 @@ def test_unknown_key_in_gpu_pool_suggests_the_close_one():
         ("managerPool", {"machinType": "m6i.large"}, "machinType", "machineType"),
         ("storage", {"protct": False}, "protct", "protect"),
         ("training", {"etcdReplica": 3}, "etcdReplica", "etcdReplicas"),
-        ("network", {"natGateway": "single"}, "natGateway", "natGateways"),
+        ("network", {"natGateway": "single", **PUBLIC}, "natGateway", "natGateways"),
         ("autoscaler", {"scaleDownUnneededTim": "5m"}, "scaleDownUnneededTim", "scaleDownUnneededTime"),
         ("guardrails", {"maxGPUs": 8}, "maxGPUs", "maxGpus"),
     ],
@@ -188,8 +188,8 @@ def test_pool_zone_must_be_one_of_the_stack_zones():
 def test_zone_listed_twice():
     # Regression: the repeated zone also reached the pools, which then blamed gpuPools[0] for
     # "t4 in zone us-west-2a is already gpuPools[0]": one mistake, reported at the wrong key.
-    message = only(config("aws", zones=["us-west-2a", "us-west-2a"]), "torchfleet:zones")
-    assert message == "each zone once, got ['us-west-2a', 'us-west-2a']"
+    message = only(config("aws", zones=["us-west-2a", "us-west-2a", "us-west-2b"]), "torchfleet:zones")
+    assert message == "each zone once, got ['us-west-2a', 'us-west-2a', 'us-west-2b']"
 
 
 # ---------------------------------------------------------------- node counts and machines
@@ -361,7 +361,7 @@ def test_even_etcd_replicas(replicas):
     ],
 )
 def test_bad_cidr(cidr, message):
-    assert only(config("aws", network={"cidr": cidr}), "torchfleet:network.cidr") == message
+    assert only(config("aws", network={"cidr": cidr, **PUBLIC}), "torchfleet:network.cidr") == message
 
 
 def test_bad_public_access_cidr():
@@ -420,7 +420,7 @@ def test_all_problems_reported_at_once():
         "aws",
         gpuPools=[{"gpu": "k80", "maxNodes": 4}, {"gpu": "t4", "minNodes": 3, "maxNodes": 1}],
         training={"namespace": "Bad_NS"},
-        network={"cidr": "10.0.0.0/99"},
+        network={"cidr": "10.0.0.0/99", **PUBLIC},
     )
     found = problems(raw)
     assert list(found) == [
@@ -448,5 +448,6 @@ def test_gcp_dns_endpoint_must_be_a_boolean():
 @pytest.mark.parametrize("cloud", ["aws", "azure"])
 def test_dns_endpoint_is_refused_where_the_cloud_has_none(cloud):
     assert ok(BASE[cloud]).network.dns_endpoint is False
-    message = only(config(cloud, network={"dnsEndpoint": True}), "torchfleet:network.dnsEndpoint")
+    message = only(config(cloud, network={"dnsEndpoint": True, **(PUBLIC if cloud in ("aws", "azure") else {})}),
+                   "torchfleet:network.dnsEndpoint")
     assert message.startswith(f"{cloud} has no DNS-based control-plane endpoint (GKE only); remove this key")

@@ -20,13 +20,16 @@ def test_control_plane_is_encrypted_logged_and_private(aws_example):
     assert cluster.inputs["enabledClusterLogTypes"] == CONTROL_PLANE_LOGS
     vpc = cluster.inputs["vpcConfig"]
     assert vpc["endpointPrivateAccess"] is True
-    # The shipped stack is private (issue 20): no public endpoint at all.
-    assert vpc["endpointPublicAccess"] is False and "publicAccessCidrs" not in vpc
+    # Issue 29: the shipped stack's public endpoint is open to its declared (placeholder) range only,
+    # with the private endpoint on: a private-only endpoint made by the same `up` was unreachable.
+    assert vpc["endpointPublicAccess"] is True and vpc["publicAccessCidrs"] == ["203.0.113.0/24"]
     assert len(vpc["subnetIds"]) == 2  # the private subnets
+    # Issue 29: no hidden creator entry; the deployer gets an explicit one like every admin.
     assert cluster.inputs["accessConfig"] == {
         "authenticationMode": "API",
-        "bootstrapClusterCreatorAdminPermissions": True,
+        "bootstrapClusterCreatorAdminPermissions": False,
     }
+    assert cluster.inputs["upgradePolicy"] == {"supportType": "STANDARD"}
     log_group = aws_example.one("aws:cloudwatch/logGroup:LogGroup")
     assert log_group.inputs["name"] == "/aws/eks/torchfleet-aws-usw2/cluster"
 
@@ -77,20 +80,25 @@ def test_provider_profile_and_role_reach_the_kubeconfig_from_config():
             "aws:profile": "team",
             "aws:assumeRoles": [{"roleArn": "arn:aws:iam::123456789012:role/deployer"}],
             "torchfleet:cloud": "aws",
-            "torchfleet:zones": ["us-west-2a"],
+            "torchfleet:zones": ["us-west-2a", "us-west-2b"],
             "torchfleet:gpuPools": [{"gpu": "t4", "maxNodes": 1}],
             "torchfleet:admins": ["arn:aws:iam::123456789012:role/platform"],
+            "torchfleet:network": {"publicAccessCidrs": ["203.0.113.0/24"]},
         },
     )
     assert result.spec.aws_profile == "team"
     assert result.spec.aws_role_arn == "arn:aws:iam::123456789012:role/deployer"
-    [entry] = result.of_type("aws:eks/accessEntry:AccessEntry")
-    assert entry.inputs["principalArn"] == "arn:aws:iam::123456789012:role/platform"
-    [policy] = result.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
-    assert policy.inputs["policyArn"].endswith(":cluster-access-policy/AmazonEKSClusterAdminPolicy")
-    assert policy.inputs["accessScope"] == {"type": "cluster"}
+    # The listed admin and the deployer (the mock's caller, an explicit entry since issue 29).
+    entries = result.of_type("aws:eks/accessEntry:AccessEntry")
+    assert sorted(e.inputs["principalArn"] for e in entries) == [
+        "arn:aws:iam::123456789012:role/platform", "arn:aws:iam::123456789012:user/deployer",
+    ]
+    policies = result.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
     provider = result.one("pulumi:providers:kubernetes")
-    assert policy.key in result.depends_on(provider)
+    for policy in policies:
+        assert policy.inputs["policyArn"].endswith(":cluster-access-policy/AmazonEKSClusterAdminPolicy")
+        assert policy.inputs["accessScope"] == {"type": "cluster"}
+        assert policy.key in result.depends_on(provider)
 
 
 def test_stack_outputs(aws_example):
@@ -122,7 +130,10 @@ def test_what_destroy_keeps_is_not_encrypted_with_the_key_destroy_deletes(aws_ex
     cluster = aws_example.one("aws:eks/cluster:Cluster")
     assert cluster.inputs["encryptionConfig"]["resources"] == ["secrets"]
     kept = [r for r in aws_example.resources if r.options.get("retainOnDelete")]
-    assert sorted(r.type for r in kept) == ["aws:cloudwatch/logGroup:LogGroup", "aws:efs/fileSystem:FileSystem"]
+    assert sorted(r.type for r in kept) == [
+        "aws:cloudwatch/logGroup:LogGroup", "aws:efs/backupPolicy:BackupPolicy", "aws:efs/fileSystem:FileSystem",
+        "aws:efs/fileSystemPolicy:FileSystemPolicy",  # kept with the store since issue 29
+    ]
     for r in kept:
         assert "kmsKeyId" not in r.inputs, r.name
         assert key.name not in json.dumps(r.inputs), r.name

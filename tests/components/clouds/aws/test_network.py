@@ -7,7 +7,11 @@ from components.clouds.aws.network import plan_subnets, subnet_tags
 
 @pytest.mark.parametrize(
     ("cidr", "zones"),
-    [("10.0.0.0/16", ("a", "b")), ("10.0.0.0/16", ("a", "b", "c", "d")), ("172.16.0.0/20", ("a", "b", "c"))],
+    [
+        ("10.0.0.0/16", ("us-west-2a", "us-west-2b")),
+        ("10.0.0.0/16", ("us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d")),
+        ("172.16.0.0/20", ("us-east-1a", "us-east-1b", "us-east-1c")),
+    ],
 )
 def test_subnet_plan_fits_the_vpc_without_overlap(cidr, zones):
     plans = plan_subnets(cidr, zones)
@@ -23,9 +27,35 @@ def test_subnet_plan_fits_the_vpc_without_overlap(cidr, zones):
     )
 
 
-def test_subnet_plan_refuses_more_zones_than_fit():
-    with pytest.raises(ValueError, match="at most 4 zones"):
-        plan_subnets("10.0.0.0/16", tuple("abcde"))
+def test_subnet_plan_refuses_a_letter_it_has_no_room_for():
+    with pytest.raises(ValueError, match="letters a-f only"):
+        plan_subnets("10.0.0.0/16", ("us-east-1g",))
+
+
+def test_every_letter_of_the_layout_fits_without_overlap():
+    zones = tuple(f"us-east-1{x}" for x in "abcdef")
+    plans = plan_subnets("10.0.0.0/16", zones)
+    nets = [ipaddress.ip_network(c) for p in plans for c in (p.private_cidr, p.public_cidr)]
+    assert not any(a.overlaps(b) for i, a in enumerate(nets) for b in nets[i + 1 :])
+
+
+@pytest.mark.parametrize("cidr", ["10.0.0.0/16", "172.16.0.0/20"])
+def test_a_zone_keeps_its_ranges_whatever_the_list_holds(cidr):
+    """Issue 29: CIDRs followed the list position, so removing or reordering a zone gave us-west-2b
+    us-west-2a's old range (a subnet replacement that collides). Keyed on the letter now."""
+    ab = {p.zone: p for p in plan_subnets(cidr, ("us-west-2a", "us-west-2b"))}
+    ba = {p.zone: p for p in plan_subnets(cidr, ("us-west-2b", "us-west-2a"))}
+    only_b = {p.zone: p for p in plan_subnets(cidr, ("us-west-2b",))}
+    bcd = {p.zone: p for p in plan_subnets(cidr, ("us-west-2c", "us-west-2b", "us-west-2d"))}
+    assert ab == ba
+    assert only_b["us-west-2b"] == ab["us-west-2b"] == bcd["us-west-2b"]
+
+
+def test_zones_in_letter_order_keep_the_ranges_the_position_plan_gave():
+    """Stacks deployed before issue 29 with zones a, b[, c, d] in that order see no subnet change."""
+    plans = plan_subnets("10.0.0.0/16", ("us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"))
+    assert [p.private_cidr for p in plans] == ["10.0.0.0/19", "10.0.32.0/19", "10.0.64.0/19", "10.0.96.0/19"]
+    assert [p.public_cidr for p in plans] == ["10.0.128.0/21", "10.0.136.0/21", "10.0.144.0/21", "10.0.152.0/21"]
 
 
 def test_subnet_tags_for_load_balancers():

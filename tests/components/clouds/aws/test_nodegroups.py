@@ -127,10 +127,15 @@ def test_launch_template_disk_size():
     assert launch_template_args(321)["block_device_mappings"][0]["ebs"]["volume_size"] == 321
 
 
-def test_desired_size_is_left_to_the_autoscaler(aws_example):
-    assert nodegroup_options(None, []).ignore_changes == ["scalingConfig.desiredSize"]
+def test_desired_size_is_sent_from_the_live_group_not_ignored(aws_example):
+    """Issue 29: an ignored desired size is the state's, stale once the autoscaler moved it, and the
+    provider sends it with every min/max change (raising minNodes above it failed). live.py sends the
+    group's current size instead; with no cluster yet (the mock's default) that is minNodes."""
+    assert not nodegroup_options(None, []).ignore_changes
     for g in aws_example.of_type("aws:eks/nodeGroup:NodeGroup"):
-        assert g.options["ignoreChanges"] == ["scalingConfig.desiredSize"]
+        assert not g.options.get("ignoreChanges")
+        assert g.inputs["scalingConfig"]["desiredSize"] == g.inputs["scalingConfig"]["minSize"]
+        assert g.inputs["version"] == "1.35"  # nodes follow the control plane's minor
 
 
 def test_scale_from_zero_tags_describe_the_template_node():
