@@ -76,7 +76,7 @@ def test_the_custom_image_builds_on_the_pinned_training_image_and_ends_as_its_us
     base = _instructions(DOCKERFILE)
     custom = _instructions(CUSTOM_DOCKERFILE)
     from_line = next(arg for op, arg in custom if op == "FROM")
-    assert from_line == "torchfleet/trainer:0.1.0"  # the tag README's build commands give the base image
+    assert from_line == "ghcr.io/torchfleet/torchfleet-trainer:0.1.0"  # the tag README's build commands give the base image
     assert [arg for op, arg in custom if op == "USER"][-1] == [arg for op, arg in base if op == "USER"][-1] \
         == "10001:10001"
     assert not any(op in ("ENTRYPOINT", "CMD") for op, _ in custom), "the launcher must stay the entrypoint"

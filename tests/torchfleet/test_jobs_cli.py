@@ -11,6 +11,7 @@ from kubernetes_validate.utils import latest_version
 
 from torchfleet.cli import main
 from torchfleet.jobs import manifests, pod_template, schema
+from torchfleet.jobs.image_ref import DEFAULT_IMAGE
 
 TEST_STACKS = str(Path(__file__).parent / "data" / "stacks")
 BASE = ["--gpu", "t4", "--nodes", "2:8", "--image", "registry.example.com/team/train:1.4.2"]
@@ -57,7 +58,6 @@ USAGE_ERRORS = [
                    "--nodes", "1:4", "--gpus-per-node", "4", "--image", "r/t:1", *CMD], "guardrail of 12 GPUs"),
     ("image-no-tag", ["submit", "j", "--gpu", "t4", "--image", "team/train", *CMD], "--image: 'team/train'"),
     ("image-latest", ["submit", "j", "--gpu", "t4", "--image", "team/train:latest", *CMD], "not latest"),
-    ("image-missing", ["submit", "j", "--gpu", "t4", *CMD], "--image: required"),
     ("name-uppercase", ["submit", "ResNet", *BASE, *CMD], "NAME: 'ResNet' is not a valid job name"),
     ("name-digit-first", ["submit", "1job", *BASE, *CMD], "NAME: '1job'"),
     ("name-too-long", ["submit", "a" * 60, *BASE, *CMD], "is too long"),
@@ -331,7 +331,7 @@ def _pod_spec(job):
 @pytest.mark.parametrize("operator", ["job", "torchelastic", "kubeflow"])
 def test_cpu_job_on_the_local_stack_asks_for_no_gpu(operator, capsys):
     code, out, err = run(["submit", "tiny", "--stack", "local", "--cpu", "--cpus", "1.5", "--memory", "3Gi",
-                          "--operator", operator, "--image", "torchfleet/trainer:0.1.0", "--dry-run", *CMD], capsys)
+                          "--operator", operator, "--image", DEFAULT_IMAGE, "--dry-run", *CMD], capsys)
     assert code == 0, err
     job, _ = _docs(out)
     assert manifests.is_indexed_job(job) or schema.problems(job) == []

@@ -8,6 +8,7 @@ name, a job that does not exist: nothing was changed); 1 cluster error (unreacha
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -20,7 +21,7 @@ from components import spec as platform
 from components.clouds.traits import CLOUD_TRAITS
 from torchfleet import cost, task_script
 from torchfleet.jobs import datasets as job_datasets
-from torchfleet.jobs import flag_checks, limits, manifests, schema, workdir, workdir_pack
+from torchfleet.jobs import flag_checks, image_ref, limits, manifests, schema, workdir, workdir_pack
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs import target as targets
 from torchfleet.jobs.errors import EXIT_OK, JobError, NameTakenError, UsageError
@@ -53,9 +54,9 @@ def _job_options(p: argparse.ArgumentParser) -> None:
                    help="let the job's pods reach this network (repeatable, e.g. 0.0.0.0/0 for S3, HTTPS and "
                         "dataset downloads); by default they reach only their own job, etcd and DNS")
     p.add_argument("--image", default=None,
-                   help="required: the training image (or one built on it, training-image/examples/Dockerfile.custom) "
+                   help="the training image (or one built on it, training-image/examples/Dockerfile.custom) "
                         "as REPO:TAG, a fixed version, not latest (or image: in -f FILE, $TORCHFLEET_IMAGE, the "
-                        "config file)")
+                        f"config file; default: the published {image_ref.DEFAULT_IMAGE})")
     p.add_argument("--zone", default=None, help="run every pod in this zone (default: wherever the first lands)")
     limits.add_options(p)  # --max-duration, --max-cost
     p.add_argument("--workdir", type=Path, default=None, metavar="DIR",
@@ -131,11 +132,15 @@ def _request(args: argparse.Namespace, t: targets.Target, name: str, command: Se
              overrides: Sequence[str] = (), sweep: str | None = None,
              code: workdir.Workdir | None = None) -> jobspec.JobRequest:
     req = jobspec.build_request(
-        t, name=name, gpu=args.gpu, nodes=args.nodes, gpus_per_node=args.gpus_per_node, image=args.image,
+        t, name=name, gpu=args.gpu, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+        image=args.image or image_ref.DEFAULT_IMAGE,
         command=command, zone=args.zone, env=args.env, mount=args.mount, overrides=overrides, sweep=sweep,
         run_as_user=args.run_as_user, cpu=args.cpu, cpus=args.cpus, memory=args.memory,
         allow_egress=args.allow_egress, recovery=args.recovery, workdir=code,
     )
+    if not args.image:
+        req = dataclasses.replace(req, notes=(*req.notes, f"--image not given: the published training image "
+                                                          f"{image_ref.DEFAULT_IMAGE} (this torchfleet's version)"))
     return limits.apply(req, args, t)  # --max-duration/--max-cost: TORCHFLEET_STOP_AT (limits.py)
 
 

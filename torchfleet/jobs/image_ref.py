@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from torchfleet import __version__
 from torchfleet.jobs.errors import UsageError
 
 _ALNUM = r"[a-z0-9]+"
@@ -37,6 +38,13 @@ _NAME = re.compile(rf"(?:({_DOMAIN})/)?({_REMOTE_NAME})", re.ASCII)
 PATH_MAX = 255
 DIGEST_HEX_LENGTH = {"sha256": 64, "sha384": 96, "sha512": 128}
 EXAMPLE = "registry.example.com/team/train:1.4.2"
+# The training image a submit runs without --image (issue 32): the one the release workflow publishes
+# (.github/workflows/image.yml: ghcr.io/<owner, lowercased>/torchfleet-trainer:<tag without its v>), at this
+# package's own version, so a CLI release and the image of the same tag go together. Every doc example
+# names it (tests/torchfleet/test_default_image.py); a fork that publishes under its own owner changes
+# PUBLISHED_REPOSITORY here, or sets image: in its config file.
+PUBLISHED_REPOSITORY = "ghcr.io/torchfleet/torchfleet-trainer"
+DEFAULT_IMAGE = f"{PUBLISHED_REPOSITORY}:{__version__}"
 
 
 @dataclass(frozen=True)
