@@ -22,10 +22,10 @@ from torchfleet.jobs.errors import EXIT_CLUSTER, JobError
 from torchfleet.user_files import relabel
 
 # Each module exposes register(subparsers), which adds its command(s) and sets `func`.
-COMMAND_MODULES = ["torchfleet.synth", "torchfleet.check", "torchfleet.gpus", "torchfleet.jobs.commands",
-                   "torchfleet.jobs.inspect_commands", "torchfleet.jobs.logs_command", "torchfleet.jobs.tensorboard",
-                   "torchfleet.jobs.results", "torchfleet.completion", "torchfleet.demo", "torchfleet.data_upload",
-                   "torchfleet.run_local"]
+COMMAND_MODULES = ["torchfleet.synth", "torchfleet.check", "torchfleet.plan", "torchfleet.gpus",
+                   "torchfleet.jobs.commands", "torchfleet.jobs.inspect_commands", "torchfleet.jobs.logs_command",
+                   "torchfleet.jobs.tensorboard", "torchfleet.jobs.results", "torchfleet.completion", "torchfleet.demo",
+                   "torchfleet.data_upload", "torchfleet.run_local"]
 DEBUG_ENV = "TORCHFLEET_DEBUG"
 REPORT = (f"this is a bug in torchfleet: please report it in the project's issue tracker with the command line "
           f"and what {DEBUG_ENV}=1 prints")
@@ -33,6 +33,7 @@ EXIT_INTERRUPTED = 130
 EXAMPLES = """examples:
   torchfleet synth --stack aws-usw2 --out manifests/     preview a stack offline
   torchfleet check --stack aws-usw2                      its guardrails and hourly cost
+  torchfleet plan --stack aws-usw2 --set KEY=VALUE      what a config change would replace or refuse
   torchfleet gpus --cloud gcp                            GPUs, machines and list prices
   torchfleet submit resnet --stack aws-usw2 --gpu t4 --nodes 2:8 --image REPO:TAG -- python train.py
   torchfleet submit -f job.yaml                          the same, from a job file

@@ -113,19 +113,26 @@ def stack_config(stack_file: Path) -> tuple[str, dict[str, str], list[str]]:
     """
     stack_file = Path(stack_file)
     name = stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    # Size-budgeted, duplicate-refusing, shape-checked (raises StackFileError, a ConfigError: exit 2).
+    config, secret_keys = engine_config(load_stack_file(stack_file))
+    return name, config, secret_keys
+
+
+def engine_config(stack_config: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """(config as the engine passes it, secret keys) from a stack file's `config:` mapping, with the
+    project defaults of Pulumi.yaml under it (torchfleet/preview/day2.py passes a changed mapping)."""
     config: dict[str, str] = {}
     project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
     for key, decl in (project.get("config") or {}).items():
         if isinstance(decl, dict) and "default" in decl:
             config[key if ":" in key else f"{PROJECT}:{key}"] = _engine_value(decl["default"])
     secret_keys = []
-    # Size-budgeted, duplicate-refusing, shape-checked (raises StackFileError, a ConfigError: exit 2).
-    for key, value in load_stack_file(stack_file).items():
+    for key, value in stack_config.items():
         if isinstance(value, dict) and set(value) == {"secure"}:
             secret_keys.append(key)
             value = SECRET
         config[key] = _engine_value(value)
-    return name, config, secret_keys
+    return config, secret_keys
 
 
 def _engine_value(value: Any) -> str:
