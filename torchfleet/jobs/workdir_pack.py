@@ -7,6 +7,11 @@ throwaway empty repository with DIR as its work tree, so DIR's own ``.gitignore`
 excludes still decide, by git's rules and no copy of them. Without a git binary the command refuses
 (packing everything could ship a dataset or a secret that a ``.gitignore`` would have kept out).
 
+Torchfleet's own output is left out too, ignored or not (issue 32: a researcher's first --workdir . shipped
+the local runs' checkpoints): ``torchfleet-runs/`` folders (``run --local``'s default) and YAML files a
+dry run printed (their manifests carry ``app.kubernetes.io/managed-by: torchfleet``). A note says what
+was left out, and another what was packed: files, size, the biggest.
+
 The tarball is the same bytes for the same files on any run: entries sorted, owner root, a fixed
 mtime, modes reduced to 0644/0755, a gzip header without name or time. Its sha256 names the folder it
 is unpacked into (workdir.py), so the same code is the same folder. A symlink is kept, relative, only
@@ -20,6 +25,7 @@ import gzip
 import hashlib
 import io
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -49,6 +55,13 @@ _GIT_ENV = (
 )
 
 
+# run --local's default folder (torchfleet/run_local.py): logs and checkpoints, never code
+RUNS_FOLDER = "torchfleet-runs"
+# A manifest `submit --dry-run` printed (pod_template.MANAGED_BY's label); read from YAML files this small only
+_DRY_RUN_MARK = re.compile(rb"^\s*app\.kubernetes\.io/managed-by:\s*[\"']?torchfleet[\"']?\s*$", re.MULTILINE)
+_DRY_RUN_READ_MAX = 4 * 1024 * 1024
+
+
 @dataclass(frozen=True)
 class Packed:
     data: bytes  # the gzip'd tar
@@ -57,6 +70,28 @@ class Packed:
     size: int  # the files' bytes, uncompressed
     how: str  # which rules chose the files
     notes: tuple[str, ...] = ()
+    biggest: tuple[tuple[str, int], ...] = ()  # (path, bytes), largest first
+
+    def summary(self) -> str:
+        """What was packed: files, size, the biggest (issue 32: a submit said none of it)."""
+        shown = ", ".join(f"{path} ({_mib(size)})" for path, size in self.biggest)
+        return f"{self.files} files, {_mib(self.size)}" + (f"; the biggest: {shown}" if shown else "")
+
+
+def own_output(directory: Path, rel: str) -> str | None:
+    """Why REL is Torchfleet's own output and not code (see the module docstring), or None."""
+    if RUNS_FOLDER in Path(rel).parts[:-1]:
+        return f"{RUNS_FOLDER}/"
+    if rel.endswith((".yaml", ".yml")):
+        path = directory / rel
+        try:
+            if path.is_symlink() or path.stat().st_size > _DRY_RUN_READ_MAX:
+                return None
+            if _DRY_RUN_MARK.search(path.read_bytes()):
+                return "dry-run manifests"
+        except OSError:
+            return None
+    return None
 
 
 def _mib(n: int) -> str:
@@ -178,7 +213,16 @@ def pack(directory: Path, limit: int | None = None) -> Packed:
         what = "does not exist" if not directory.exists() else "is not a folder"
         raise UsageError(f"{FLAG}: {directory} {what}; give the folder with your training code, e.g. --workdir .")
     paths, how = list_files(directory)
+    left_out: dict[str, list[str]] = {}
+    for rel in paths:
+        why = own_output(directory, rel)
+        if why:
+            left_out.setdefault(why, []).append(rel)
+    paths = [rel for rel in paths if not any(rel in group for group in left_out.values())]
     entries, notes = _entries(directory, paths)
+    for why, group in left_out.items():
+        shown = f"{len(group)} file{'s' * (len(group) != 1)}" if why.endswith("/") else ", ".join(group[:BIGGEST_SHOWN])
+        notes.append(f"{FLAG}: left out Torchfleet's own output, {why} ({shown})")
     if not entries:
         raise UsageError(
             f"{FLAG}: {directory} has no files to pack ({how}: everything is ignored or the folder is empty)"
@@ -189,6 +233,9 @@ def pack(directory: Path, limit: int | None = None) -> Packed:
     data = _tar(directory, entries)
     if len(data) > limit:  # many small files: each costs a 512-byte header or more
         raise UsageError(_too_big(directory, f"packs to {_mib(len(data))} ({len(entries)} files)", entries, limit))
+    files = sorted(((rel, info.st_size) for rel, info, target in entries if target is None),
+                   key=lambda f: (-f[1], f[0]))
     return Packed(
-        data=data, sha256=hashlib.sha256(data).hexdigest(), files=len(entries), size=size, how=how, notes=tuple(notes)
+        data=data, sha256=hashlib.sha256(data).hexdigest(), files=len(entries), size=size, how=how, notes=tuple(notes),
+        biggest=tuple(files[:3]),
     )

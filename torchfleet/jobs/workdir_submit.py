@@ -36,7 +36,7 @@ class Code:
         p = self.packed
         return [
             *p.notes,
-            f"{workdir_pack.FLAG}: {p.files} files, {p.size} bytes, packed to {len(p.data)} "
+            f"{workdir_pack.FLAG}: {p.summary()}, packed to {len(p.data)} bytes "
             f"(sha256 {p.sha256[: workdir.SHORT]}; {p.how}) in {self.ref.parts} ConfigMap(s)",
         ]
 
