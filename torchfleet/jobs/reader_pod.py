@@ -37,6 +37,9 @@ from torchfleet.jobs import pod_template, store_pod
 from torchfleet.jobs.errors import ClusterError
 
 LABEL_READER = "torchfleet.io/reader"
+# Who made the pod, as the API server knows them: only they may exec into it, change or delete it
+# (k8s/base/cluster/validatingadmissionpolicy-reader-owner.yaml and -reader-exec.yaml).
+CREATED_BY = "torchfleet.io/created-by"
 CONTAINER = "reader"
 SERVICE_ACCOUNT = store_pod.SERVICE_ACCOUNT  # no cloud identity: it only reads the shared store
 # Long enough for a large download at NFS speeds (a few TB at 100-300 MiB/s); a pod the CLI could not
@@ -67,7 +70,29 @@ def pod_name(job: str) -> str:
     return f"{job}-reader-{secrets.token_hex(3)}"
 
 
-def build_pod(name: str, job: str, mount: str, image: str, target, owner: dict[str, Any] | None) -> dict[str, Any]:
+def whoami(jobs) -> str:
+    """This CLI's username as the API server authenticates it: a SelfSubjectReview (authentication.k8s.io/v1,
+    GA in Kubernetes 1.28; every authenticated user may create one through system:basic-user), as
+    `kubectl auth whoami` asks. The reader-owner policy refuses a reader recording anyone else."""
+    import urllib3
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    try:
+        answer = client.AuthenticationV1Api(jobs.api).create_self_subject_review(review, _request_timeout=(10, 60))
+    except (ApiException, urllib3.exceptions.HTTPError, OSError) as error:
+        reason = " ".join(str(getattr(error, "reason", None) or error).split())[:300]
+        raise ClusterError(f"could not ask the cluster who you are (SelfSubjectReview, Kubernetes 1.28+): {reason}") \
+            from None
+    name = answer.status and answer.status.user_info and answer.status.user_info.username
+    if not name:
+        raise ClusterError("the cluster's SelfSubjectReview named no user; the reader pod records its creator")
+    return name
+
+
+def build_pod(name: str, job: str, mount: str, image: str, target, owner: dict[str, Any] | None,
+              creator: str | None = None) -> dict[str, Any]:
     """The reader pod: a pure function of its inputs, like the job builders. ``image`` is the platform's
     (READER_IMAGE or the configured mirror), never the job's."""
     local = target.cloud == "local"
@@ -88,6 +113,8 @@ def build_pod(name: str, job: str, mount: str, image: str, target, owner: dict[s
         "namespace": target.namespace,
         "labels": {LABEL_READER: job, pod_template.MANAGED_BY: "torchfleet"},
     }
+    if creator is not None:
+        metadata["annotations"] = {CREATED_BY: creator}
     if owner is not None:
         meta = owner["metadata"]
         metadata["ownerReferences"] = [{"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"],

@@ -138,7 +138,8 @@ def _runner(args: argparse.Namespace, job: str) -> Iterator[tuple[store_access.R
     except JobNotFoundError:  # its results outlive the job
         owner, job_mount = None, None
     mount = mount or job_mount or jobspec.DEFAULT_MOUNT
-    pod = reader_pod.build_pod(reader_pod.pod_name(job), job, mount, image, session.target, owner)
+    pod = reader_pod.build_pod(reader_pod.pod_name(job), job, mount, image, session.target, owner,
+                               creator=reader_pod.whoami(jobs))
     with reader_pod.running(jobs, pod) as name:
         yield store_access.pod_runner(jobs, name), f"{mount.rstrip('/')}/{job}"
 
