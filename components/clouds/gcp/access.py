@@ -1,5 +1,6 @@
 """torchfleet:admins on GKE: each identity may fetch credentials (roles/container.clusterViewer on
-the project) and is cluster-admin in this cluster only (a ClusterRoleBinding to its email).
+the project, narrowed to this cluster by an IAM condition) and is cluster-admin in this cluster only
+(a ClusterRoleBinding to its email).
 torchfleet:researchers: the same credentials role, and the training namespace's torchfleet-researcher
 Role through a RoleBinding to its email (components/kube/researchers.py).
 
@@ -25,6 +26,33 @@ from components.spec import PlatformSpec
 CREDENTIALS_ROLE = "roles/container.clusterViewer"
 
 
+def this_cluster_only(stack: str, cluster_name: pulumi.Input[str]) -> pulumi.Output[dict]:
+    """The grant's IAM condition: the role's permissions on clusters (get, connect: credentials and the
+    DNS endpoint) for this cluster only; its project-level ones (clusters.list) as before (GCP review m4).
+
+    container.googleapis.com is among the services whose requests carry resource attributes
+    (https://cloud.google.com/iam/docs/conditions-resource-attributes, "Resource service values");
+    `resource.type != T || resource.name ...` keeps the role's other resource types (the project, for
+    clusters.list) as they were. The name is matched on its end, "/clusters/<name>", which both the
+    locations/ and zones/ forms of a cluster's name have (a same-named cluster in another location of
+    the project would match too). Not yet confirmed live: one `get-credentials --dns-endpoint` and
+    `kubectl get ns` as an admin settles it (docs/deploy-gcp.md). The condition also makes the binding our
+    own: removing an admin deletes this conditional binding, never an unconditional grant of the same
+    role that existed before (IAMMember deletes the member from the binding with its role *and*
+    condition: terraform-provider-google-beta tpgiamresource/resource_iam_member.go, condition ForceNew).
+    """
+    return pulumi.Output.from_input(cluster_name).apply(
+        lambda name: {
+            "title": f"torchfleet {stack} cluster only"[:100],
+            "description": "roles/container.clusterViewer on this Torchfleet cluster (components/clouds/gcp/access.py)",
+            "expression": (
+                'resource.type != "container.googleapis.com/Cluster" || '
+                f'resource.name.endsWith("/clusters/{name}")'
+            ),
+        }
+    )
+
+
 def rbac_subject(member: str) -> dict[str, str]:
     """The Kubernetes subject for an IAM member (user:<email> or serviceAccount:<email>)."""
     _, email = member.split(":", 1)
@@ -32,7 +60,7 @@ def rbac_subject(member: str) -> dict[str, str]:
 
 
 def create_admins(
-    name: str, spec: PlatformSpec, provider: k8s.Provider, parent: pulumi.Resource
+    name: str, spec: PlatformSpec, provider: k8s.Provider, parent: pulumi.Resource, cluster_name: pulumi.Input[str]
 ) -> list[pulumi.Resource]:
     made: list[pulumi.Resource] = []
     for member in spec.access.admins:
@@ -43,6 +71,7 @@ def create_admins(
                 project=spec.project or "",
                 role=CREDENTIALS_ROLE,
                 member=member,
+                condition=this_cluster_only(spec.stack, cluster_name),
                 opts=pulumi.ResourceOptions(parent=parent),
             )
         )
@@ -58,7 +87,9 @@ def create_admins(
     return made
 
 
-def create_researchers(name: str, spec: PlatformSpec, parent: pulumi.Resource) -> list[gcp.projects.IAMMember]:
+def create_researchers(
+    name: str, spec: PlatformSpec, parent: pulumi.Resource, cluster_name: pulumi.Input[str]
+) -> list[gcp.projects.IAMMember]:
     """roles/container.clusterViewer for each identity of torchfleet:researchers: container.clusters.get,
     which `gcloud container clusters get-credentials` needs; GKE documents that this permission lets a
     user authenticate to the project's clusters without authorizing anything inside them
@@ -70,6 +101,7 @@ def create_researchers(name: str, spec: PlatformSpec, parent: pulumi.Resource) -
             project=spec.project or "",
             role=CREDENTIALS_ROLE,
             member=member,
+            condition=this_cluster_only(spec.stack, cluster_name),
             opts=pulumi.ResourceOptions(parent=parent),
         )
         for member in spec.access.researchers

@@ -40,12 +40,15 @@ RELEASE_CHANNEL = "REGULAR"
 # knob. https://cloud.google.com/kubernetes-engine/docs/concepts/cluster-autoscaler#autoscaling_profiles
 AUTOSCALING_PROFILE = "OPTIMIZE_UTILIZATION"
 # When GKE may upgrade the control plane and drain nodes (GPU jobs, etcd members): weekend nights
-# UTC, 6 hours each. GKE wants at least 48 hours of windows in any 32 days, 4 or more at a time
-# (https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions):
-# two 6-hour windows a week give about 55. Without one, upgrades come at any time (GCP review F14).
+# UTC, 8 hours each. GKE wants at least 48 hours of windows in any 32 days, 4 or more at a time
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions).
+# The worst 32 days hold four weekends and four weekdays: 4 x 2 x 8 = 64 hours, a third over the
+# floor (6-hour windows gave exactly 48.0, and a window shortened by a minute would fail the update:
+# GCP review m3; test_gcp.py computes the minimum over every 32-day window of a year).
+# Without a window, upgrades come at any time (GCP review F14).
 MAINTENANCE_WINDOW = {
     "start_time": "2026-01-03T02:00:00Z",
-    "end_time": "2026-01-03T08:00:00Z",
+    "end_time": "2026-01-03T10:00:00Z",
     "recurrence": "FREQ=WEEKLY;BYDAY=SA,SU",
 }
 # The Kubeflow training-operator's admission webhook listens here (failurePolicy: Fail); GKE's own
@@ -124,13 +127,16 @@ def cluster_options(
     """The default pool's settings (nodeConfig, initialNodeCount) only matter at creation.
 
     GKE creates the cluster with a default pool that remove_default_node_pool deletes; later
-    reads of those fields must not force a replacement of the whole cluster. `depends_on`: the
+    reads of those fields must not force a replacement of the whole cluster. nodeLocations: stacks
+    made before it was left unset still hold torchfleet:zones there (it is Optional+Computed in
+    terraform-provider-google-beta resource_container_cluster.go, so unset keeps the state's value;
+    ignoring it makes sure a zones change is never sent as desired_locations). `depends_on`: the
     secrets key's grant to the GKE service agent, without which creating the cluster fails.
     """
     return pulumi.ResourceOptions(
         parent=parent,
         depends_on=depends_on,
-        ignore_changes=["nodeConfig", "initialNodeCount"],
+        ignore_changes=["nodeConfig", "initialNodeCount", "nodeLocations"],
         custom_timeouts=pulumi.CustomTimeouts(create="45m", update="60m", delete="45m"),
     )
 
@@ -184,8 +190,8 @@ class GcpCluster(pulumi.ComponentResource):
             GcsDatasets(f"{name}-datasets", spec, self.network.vpc.id, pulumi.ResourceOptions(parent=self))
             if spec.datasets else None
         )
-        self.admins = create_admins(f"{name}-admin", spec, provider, self)
-        self.researchers = create_researchers(f"{name}-researcher", spec, self)
+        self.admins = create_admins(f"{name}-admin", spec, provider, self, self.cluster.name)
+        self.researchers = create_researchers(f"{name}-researcher", spec, self, self.cluster.name)
         self.handle = ClusterHandle(
             name=self.cluster.name,
             kubeconfig=config,
@@ -210,9 +216,13 @@ class GcpCluster(pulumi.ComponentResource):
     def _create_cluster(self, name: str, spec: PlatformSpec, labels: dict[str, str]) -> gcp.container.Cluster:
         return gcp.container.Cluster(
             f"{name}-gke",
-            # Regional: the control plane is replicated over the region's zones.
+            # Regional: the control plane is replicated over the region's zones. No node_locations:
+            # every pool says its own zones (pools.py), and the cluster's list is sent as
+            # desired_locations, which moves every pool: "changing cluster locations will update the
+            # locations of all node pools" (googleapis google/container/v1/cluster_service.proto,
+            # ClusterUpdate.desired_locations), spreading a one-zone GPU pool over every zone (GCP
+            # review M1). Left unset, GKE puts the short-lived default pool in its default zones.
             location=spec.region,
-            node_locations=list(spec.zones),
             network=self.network.vpc.id,
             subnetwork=self.network.subnet.id,
             networking_mode="VPC_NATIVE",

@@ -29,21 +29,65 @@ SERVICE_PROTECTION_TIERS = ("ZONAL", "REGIONAL", "ENTERPRISE")
 
 
 def store_location(spec: PlatformSpec) -> str:
-    """A regional tier spans the region; a zonal one sits in the stack's first zone."""
+    """A regional tier spans the region; a zonal one sits in storage.zone, else the stack's first zone.
+
+    The fallback is the location every store made before storage.zone existed has, so upgrading moves
+    nothing; from then on the instance's own location is kept (STORE_IDENTITY, refuse_store_move), so
+    reordering torchfleet:zones or dropping its first zone never moves the checkpoints (GCP review B1).
+    """
     if spec.storage.tier in REGIONAL_TIERS:
         return spec.region or ""
-    return spec.zones[0]
+    return spec.storage.zone or spec.zones[0]
+
+
+# What identifies the instance beyond its name: terraform-provider-google-beta
+# services/filestore/resource_filestore_instance.go marks `location`, `tier` and the whole `networks`
+# block (reserved_ip_range included) ForceNew, and Filestore names are unique per project *and
+# location* (projects.locations.instances.create), so a change would create a second, empty instance
+# next to the first. The provider is told to ignore them; refuse_store_move says what to do instead.
+STORE_IDENTITY = ("location", "tier", "networks")
+MOVE_WHY = "a Filestore instance cannot move or change tier (the provider would create a new, empty one)"
+MOVE_STEPS = (
+    "`pulumi destroy` (storage.protect keeps the instance and the VPC), back the share up (gcloud filestore "
+    "backups create), delete the old instance, create the new one under the same name and reserved range from "
+    "the backup, then `pulumi up` with the new value and storage.adopt: true (docs/day-2-gcp.md, the store rows)"
+)
+MOVE_HOW = f"{MOVE_WHY}: keep the deployed value, or move the data: {MOVE_STEPS}"
+
+
+def refuse_store_move(deployed: dict, wanted: dict) -> list[str]:
+    """The problems, each naming its key, when the config asks for another location, tier or range
+    than the deployed instance has. `deployed` and `wanted`: {"location", "tier", "reserved_ip_range"}."""
+    keys = {
+        "location": "torchfleet:storage.zone",
+        "tier": "torchfleet:storage.tier",
+        "reserved_ip_range": "torchfleet:storage.sizeGb",  # a ZONAL store across the 10 TiB band
+    }
+    return [
+        f"{key}: the store is {field.replace('_', ' ')} {deployed[field]!r}, the config says {wanted[field]!r}; "
+        + (f"set {key}: {deployed[field]}; " if field == "location" else "")
+        + MOVE_HOW
+        for field, key in keys.items()
+        if deployed.get(field) and wanted.get(field) and deployed[field] != wanted[field]
+    ]
+
+
+def store_plan(spec: PlatformSpec) -> dict:
+    """What the config asks of the instance's identity (refuse_store_move's `wanted`)."""
+    return {"location": store_location(spec), "tier": spec.storage.tier}
 
 
 def store_options(
     storage: StorageSpec, parent: pulumi.Resource, import_id: str | None = None
 ) -> pulumi.ResourceOptions:
     """`storage.protect` (default true): `pulumi destroy` keeps the instance (retainOnDelete, never
-    `protect`, which would make the whole destroy fail); `storage.adopt` imports it back."""
+    `protect`, which would make the whole destroy fail); `storage.adopt` imports it back. The
+    instance's identity is never changed by Pulumi (STORE_IDENTITY): a change is refused instead."""
     return pulumi.ResourceOptions(
         parent=parent,
         retain_on_delete=storage.protect,
         import_=import_id,
+        ignore_changes=list(STORE_IDENTITY),
         # Filestore creation takes several minutes; larger tiers take longer.
         custom_timeouts=pulumi.CustomTimeouts(create="60m", update="60m", delete="30m"),
     )
@@ -117,6 +161,16 @@ def csi_volume_source(location: str, instance: str, ip: str) -> dict:
     }
 
 
+def _deployed_location(location: str, tier: str, networks: list, wanted: dict) -> str:
+    # networks: the provider's typed outputs (InstanceNetwork), as the ip above reads them.
+    reserved = getattr(networks[0], "reserved_ip_range", None) if networks else None
+    deployed = {"location": location, "tier": tier, "reserved_ip_range": reserved}
+    problems = refuse_store_move(deployed, wanted)
+    if problems:
+        raise pulumi.RunError("\n".join(problems))
+    return location
+
+
 class GcpFilestore(pulumi.ComponentResource):
     def __init__(
         self,
@@ -174,10 +228,17 @@ class GcpFilestore(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         ip = self.instance.networks.apply(lambda nets: nets[0].ip_addresses[0])
+        wanted = {**store_plan(spec), "reserved_ip_range": reserved_range(store_block, storage.tier, storage.size_gb)}
+        # The deployed instance's identity (its state, in a preview too, as the provider ignores the
+        # config's): a config that asks for another fails the preview in register_outputs below, naming
+        # the key, before anything changes. The volume names the location the instance really has.
+        self.location = pulumi.Output.all(self.instance.location, self.instance.tier, self.instance.networks).apply(
+            lambda args: _deployed_location(args[0], args[1], args[2], wanted)
+        )
         self.store = SharedStore(
             kind="filestore",
-            volume_source=pulumi.Output.all(self.instance.name, ip).apply(
-                lambda args: csi_volume_source(location, args[0], args[1])
+            volume_source=pulumi.Output.all(self.instance.location, self.instance.name, ip).apply(
+                lambda args: csi_volume_source(args[0], args[1], args[2])
             ),
             capacity=f"{storage.size_gb}Gi",
             # No training-to-store policy (GCP review F10): the export admits the node range only,
@@ -186,4 +247,4 @@ class GcpFilestore(pulumi.ComponentResource):
             nfs_cidrs=(),
             id=self.instance.id,
         )
-        self.register_outputs({"instance": self.instance.id, "ip": ip})
+        self.register_outputs({"instance": self.instance.id, "ip": ip, "location": self.location})

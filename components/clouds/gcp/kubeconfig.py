@@ -28,6 +28,14 @@ def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str, dns_endpoi
     system's trust store verifies it, as `gcloud container clusters get-credentials --dns-endpoint`
     writes it (google-cloud-sdk googlecloudsdk/api_lib/container/kubeconfig.py Cluster(): no
     certificate-authority-data when has_dns_endpoint). The cluster's CA would fail that handshake.
+    The ADC flag stays with the DNS endpoint: gcloud refused that pair until 544.0.0
+    (DNSEndpointOrUseApplicationDefaultCredentialsError in _ExecAuthPlugin) and 545.0.0 removed the
+    refusal (google-cloud-sdk-unofficial/google-cloud-sdk f882c141f4, 2025-11-17,
+    lib/googlecloudsdk/api_lib/container/kubeconfig.py): `get-credentials --dns-endpoint` with
+    container/use_application_default_credentials set now writes exactly this (server, no CA, the
+    flag). The plugin's ADC path mints an ordinary OAuth access token, scopes cloud-platform and
+    userinfo.email (kubernetes/cloud-provider-gcp cmd/gke-gcloud-auth-plugin/cred/
+    default_credentials_token_provider.go at 1f26b22d), which the DNS endpoint's IAM check reads.
     """
     context = f"gke-{cluster_name}"
     server: dict = {"server": f"https://{endpoint}"}

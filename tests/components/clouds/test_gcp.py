@@ -162,7 +162,9 @@ def test_cluster_is_private_vpc_native_and_hardened(stack):
     result, spec = stack
     c = result.one(CLUSTER).inputs
     subnet = result.one(SUBNET).inputs
-    assert c["location"] == spec.region and c["nodeLocations"] == list(spec.zones)
+    # No nodeLocations (GCP review M1): it would be sent as desired_locations and move every pool.
+    assert c["location"] == spec.region and "nodeLocations" not in c
+    assert "nodeLocations" in result.one(CLUSTER).options["ignoreChanges"]
     assert c["removeDefaultNodePool"] is True
     private = not spec.network.public_access_cidrs  # the shipped stack is private (issue 20)
     expected = {"enablePrivateNodes": True, "enablePrivateEndpoint": private}
@@ -225,12 +227,48 @@ def test_cluster_never_blocks_destroy_and_has_a_maintenance_window(stack):
     assert cluster.inputs["deletionProtection"] is False
     window = cluster.inputs["maintenancePolicy"]["recurringWindow"]
     assert window["recurrence"] == "FREQ=WEEKLY;BYDAY=SA,SU"
-    assert (window["startTime"], window["endTime"]) == ("2026-01-03T02:00:00Z", "2026-01-03T08:00:00Z")
+    assert (window["startTime"], window["endTime"]) == ("2026-01-03T02:00:00Z", "2026-01-03T10:00:00Z")
+
+
+def _window_hours_in_every_32_days(window: dict[str, str]) -> list[int]:
+    """Hours of maintenance window in each 32-day span starting at every hour of 2027 (the windows
+    start and end on the hour, so hourly steps find the true minimum)."""
+    from datetime import datetime, timedelta
+
+    from dateutil import rrule
+
+    start = datetime.fromisoformat(window["start_time"].replace("Z", "+00:00"))
+    length = datetime.fromisoformat(window["end_time"].replace("Z", "+00:00")) - start
+    rule = rrule.rrulestr(window["recurrence"], dtstart=start)
+    opened: set[datetime] = set()
+    for begin in rule.between(start, start + timedelta(days=800), inc=True):
+        opened.update(begin + timedelta(hours=h) for h in range(int(length.total_seconds() // 3600)))
+    first = datetime(2027, 1, 1, tzinfo=start.tzinfo)
+    hours = [first + timedelta(hours=h) for h in range(24 * (365 + 32))]
+    flags = [1 if h in opened else 0 for h in hours]
+    span = 24 * 32
+    total = sum(flags[:span])
+    out = [total]
+    for i in range(span, len(flags)):
+        total += flags[i] - flags[i - span]
+        out.append(total)
+    return out[: 24 * 365]
+
+
+def test_maintenance_window_has_margin_over_gkes_48_hours_in_any_32_days():
+    """Regression (GCP review m3): two 6-hour weekend windows gave exactly 48.0 hours in the worst
+    32 days, GKE's floor, with no margin. Each window is also at least GKE's 4 hours."""
+    from components.clouds.gcp.cluster import MAINTENANCE_WINDOW
+
+    per_span = _window_hours_in_every_32_days(MAINTENANCE_WINDOW)
+    assert min(per_span) == 64 and min(per_span) >= 48 * 1.25
+    old = {**MAINTENANCE_WINDOW, "end_time": "2026-01-03T08:00:00Z"}
+    assert min(_window_hours_in_every_32_days(old)) == 48  # what the review measured: no margin
 
 
 def test_cluster_ignores_default_pool_drift(stack):
     result, _ = stack
-    assert set(result.one(CLUSTER).options["ignoreChanges"]) == {"nodeConfig", "initialNodeCount"}
+    assert set(result.one(CLUSTER).options["ignoreChanges"]) == {"nodeConfig", "initialNodeCount", "nodeLocations"}
 
 
 # ---------------------------------------------------------------- secrets encryption (Cloud KMS)

@@ -109,9 +109,10 @@ def test_node_roles_are_least_privilege():
 # ---------------------------------------------------------------- resource options
 
 
-def test_cluster_options_ignore_default_pool_fields_only():
+def test_cluster_options_ignore_default_pool_fields_and_node_locations_only():
+    """nodeLocations (GCP review M1): never sent as desired_locations, which moves every pool."""
     opts = cluster.cluster_options(_Parent())
-    assert sorted(opts.ignore_changes) == ["initialNodeCount", "nodeConfig"]
+    assert sorted(opts.ignore_changes) == ["initialNodeCount", "nodeConfig", "nodeLocations"]
     assert opts.protect is None  # deletion protection is GKE's own flag (deletionProtection)
 
 
