@@ -21,6 +21,8 @@ class Machine:
     gpus: int
     vcpus: int
     memory_gib: int
+    # Offered only as spot (or another non-on-demand model): a pool with spot: false gets no node ever.
+    spot_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,10 @@ def _gpu(key: str, row: dict) -> Gpu:
             cloud=cloud,
             status=o["status"],
             source=o["source"],
-            machines=tuple(Machine(m["type"], m["gpus"], m["vcpus"], m["memoryGib"]) for m in o["machines"]),
+            machines=tuple(
+                Machine(m["type"], m["gpus"], m["vcpus"], m["memoryGib"], bool(m.get("spotOnly", False)))
+                for m in o["machines"]
+            ),
             retired=o.get("retired"),
             reason=o.get("reason"),
             replacement=o.get("replacement"),

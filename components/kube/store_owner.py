@@ -162,9 +162,9 @@ def job(namespace: str, claim: str, node_selector: dict[str, str] | None = None)
             "backoffLimit": 3,
             # A store that cannot be mounted fails the Job (and `pulumi up`) instead of hanging.
             "activeDeadlineSeconds": 300,
-            # The finished Job is deleted after a day; `pulumi refresh` then drops it from the
-            # state and the next `pulumi up` runs it again, which is harmless (idempotent).
-            "ttlSecondsAfterFinished": 86400,
+            # No ttlSecondsAfterFinished: the finished Job stays (with its one Completed pod). A TTL
+            # deleted it after a day, so every `pulumi refresh` dropped it and the next `pulumi up`
+            # created it again, a diff on every day-2 run (GCP review m6).
             "template": {"metadata": {"labels": dict(APP)}, "spec": pod},
         },
     }

@@ -145,6 +145,7 @@ def _parse_gpu_pools(p: _Problems, value: Any, cloud: str, traits: CloudTraits, 
         machines = _pool_machines(p, pk, entry, offer)
         with_it = [m.type for m in offer.machines if host_encryption.supported(m.type)]
         at_host = _encryption_at_host(p, pk, entry, cloud, [m.type for m in machines], f"{pk}.machineTypes", with_it)
+        _spot_only(p, pk, entry, spot, machines, offer)
         if traits.machine_types_per_pool and len(machines) > traits.machine_types_per_pool:
             hint = f"list one, e.g. [{machines[0].type}]"
             p.add(f"{pk}.machineTypes", f"a {cloud} node pool has one machine type; {hint}")
@@ -160,6 +161,21 @@ def _parse_gpu_pools(p: _Problems, value: Any, cloud: str, traits: CloudTraits, 
             if machines:
                 pools.append(GpuPoolSpec(offer.gpu, zone, machines, lo, hi, spot, disk, offer.accelerator, at_host))
     return pools
+
+
+def _spot_only(
+    p: _Problems, key: str, entry: dict, spot: bool, machines: tuple[catalog.Machine, ...], offer: catalog.Offering
+) -> None:
+    """An on-demand pool of a machine sold only as spot would be created and never get a node: every
+    scale-up fails (GCP review m6: h100 with spot: false gave a3-highgpu-1g)."""
+    only = [m.type for m in machines if m.spot_only]
+    if spot or not only:
+        return
+    on_demand = [m.type for m in offer.machines if not m.spot_only]
+    instead = f", or machineTypes: [{on_demand[0]}] (offered on demand)" if on_demand else ""
+    where = f"{key}.spot" if "machineTypes" not in entry else f"{key}.machineTypes"
+    p.add(where, f"{', '.join(only)} is offered only as spot, not on demand (components/catalog/gpus.yaml cites "
+                 f"{offer.source}); set spot: true{instead}")
 
 
 def _pool_machines(p: _Problems, key: str, entry: dict, offer: catalog.Offering) -> tuple[catalog.Machine, ...]:

@@ -94,7 +94,8 @@ def test_offering_machines(gpu, cloud):
 
 @pytest.mark.parametrize("gpu, cloud, machine", MACHINES, ids=[f"{g}-{c}-{m['type']}" for g, c, m in MACHINES])
 def test_machine_row(gpu, cloud, machine):
-    assert set(machine) == {"type", "gpus", "vcpus", "memoryGib"}
+    assert {"type", "gpus", "vcpus", "memoryGib"} <= set(machine) <= {"type", "gpus", "vcpus", "memoryGib", "spotOnly"}
+    assert machine.get("spotOnly", False) in (True, False)  # true only where the source says spot-only
     for field in ("gpus", "vcpus", "memoryGib"):
         value = machine[field]
         assert isinstance(value, int) and not isinstance(value, bool) and value > 0, f"{field}={value!r}"

@@ -136,3 +136,22 @@ def test_synth_refuses_before_registering_anything(monkeypatch):
         synth_config("gcp-bad", bad)
     assert len(monitors) == 1
     assert monitors[0].recorded == []
+
+
+@pytest.mark.parametrize("pool, key", [
+    ({"gpu": "h100", "maxNodes": 1, "spot": False}, "torchfleet:gpuPools[0].spot"),
+    ({"gpu": "h100", "maxNodes": 1, "spot": False, "machineTypes": ["a3-highgpu-2g"]}, "torchfleet:gpuPools[0].machineTypes"),
+])
+def test_an_on_demand_pool_of_a_spot_only_machine_is_refused(pool, key):
+    """Regression (GCP review m6): h100 with spot: false gave a3-highgpu-1g, which GCP sells only as
+    Spot or Flex-start; with allowOnDemandGpus the `up` succeeded and every scale-up failed."""
+    msg = only(problems(**{"torchfleet:gpuPools": [pool], "torchfleet:guardrails": {"allowOnDemandGpus": True}}), key)
+    assert "offered only as spot, not on demand" in msg
+    assert "set spot: true, or machineTypes: [a3-highgpu-8g]" in msg
+
+
+def test_on_demand_h100_on_the_8_gpu_machine_is_accepted():
+    pool = {"gpu": "h100", "maxNodes": 1, "spot": False, "machineTypes": ["a3-highgpu-8g"]}
+    spec = parse({**BASE, "torchfleet:gpuPools": [pool], "torchfleet:guardrails": {"allowOnDemandGpus": True,
+                                                                                   "maxGpus": 64}})
+    assert [p.spot for p in spec.gpu_pools] == [False] * len(spec.gpu_pools)
