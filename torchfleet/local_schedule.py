@@ -18,6 +18,8 @@ from torchfleet.jobs import summary
 # A node that starts after the job's last step finds its rendezvous closed and exits with the launcher's
 # EXIT_RDZV_UNAVAILABLE (training-image/elastic_trainer/launcher.py): it lost nothing.
 LATE_NODE_EXIT = 75
+ENV_OUTPUT_DIR = "TORCHFLEET_OUTPUT_DIR"  # elastic_trainer.train_config.ENV_OUTPUT_DIR, as a job's pods get it
+OUTPUT_FOLDER = "output"  # the run folder's output/, as a job's folder on the shared store has it
 PROGRESS_EVERY_S = 30.0  # a progress line this often while training goes on between the timeline's events
 UNBOUNDED_S = 1e6  # a wait without a deadline (a real script may train for hours): Ctrl-C ends it
 RECOVERY_TIMEOUT_S = 600  # a kill not followed by a step of the survivors within this is a failure
@@ -56,6 +58,9 @@ def run(recovery: str, name: str, workdir: Path, script: Path, script_args: list
     timeline = local_nodes.Timeline()
     total = summary.total_steps_from_args(script_args)
     env = hold_env(recovery, schedule.nodes, total, schedule.every_s is not None or bool(schedule.at_steps))
+    # The final model exported as a cluster job's is ($TORCHFLEET_OUTPUT_DIR, pod_template.py), into the run's
+    # folder: `torchfleet cp :output/model DEST --local FOLDER` takes it (issue 32: a local run exported nothing)
+    env[ENV_OUTPUT_DIR] = str((workdir / OUTPUT_FOLDER).absolute())
     if recovery == "inplace":
         from elastic_trainer.local import InplaceJob
 

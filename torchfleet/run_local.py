@@ -6,7 +6,8 @@ the image's launcher in its own process tree exactly as a pod runs it (--recover
 Lighthouse and N replica groups (--recovery inplace). With --kill-every or --kill-at a node's whole
 tree (agent, workers, their children) is SIGKILLed, as a spot reclaim would, and a replacement started;
 the timeline says what happened when, and the run ends with the view `torchfleet status` shows. The run's
-folder keeps run.json, each node's log and the checkpoints: `torchfleet status --local DIR` and
+folder keeps run.json, each node's log, the checkpoints and output/model (the final model, exported as a
+cluster job's is; `torchfleet cp :output/model DEST --local DIR` copies it): `torchfleet status --local DIR` and
 `torchfleet logs --local DIR` read it from another shell. Ctrl-C or SIGTERM stops every process started.
 """
 
@@ -128,6 +129,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"run {name}: logs, checkpoints and run.json in {workdir}; from another shell: "
                   f"torchfleet status --local {workdir}   torchfleet logs --local {workdir} -f", flush=True)
             code = local_schedule.run(args.recovery, name, workdir, script, script_args, schedule, record)
+            model = workdir / local_schedule.OUTPUT_FOLDER / "model"
+            if code == 0 and model.is_dir():  # elastic_trainer/outputs.py's MODEL_DIR
+                print(f"the final model: {model}; take it with: torchfleet cp :{local_schedule.OUTPUT_FOLDER}/model "
+                      f"./{name}-model --local {workdir}", flush=True)
             return code
     except KeyboardInterrupt:
         code = 130
