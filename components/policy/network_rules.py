@@ -63,7 +63,8 @@ def _open_cidrs(cidrs: list) -> list[str]:
     return found
 
 
-_NARROW = "narrow network.publicAccessCidrs to your VPN or office range, or set it to [] (private endpoint)"
+_NARROW = ("narrow network.publicAccessCidrs to your VPN or office range, or set network.privateOnly: true "
+           "(a private endpoint; on AWS with network.privateAccessCidrs)")
 
 
 def public_endpoint(resources: list[Resource], limits: Limits) -> Iterator[Violation]:

@@ -58,7 +58,7 @@ class AwsCluster(pulumi.ComponentResource):
             f"{name}-control",
             spec,
             cluster_name,
-            [subnets[z].id for z in cluster_zones],
+            [subnets[z].id for z in sorted(cluster_zones)],  # a set to EKS: sorted, so a reorder is no diff
             partition,
             None if running and running.bootstrap_creator_admin else deployer_arn(),
             child,

@@ -61,8 +61,9 @@ SPOT_PRIORITY, ON_DEMAND_PRIORITY, FALLBACK_PRIORITY = 50, 10, 1
 
 def expander_priorities(pools: tuple[GpuPoolSpec, ...]) -> dict[int, list[str]]:
     """Regexes over Auto Scaling group names (EKS names them eks-<nodegroup>-<uuid>)."""
-    spot = [f".*-{p.name}-.*" for p in pools if p.spot]
-    on_demand = [f".*-{p.name}-.*" for p in pools if not p.spot]
+    # Sorted: reordering torchfleet:zones must not rewrite the ConfigMap (issue 29).
+    spot = sorted(f".*-{p.name}-.*" for p in pools if p.spot)
+    on_demand = sorted(f".*-{p.name}-.*" for p in pools if not p.spot)
     priorities: dict[int, list[str]] = {FALLBACK_PRIORITY: [".*"]}
     if spot:
         priorities[SPOT_PRIORITY] = spot
@@ -135,7 +136,8 @@ class EksAutoscaling(pulumi.ComponentResource):
             f"{name}-autoscaler-policy",
             role=role.id,
             policy=pulumi.Output.all(account, cluster.name, *asg_names).apply(
-                lambda a: iam.cluster_autoscaler_policy(partition, region, a[0], a[1], list(a[2:]))
+                # Sorted: the zones' order in the stack config must not rewrite the policy (issue 29).
+                lambda a: iam.cluster_autoscaler_policy(partition, region, a[0], a[1], sorted(a[2:]))
             ),
             opts=child,
         )

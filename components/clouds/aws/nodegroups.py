@@ -40,11 +40,12 @@ def manager_zone_sizes(zones: tuple[str, ...], min_nodes: int, max_nodes: int) -
     first zone only and cannot choose the zone it grows into, so a member whose node is lost could
     stay Pending for good ("either use a single AZ ASG for this use case, or an ASG-per-AZ":
     cluster-autoscaler/cloudprovider/aws/README.md, "Common Notes and Gotchas"; AWS review M7).
-    The totals stay the user's: the earlier zones take the remainder, and a zone whose share of
+    The totals stay the user's: the zones first in letter order take the remainder (never the list's
+    order: reordering torchfleet:zones must not resize groups, issue 29), and a zone whose share of
     maxNodes is 0 gets no group (EKS needs maxSize >= 1), so no etcd volume can land there."""
     n = len(zones)
     sizes = {}
-    for i, zone in enumerate(zones):
+    for i, zone in enumerate(sorted(zones)):
         lo, hi = min_nodes // n + (i < min_nodes % n), max_nodes // n + (i < max_nodes % n)
         if hi:
             sizes[zone] = (lo, hi)
