@@ -71,7 +71,8 @@ def test_a_run_through_the_launcher_leaves_only_expiring_store_keys(make_job, et
     job = make_job("--total-steps=2", "--global-batch-size=4", nnodes="1:1")
     node = job.start_node()
     assert node.wait(180) == 0, node.log_text()[-3000:]
-    url = f"http://{etcd.endpoint}/v2/keys/torch/elastic/store?recursive=true"
+    # The run's own store directory (rdzv_store_ttl: /torch/elastic/store/<run id>), expiring too.
+    url = f"http://{etcd.endpoint}/v2/keys/torch/elastic/store/{job.run_id}?recursive=true"
     with urllib.request.urlopen(url, timeout=10) as answer:
         listing = json.load(answer)
     found = []
@@ -80,11 +81,11 @@ def test_a_run_through_the_launcher_leaves_only_expiring_store_keys(make_job, et
         for child in entry.get("nodes") or []:
             walk(child)
         if not entry.get("dir") and "key" in entry:
-            name = base64.b64decode(entry["key"].rsplit("/", 1)[-1]).decode(errors="replace")
-            if job.run_id in name:
-                found.append((name, entry.get("ttl")))
+            name = entry["key"][len(listing["node"]["key"]) + 1 :]
+            found.append((base64.b64decode(name).decode(errors="replace"), entry.get("ttl")))
 
     walk(listing["node"])
+    assert listing["node"].get("ttl"), listing
     assert found, listing  # the run wrote its round's keys
     assert all(ttl for _, ttl in found), found
 
@@ -94,8 +95,12 @@ def test_a_rendezvous_that_times_out_waiting_for_its_minimum_says_so_and_exits_1
     # torch raises RendezvousTimeoutError without a message (fewer than MIN nodes within join_timeout)
     # and closes the rendezvous as its agent leaves, so the exit stays 1 (a retry would meet it closed);
     # the log says what happened. One node of a 2:2 job, alone, with a short join_timeout.
-    job = make_job("--total-steps=1", "--global-batch-size=2", nnodes="2:2",
-                   rdzv_conf="join_timeout=5,last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=3")
+    job = make_job(
+        "--total-steps=1",
+        "--global-batch-size=2",
+        nnodes="2:2",
+        rdzv_conf="join_timeout=5,last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=3",
+    )
     node = job.start_node()
     code = node.wait(300)  # a hang detector: the bound under test is 5 s
     text = node.log_text()

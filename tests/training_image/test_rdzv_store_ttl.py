@@ -9,6 +9,7 @@ reads what it left in etcd.
 from __future__ import annotations
 
 import base64
+import binascii
 import time
 import uuid
 
@@ -46,9 +47,15 @@ def store_keys(etcd_server, run_id: str) -> dict[str, int | None]:
         return {}
     found = {}
     for node in nodes:
-        if node.key == STORE:
+        # torch's layout, STORE/<base64 key>, or the launcher's, STORE/<run id>/<base64 key>; base64
+        # may hold "/" (sub-directories); other tests' keys may be no base64 at all.
+        relative = node.key[len(STORE) + 1 :]
+        if relative.startswith(run_id + "/"):
+            relative = relative[len(run_id) + 1 :]
+        try:
+            name = base64.b64decode(relative, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
             continue
-        name = base64.b64decode(node.key.rsplit("/", 1)[1]).decode()
         if run_id in name:
             found[name] = node.ttl
     return found
@@ -87,6 +94,15 @@ def test_add_counts_and_expires(etcd):
     key = f"barrier-{uuid.uuid4().hex[:8]}"
     assert [store.add(key, 1) for _ in range(3)] == [1, 2, 3]
     assert 0 < store_keys(etcd, key)[key] <= 60
+
+
+def test_each_run_has_a_store_directory_that_expires(etcd):
+    # Its own prefix (etcd-gate lets a pod reach only its run's paths), expiring with its keys.
+    run_id = f"dir-{uuid.uuid4().hex[:8]}"
+    one_round(rdzv_store_ttl.create_handler(params(etcd, run_id)))
+    directory = etcd_client(etcd).read(f"{STORE}/{run_id}")
+    assert directory.dir and 0 < directory.ttl <= rdzv_store_ttl.STORE_TTL_S
+    assert store_keys(etcd, run_id)
 
 
 def test_install_makes_torchruns_etcd_v2_expire(etcd, monkeypatch):

@@ -22,6 +22,8 @@ The parts, one package each, its ``__init__`` stating its contract and the names
 - ``launch/``   what the launcher is made of: its plan, torchrun's agent, rendezvous settings, warm workers
 - ``inplace/``  in-place recovery (``TORCHFLEET_RECOVERY=inplace``): torchft replica groups, a quorum per
                 step, a replacement heals from a peer (issue 14)
+- ``etcd_gate/`` the platform's gate in front of etcd's v2 API: a training pod reaches only its own
+                run's rendezvous, every write expires, sizes and counts are bounded
 - ``local/``    etcd, torchrun nodes, a Lighthouse and replica groups as local processes: the tests,
                 the benchmarks and ``torchfleet demo``/``run --local``; nothing else imports it
 

@@ -9,6 +9,12 @@ and the round, and nothing deletes them: 5 short jobs left 25 keys, and they pil
 memory for good. (The legacy ``etcd`` backend keeps its store under the round's own directory,
 which expires: etcd_rendezvous.py ``setup_kv_store``.)
 
+Each run's store is also a directory of its own, ``/torch/elastic/store/<run id>``, itself written
+with the TTL and renewed by every write: torch's one shared prefix made every agent read and watch
+every job's keys (``EtcdStore._try_wait_get`` reads the whole prefix), and etcd-gate
+(elastic_trainer/etcd_gate) lets a pod reach its own run's paths only, and store keys only inside
+a directory that expires (a directory etcd creates for a key has no TTL and would stay).
+
 ``install()`` makes ``etcd-v2`` build the same handler with an :class:`ExpiringEtcdStore`. Call it
 in the agent's process before torchrun's ``run`` (the launcher runs torchrun in process).
 """
@@ -43,7 +49,26 @@ class ExpiringEtcdStore(EtcdStore):
         super().__init__(etcd_client, etcd_store_prefix, timeout)
         self.ttl_s = ttl_s
 
+    def renew_directory(self) -> None:
+        """The prefix as a directory with the TTL: created, or its TTL renewed (v2: dir=true&prevExist=true)."""
+        import etcd
+
+        directory = self.prefix.rstrip("/")
+        for _ in range(3):  # it may expire or appear between the two writes
+            try:
+                self.client.write(directory, None, dir=True, ttl=self.ttl_s, prevExist=True)
+                return
+            except etcd.EtcdKeyNotFound:
+                pass
+            try:
+                self.client.write(directory, None, dir=True, ttl=self.ttl_s, prevExist=False)
+                return
+            except etcd.EtcdAlreadyExist:
+                pass
+        raise RuntimeError(f"could not create or renew the store directory {directory}")
+
     def set(self, key, value) -> None:
+        self.renew_directory()
         self.client.set(key=self.prefix + self._encode(key), value=self._encode(value), ttl=self.ttl_s)
 
     def add(self, key, num: int) -> int:
@@ -51,6 +76,7 @@ class ExpiringEtcdStore(EtcdStore):
         import etcd
 
         path = self.prefix + self._encode(key)
+        self.renew_directory()
         try:
             node = self.client.write(key=path, value=self._encode(str(num)), prevExist=False, ttl=self.ttl_s)
             return int(self._decode(node.value))
@@ -68,12 +94,13 @@ class ExpiringEtcdStore(EtcdStore):
 
 def create_handler(params: RendezvousParameters) -> RendezvousHandler:
     """What torch's registry builds for ``etcd-v2`` (registry.py ``_create_etcd_v2_handler``), with
-    the store's keys expiring: same client (endpoint, protocol, certificates), prefix and timeout."""
+    the store's keys expiring, under a directory of the run's own: same client (endpoint, protocol,
+    certificates) and timeout, prefix ``/torch/elastic/store/<run id>``."""
     from torch.distributed.elastic.rendezvous.dynamic_rendezvous import create_handler as dynamic_handler
     from torch.distributed.elastic.rendezvous.etcd_rendezvous_backend import create_backend
 
     backend, store = create_backend(params)
-    expiring = ExpiringEtcdStore(store.client, store.prefix, STORE_TTL_S, store.timeout)
+    expiring = ExpiringEtcdStore(store.client, store.prefix + params.run_id, STORE_TTL_S, store.timeout)
     return dynamic_handler(expiring, backend, params)
 
 

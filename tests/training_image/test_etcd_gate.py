@@ -1,0 +1,191 @@
+"""etcd-gate (elastic_trainer/etcd_gate) in front of the real etcd, with torch's real etcd-v2 rendezvous.
+
+The finding it closes: with etcd's v2 API open, any pod could ``DELETE /v2/keys/torch?recursive=true``
+(every job's rendezvous at once) and write without bound (the v2 store is in memory, outside the
+backend quota). Through the gate a pod reaches only its own run's paths, every write expires, and
+values, keys and bodies are bounded. The rendezvous nodes connect from 127.0.0.1 (their run), the
+other pod from 127.0.0.2: the gate tells them apart by source address, as it tells pods by IP.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import uuid
+from urllib.parse import urlencode
+
+import etcd as python_etcd  # the `etcd` fixture is the server
+import pytest
+from elastic_trainer.etcd_gate import Limits, Upstream, serve
+from elastic_trainer.etcd_gate.__main__ import main as gate_main
+from elastic_trainer.etcd_gate.resolvers import Static
+from elastic_trainer.launch import rdzv_store_ttl
+from elastic_trainer.local import Etcd
+from torch.distributed.elastic.rendezvous import RendezvousParameters
+
+OTHER = "127.0.0.2"  # another pod: a loopback address of its own
+
+
+@pytest.fixture
+def run_id() -> str:
+    return f"job-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def gate(etcd, run_id):
+    def start(limits: Limits | None = None):
+        server = serve(("127.0.0.1", 0), Upstream([etcd.endpoint]), Static({"127.0.0.1": run_id}), limits or Limits())
+        started.append(server)
+        return f"127.0.0.1:{server.server_address[1]}"
+
+    started: list = []
+    yield start
+    for server in started:
+        server.shutdown()
+        server.server_close()
+
+
+def ask(endpoint: str, method: str, path: str, source: str = "127.0.0.1", **form) -> tuple[int, dict]:
+    host, port = endpoint.split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30, source_address=(source, 0))
+    body = urlencode(form) if form else None
+    headers = {"Content-Type": "application/x-www-form-urlencoded"} if body else {}
+    connection.request(method, path, body=body, headers=headers)
+    response = connection.getresponse()
+    answer = response.read()
+    connection.close()
+    return response.status, json.loads(answer) if answer.startswith(b"{") else {"text": answer.decode()}
+
+
+def params(endpoint: str, run_id: str, min_nodes: int, max_nodes: int) -> RendezvousParameters:
+    return RendezvousParameters(
+        backend="etcd-v2",
+        endpoint=endpoint,
+        run_id=run_id,
+        min_nodes=min_nodes,
+        max_nodes=max_nodes,
+        last_call_timeout=1,
+        join_timeout=60,
+    )
+
+
+def rendezvous(handlers) -> list:
+    """next_rendezvous on every handler at once, as agents do; their results (or the exceptions raised)."""
+    results: list = [None] * len(handlers)
+
+    def enter(i):
+        try:
+            results[i] = handlers[i].next_rendezvous()
+        except Exception as error:
+            results[i] = error
+
+    threads = [threading.Thread(target=enter, args=(i,)) for i in range(len(handlers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)  # a hang detector only
+    assert not any(t.is_alive() for t in threads), "a rendezvous did not return in 120 s"
+    assert not any(isinstance(r, Exception) for r in results), results
+    return results
+
+
+def test_without_the_gate_any_client_wipes_every_run(run_id):
+    # The finding, on the real etcd: this is what the gate must refuse. An etcd of its own: the
+    # session's serves the other tests' runs.
+    with Etcd() as etcd:
+        _wipe(etcd, run_id)
+
+
+def _wipe(etcd, run_id):
+    handler = rdzv_store_ttl.create_handler(params(etcd.endpoint, run_id, 1, 1))
+    rendezvous([handler])
+    handler.shutdown()
+    status, _ = ask(etcd.endpoint, "DELETE", "/v2/keys/torch?recursive=true", source=OTHER)
+    assert status == 200
+    status, _ = ask(etcd.endpoint, "GET", f"/v2/keys/torch/elastic/rendezvous/{run_id}")
+    assert status == 404
+
+
+def test_a_rendezvous_forms_and_reforms_through_the_gate(gate, run_id):
+    endpoint = gate()
+    nodes = [rdzv_store_ttl.create_handler(params(endpoint, run_id, 2, 3)) for _ in range(2)]
+    first = rendezvous(nodes)
+    assert sorted(r.rank for r in first) == [0, 1] and {r.world_size for r in first} == {2}
+    # Another pod cannot wipe it, nor read it, nor write into it.
+    assert ask(endpoint, "DELETE", "/v2/keys/torch?recursive=true", source=OTHER)[0] == 403
+    assert ask(endpoint, "DELETE", f"/v2/keys/torch/elastic/rendezvous/{run_id}", source=OTHER)[0] == 403
+    assert ask(endpoint, "GET", f"/v2/keys/torch/elastic/store/{run_id}", source=OTHER)[0] == 403
+    assert (
+        ask(endpoint, "PUT", f"/v2/keys/torch/elastic/rendezvous/{run_id}", source=OTHER, value="x", ttl=60)[0] == 403
+    )
+    # Nor can the run's own pods reach past their run.
+    assert ask(endpoint, "DELETE", "/v2/keys/torch?recursive=true")[0] == 403
+    assert ask(endpoint, "GET", "/v2/keys/torch/elastic/store")[0] == 403
+    assert ask(endpoint, "GET", "/v3/kv/range")[0] == 403
+    status, answer = ask(endpoint, "GET", f"/v2/keys/torch/elastic/rendezvous/{run_id}")
+    assert status == 200 and 0 < answer["node"]["ttl"] <= 7200
+    # The state is intact: the group re-forms (both re-enter, as their agents do when a worker fails)
+    # into a new round, which reads and writes the store again.
+    second = rendezvous(nodes)
+    assert sorted(r.rank for r in second) == [0, 1] and {r.world_size for r in second} == {2}
+    status, answer = ask(endpoint, "GET", f"/v2/keys/torch/elastic/store/{run_id}?recursive=true")
+    assert status == 200 and answer["node"]["dir"] and 0 < answer["node"]["ttl"] <= 7200
+    for node in nodes:
+        node.shutdown()
+
+
+def test_writes_are_bounded(gate, run_id):
+    endpoint = gate(Limits(max_value_bytes=1024, max_store_keys=3, max_ttl_s=60))
+    state = f"/v2/keys/torch/elastic/rendezvous/{run_id}"
+    store = f"/v2/keys/torch/elastic/store/{run_id}"
+    assert ask(endpoint, "PUT", state, value="x")[0] == 400  # no TTL: it would stay for good
+    assert ask(endpoint, "PUT", state, value="x", ttl="")[0] == 400  # v2's "remove the TTL"
+    assert ask(endpoint, "PUT", state, value="x", ttl=61)[0] == 400
+    assert ask(endpoint, "PUT", state, value="x" * 1025, ttl=60)[0] == 413
+    assert ask(endpoint, "PUT", state, value="x" * 1024, ttl=60)[0] == 201
+    assert ask(endpoint, "POST", state, value="x", ttl=60)[0] == 403
+    # Store keys only inside the run's directory, which must expire too, and at most 3 of them.
+    assert ask(endpoint, "PUT", f"{store}/a", value="1", ttl=60)[0] == 400
+    assert ask(endpoint, "PUT", store, dir="true")[0] == 400
+    assert ask(endpoint, "PUT", store, value="x", ttl=60)[0] == 400
+    assert ask(endpoint, "PUT", store, dir="true", ttl=60)[0] == 201
+    assert [ask(endpoint, "PUT", f"{store}/{k}", value="1", ttl=60)[0] for k in "abc"] == [201] * 3
+    status, answer = ask(endpoint, "PUT", f"{store}/d", value="1", ttl=60)
+    assert status == 507 and "3 keys" in answer["message"]
+    assert ask(endpoint, "PUT", f"{store}/a", value="2", ttl=60)[0] == 200  # an update is no new key
+    assert ask(endpoint, "PUT", f"{store}/x/y", value="1", ttl=60, dir="true")[0] == 400
+    # A body far over the limit is refused before it is read.
+    status, _ = ask(endpoint, "PUT", state, value="x" * 10_000, ttl=60)
+    assert status == 413
+
+
+def test_an_unknown_address_is_refused_everything(gate, run_id):
+    endpoint = gate()
+    assert ask(endpoint, "GET", f"/v2/keys/torch/elastic/rendezvous/{run_id}", source=OTHER)[0] == 403
+    status, answer = ask(endpoint, "GET", "/v2/machines")
+    assert status == 200 and answer["text"] == f"http://{endpoint}"  # python-etcd's reconnect list: the gate only
+
+
+def test_python_etcd_sees_a_refusal_as_an_etcd_error(gate, run_id):
+    host, port = gate().split(":")
+    client = python_etcd.Client(host=host, port=int(port), allow_reconnect=True)
+    with pytest.raises(python_etcd.EtcdException):
+        client.delete("/torch", recursive=True)
+
+
+def test_the_command_line_refuses_bad_arguments(capsys):
+    assert gate_main(["--etcd", "nohost", "--listen", "x", "--static", "a", "--max-store-keys", "0"]) == 2
+    err = capsys.readouterr().err
+    for wanted in (
+        "--etcd must be HOST:PORT, got 'nohost'",
+        "--listen must be HOST:PORT, got 'x'",
+        "--static must be ADDRESS=RUN_ID, got 'a'",
+        "--max-store-keys must be a whole number >= 1, got 0",
+    ):
+        assert wanted in err
+
+
+def test_bad_limits_are_refused():
+    with pytest.raises(ValueError, match="max_value_bytes must be a whole number >= 1"):
+        Limits(max_value_bytes=0)

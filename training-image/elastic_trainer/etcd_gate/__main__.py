@@ -1,0 +1,59 @@
+"""``python -m elastic_trainer.etcd_gate --listen 0.0.0.0:2379 --etcd etcd-0.etcd-peers:2379 ...``
+
+In a cluster, pods are resolved through the API server with the pod's own service account
+(resolvers.Pods.in_cluster: get/list pods and get jobs in its namespace); ``--static ADDRESS=RUN_ID``
+(repeatable) replaces that with a fixed table, as local runs and tests use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from elastic_trainer.etcd_gate.resolvers import Pods, Static
+from elastic_trainer.etcd_gate.rules import Limits
+from elastic_trainer.etcd_gate.server import Upstream, serve
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m elastic_trainer.etcd_gate")
+    parser.add_argument("--listen", default="0.0.0.0:2379", help="HOST:PORT to serve (default %(default)s)")
+    parser.add_argument("--etcd", action="append", required=True, help="an etcd client HOST:PORT (repeatable)")
+    parser.add_argument("--static", action="append", default=[], metavar="ADDRESS=RUN_ID")
+    parser.add_argument("--max-value-bytes", type=int, default=Limits.max_value_bytes)
+    parser.add_argument("--max-store-keys", type=int, default=Limits.max_store_keys)
+    parser.add_argument("--max-ttl-s", type=int, default=Limits.max_ttl_s)
+    args = parser.parse_args(argv)
+    problems = []
+    table = {}
+    for entry in args.static:
+        address, sep, run_id = entry.partition("=")
+        if not sep or not address or not run_id:
+            problems.append(f"--static must be ADDRESS=RUN_ID, got {entry!r}")
+        table[address] = run_id
+    host, sep, port = args.listen.rpartition(":")
+    if not sep or not port.isdigit():
+        problems.append(f"--listen must be HOST:PORT, got {args.listen!r}")
+    for endpoint in args.etcd:
+        if not endpoint.rpartition(":")[2].isdigit():
+            problems.append(f"--etcd must be HOST:PORT, got {endpoint!r}")
+    try:
+        limits = Limits(args.max_value_bytes, args.max_store_keys, args.max_ttl_s)
+    except ValueError as error:
+        problems.append(f"--{str(error).replace('_', '-')}")
+    if problems:
+        for problem in problems:
+            print(f"etcd-gate: {problem}", file=sys.stderr)
+        return 2
+    resolver = Static(table) if table else Pods.in_cluster()
+    gate = serve((host, int(port)), Upstream(args.etcd), resolver, limits)
+    print(f"etcd-gate: serving {host}:{gate.server_address[1]} for {', '.join(args.etcd)}", file=sys.stderr, flush=True)
+    signal.sigwait({signal.SIGTERM, signal.SIGINT})
+    gate.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    sys.exit(main())

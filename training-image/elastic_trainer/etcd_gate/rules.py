@@ -1,0 +1,127 @@
+"""What one training pod may ask of etcd's v2 keys API: its own run's rendezvous, within bounds.
+
+etcd's v2 store has no size limit of its own (the backend quota, --quota-backend-bytes, covers only
+the v3 keyspace: etcd-io/etcd server/etcdserver/api/v2store keeps every node in memory), and with no
+auth any client may write any key or ``DELETE /v2/keys/torch?recursive=true``, every job's
+rendezvous at once. torch's ``etcd-v2`` rendezvous uses two places (torch 2.13,
+torch/distributed/elastic/rendezvous/etcd_rendezvous_backend.py ``create_backend``):
+
+- ``/torch/elastic/rendezvous/<run id>``: one key, the pickled state, written with a TTL (2 h);
+- the store, ``EtcdStore`` (etcd_store.py), keys ``<prefix>/<base64 of the key>`` (base64 may hold
+  ``/``, so sub-directories appear), read back by reading and watching the whole prefix. Torchfleet's
+  launcher gives each run its own prefix, ``/torch/elastic/store/<run id>``, created as a directory
+  with a TTL that every write renews (launch/rdzv_store_ttl.py), so a run's store goes at once.
+
+So a pod whose run id is R may: read, watch and delete under those two paths; write the state key
+and store keys only with a TTL of at most ``max_ttl_s`` (nothing it writes outlives it by more);
+write values of at most ``max_value_bytes``; create the store directory only as a directory with a
+TTL, and store keys only inside such a directory, at most ``max_store_keys`` of them. What one run
+can hold is then bounded: (1 + max_store_keys) values of max_value_bytes, gone max_ttl_s after its
+last write. Anything else (another run's keys, the parents, POST's in-order keys, v3, the
+members API) is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import parse_qs
+
+KEYS = "/v2/keys"
+RDZV = "/torch/elastic/rendezvous/"
+STORE = "/torch/elastic/store/"
+# torchfleet/jobs/spec.py new_rdzv_id: <job name (a DNS label)>-<8 hex digits>; the launcher's own
+# default (--rdzv_id of a local run) is any such word too.
+RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Limits:
+    # The rendezvous state (base64 of a pickle) measured on etcd 3.4 with torch 2.13: 496 bytes for
+    # 1 node, 576 for 2, 732 for 4, 1,040 for 8, so about 420 + 78 per node: 64 KiB holds some 800
+    # nodes. The store's own values are tens to hundreds of bytes (addresses, ranks, role infos).
+    max_value_bytes: int = 64 * 1024
+    # A round writes its master address and port (2 keys, measured) and the agents' role infos and
+    # exit barrier (about 2 per node, torch/distributed/elastic/agent/server/api.py), each living 2 h:
+    # 64 nodes re-forming every 3 minutes for 2 h stay under this.
+    max_store_keys: int = 20_000
+    max_ttl_s: int = 7200  # rdzv_store_ttl.STORE_TTL_S and torch's own _DEFAULT_TTL
+
+    def __post_init__(self) -> None:
+        for name in ("max_value_bytes", "max_store_keys", "max_ttl_s"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, got {getattr(self, name)!r}")
+
+
+class Refused(Exception):
+    """A request the gate does not forward; ``status`` and ``code`` as etcd's v2 errors carry them."""
+
+    def __init__(self, status: int, code: int, message: str):
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def forbidden(message: str) -> Refused:
+    return Refused(403, 110, message)  # 110: etcd v2's EcodeUnauthorized ("The request requires user authentication")
+
+
+def invalid(message: str) -> Refused:
+    return Refused(400, 209, message)  # 209: EcodeInvalidField
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    key: str  # the key path after /v2/keys, e.g. /torch/elastic/rendezvous/job-1a2b3c4d
+    form: dict[str, str]  # the query and a form body merged, as etcd's r.FormValue reads them
+
+    @classmethod
+    def parse(cls, method: str, path: str, query: str, body: bytes) -> Request:
+        if not path.startswith(KEYS + "/") and path != KEYS:
+            raise forbidden(f"only the v2 keys API is open here, not {path}")
+        form: dict[str, str] = {}
+        for source in (query, body.decode("utf-8", "replace") if body else ""):
+            for name, values in parse_qs(source, keep_blank_values=True).items():
+                form.setdefault(name, values[0])
+        return cls(method.upper(), path[len(KEYS) :] or "/", form)
+
+
+def area(key: str, run_id: str) -> str | None:
+    """Which of the run's places the key is in: 'state', 'store' (the directory), 'store-key', or None."""
+    if key == RDZV + run_id:
+        return "state"
+    store = STORE + run_id
+    if key in (store, store + "/"):
+        return "store"
+    if key.startswith(store + "/"):
+        return "store-key"
+    return None
+
+
+def check(request: Request, run_id: str | None, limits: Limits) -> str:
+    """The request's area, or Refused. The count of store keys is checked by the caller (it reads etcd)."""
+    if run_id is None:
+        raise forbidden("this address is no running training pod with a rendezvous id")
+    if not RUN_ID.match(run_id):
+        raise forbidden(f"the rendezvous id {run_id!r} is not a DNS label")
+    where = area(request.key, run_id)
+    if where is None or ".." in request.key.split("/"):
+        raise forbidden(
+            f"a pod of rendezvous {run_id} may use only {RDZV}{run_id} and {STORE}{run_id}/..., not {request.key}"
+        )
+    if request.method in ("GET", "HEAD", "DELETE"):
+        return where
+    if request.method != "PUT":
+        raise forbidden(f"{request.method} is not open here (torch's etcd-v2 rendezvous uses GET, PUT, DELETE)")
+    ttl = request.form.get("ttl")
+    if ttl is None or not ttl.isdigit() or not 1 <= int(ttl) <= limits.max_ttl_s:
+        raise invalid(f"every write needs a ttl of 1 to {limits.max_ttl_s} seconds, got {ttl!r}")
+    is_dir = request.form.get("dir", "false") == "true"
+    if where == "store" and not is_dir:
+        raise invalid(f"{STORE}{run_id} is a directory: write it with dir=true")
+    if where != "store" and is_dir:
+        raise invalid(f"only {STORE}{run_id} may be a directory")
+    value = request.form.get("value", "")
+    if len(value.encode()) > limits.max_value_bytes:
+        raise Refused(413, 209, f"a value may be at most {limits.max_value_bytes} bytes, got {len(value.encode())}")
+    return where

@@ -1,0 +1,171 @@
+"""The gate's HTTP server: v2 keys requests from training pods, checked (rules.py), forwarded to etcd.
+
+Who asks is the connection's source address, resolved to a rendezvous id by a resolver
+(resolvers.py): in a cluster, the training pod that holds that IP and the rendezvous id the CLI
+wrote on it, which its code cannot change (training pods have no API token). The answer is etcd's
+own, headers included (python-etcd reads X-Etcd-Index); ``/v2/machines`` answers the gate's own URL,
+so python-etcd's reconnect list (etcd.Client allow_reconnect, which torch sets) never names an etcd
+member to go to directly.
+
+One thread per connection (a watch holds its request until an event or its timeout, as torch's
+EtcdStore waits for keys). Store keys are counted before a write (one read of the run's directory):
+writers of one run racing each other can pass the count by at most their number.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import quote, urlsplit
+
+from elastic_trainer.etcd_gate.rules import KEYS, STORE, Limits, Refused, Request, check, invalid
+
+Resolver = Callable[[str], "str | None"]
+# Request bodies larger than a value at its limit, URL-encoded (3 bytes a byte at worst), plus the form's
+# other fields are not read at all.
+FORM_OVERHEAD = 4096
+HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "content-length"}
+
+
+class Upstream:
+    """etcd's client URLs (``host:port``), tried in order; the first that answers serves the request."""
+
+    def __init__(self, endpoints: Sequence[str]):
+        if not endpoints:
+            raise ValueError("the gate needs at least one etcd endpoint (host:port)")
+        self.endpoints = list(endpoints)
+
+    def request(self, method: str, target: str, body: bytes | None, headers: dict[str, str]):
+        last: Exception | None = None
+        for endpoint in self.endpoints:
+            host, _, port = endpoint.rpartition(":")
+            # No timeout: a watch (wait=true) is held by etcd until an event; the client sets its own.
+            connection = http.client.HTTPConnection(host, int(port), timeout=None)
+            try:
+                try:
+                    connection.connect()
+                except OSError as error:  # only a refused connection moves on: a sent write may have been applied
+                    last = error
+                    continue
+                try:
+                    connection.request(method, target, body=body, headers=headers)
+                    response = connection.getresponse()
+                    return response.status, response.getheaders(), response.read()
+                except (OSError, http.client.HTTPException) as error:
+                    raise ConnectionError(f"etcd at {endpoint} broke off the request: {error!r}") from error
+            finally:
+                connection.close()
+        raise ConnectionError(f"no etcd endpoint answered ({', '.join(self.endpoints)}): {last}")
+
+    def get_json(self, key: str, query: str = "") -> tuple[int, dict]:
+        status, _, body = self.request("GET", KEYS + quote(key) + query, None, {})
+        return status, json.loads(body or b"{}")
+
+
+def count_leaves(node: dict) -> int:
+    children = node.get("nodes") or []
+    return sum(count_leaves(child) if child.get("dir") else 1 for child in children)
+
+
+class Gate(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], upstream: Upstream, resolver: Resolver, limits: Limits):
+        super().__init__(address, Handler)
+        self.upstream, self.resolver, self.limits = upstream, resolver, limits
+
+    def store_ready(self, run_id: str, request: Request) -> None:
+        """A store key goes only into the run's directory (it must exist, with a TTL) and within the count."""
+        status, answer = self.upstream.get_json(STORE + run_id, "?recursive=true")
+        node = answer.get("node") or {}
+        if status == 404 or not node.get("dir") or not node.get("ttl"):
+            raise invalid(f"write {STORE}{run_id} first, as a directory with a ttl (dir=true&ttl=...)")
+        if status != 200:
+            raise Refused(status, answer.get("errorCode", 300), answer.get("message", "etcd refused the read"))
+        if count_leaves(node) >= self.limits.max_store_keys and not _exists(node, request.key):
+            raise Refused(
+                507, 209, f"the store of {run_id} holds {self.limits.max_store_keys} keys, the most a run may hold"
+            )
+
+
+def _exists(node: dict, key: str) -> bool:
+    if node.get("key") == key:
+        return True
+    return any(_exists(child, key) for child in node.get("nodes") or [] if key.startswith(child.get("key", "")))
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as urllib3's pool in python-etcd expects
+    server: Gate
+
+    def log_message(self, format: str, *args) -> None:
+        pass  # refusals are logged by _refuse; one line per request would flood a cluster's logs
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    do_PUT = do_DELETE = do_POST = do_HEAD = do_PATCH = do_GET
+
+    def _serve(self) -> None:
+        source = self.client_address[0]
+        try:
+            body = self._body()
+            target = urlsplit(self.path)
+            if target.path == "/v2/machines" and self.command == "GET":
+                self._send(200, [("Content-Type", "text/plain")], f"http://{self.headers.get('Host', '')}".encode())
+                return
+            request = Request.parse(self.command, target.path, target.query, body)
+            run_id = self.server.resolver(source)
+            where = check(request, run_id, self.server.limits)
+            if where == "store-key" and self.command == "PUT":
+                self.server.store_ready(run_id, request)
+            headers = {name: value for name, value in self.headers.items() if name.lower() not in HOP_BY_HOP}
+            status, answer_headers, answer = self.server.upstream.request(
+                self.command, self.path, body if body else None, headers
+            )
+            self._send(status, [(n, v) for n, v in answer_headers if n.lower() not in HOP_BY_HOP], answer)
+        except Refused as refusal:
+            self._refuse(source, refusal)
+        except ConnectionError as error:
+            self._refuse(source, Refused(503, 300, str(error)))
+
+    def _body(self) -> bytes:
+        length = self.headers.get("Content-Length")
+        if self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
+            raise invalid("send the form with a Content-Length")
+        if not length:
+            return b""
+        if not length.isdigit() or int(length) > 3 * self.server.limits.max_value_bytes + FORM_OVERHEAD:
+            self.close_connection = True  # the body is left unread: this connection cannot go on
+            raise Refused(413, 209, f"a request body may be at most about {self.server.limits.max_value_bytes} bytes")
+        return self.rfile.read(int(length))
+
+    def _refuse(self, source: str, refusal: Refused) -> None:
+        print(f"etcd-gate: refused {self.command} {self.path[:200]} from {source}: {refusal.message}", file=sys.stderr)
+        answer = {"errorCode": refusal.code, "message": refusal.message, "cause": "etcd-gate", "index": 0}
+        self._send(refusal.status, [("Content-Type", "application/json")], json.dumps(answer).encode())
+
+    def _send(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+
+def serve(address: tuple[str, int], upstream: Upstream, resolver: Resolver, limits: Limits) -> Gate:
+    """A gate listening at ``address``, served by a daemon thread; ``shutdown()`` then ``server_close()`` to stop."""
+    gate = Gate(address, upstream, resolver, limits)
+    threading.Thread(target=gate.serve_forever, name="etcd-gate", daemon=True).start()
+    return gate
+
+
+__all__ = ["Gate", "Upstream", "serve"]
