@@ -206,7 +206,10 @@ class GcpNodePools(pulumi.ComponentResource):
             name=MANAGER_POOL_NAME,
             cluster=self._cluster.id,
             location=self._cluster.location,
-            node_locations=list(zones),
+            # Sorted: the provider keeps node_locations as a set (terraform-provider-google-beta
+            # resource_container_node_pool.go, TypeSet), so reordering torchfleet:zones changes nothing,
+            # and the program's input says the same (the day-2 plan compares lists by position).
+            node_locations=sorted(zones),
             initial_node_count=1,  # per zone; the autoscaler settles on total_min_node_count
             autoscaling=manager_autoscaling(pool),
             management=MANAGEMENT,
