@@ -29,7 +29,8 @@ def readers(layer, job: str) -> list[str]:
 def client_and_pod(layer, job: str) -> tuple[JobClient, dict]:
     jobs = JobClient(connect(layer.cp.kubeconfig), layer.namespace, "job")
     target = targets.defaults("aws", layer.namespace)
-    pod = reader_pod.build_pod(reader_pod.pod_name(job), job, "/mnt/shared", IMAGE, target, jobs.get(job))
+    pod = reader_pod.build_pod(reader_pod.pod_name(job), job, "/mnt/shared", reader_pod.READER_IMAGE, target,
+                               jobs.get(job), creator=reader_pod.whoami(jobs))
     return jobs, pod
 
 
@@ -43,6 +44,7 @@ def test_the_reader_pod_is_admitted_under_restricted_and_deleted_after_the_comma
         with reader_pod.running(jobs, pod) as name:
             live = get(layer.cp, "pod", name, "-n", layer.namespace)
             assert live["status"]["phase"] == "Running"
+            assert live["spec"]["containers"][0]["image"] == reader_pod.READER_IMAGE != IMAGE  # never the job's
             node = get(layer.cp, "node", live["spec"]["nodeName"])
             assert node["metadata"]["labels"]["torchfleet.io/pool"] == "manager"  # on-demand, never reclaimed
             owner = live["metadata"]["ownerReferences"]
@@ -81,11 +83,13 @@ def test_restricted_refuses_a_reader_without_its_security_settings(training_laye
         cli(layer, capsys, "delete", job)
 
 
-def test_checkpoints_of_a_deleted_job_needs_an_image_and_makes_no_pod(training_layer, capsys):
+def test_checkpoints_of_a_deleted_job_reads_with_the_platform_image(training_layer, capsys):
+    """A deleted job's folder is read as any other: the platform's image and the default mount (it needed
+    --image when the reader ran the job's own image); kwok runs nothing, so the exec fails, and the pod goes."""
     layer = training_layer
     code, out = cli(layer, capsys, "checkpoints", "gone-job")
-    assert code == 2 and "--image: job gone-job is not in namespace" in out, out
-    assert not readers(layer, "gone-job")
+    assert code == 1 and "deleted reader pod gone-job-reader-" in out and "exec in the reader pod" in out, out
+    wait_for("the reader pod of gone-job deleted", lambda: not readers(layer, "gone-job"))
 
 
 def test_the_cli_deletes_its_reader_pod_when_the_read_fails(training_layer, capsys):

@@ -167,7 +167,9 @@ def test_the_researcher_is_refused_outside_the_role(training_layer, researcher, 
 
 def reader(layer) -> dict:
     target = targets.defaults("aws", layer.namespace)
-    return reader_pod.build_pod(f"tier-mine-reader-{next(_names):06x}", "tier-mine", "/mnt/shared", IMAGE, target, None)
+    # made by alice (the researcher fixture), as the CLI records it: the reader-owner policy refuses any other
+    return reader_pod.build_pod(f"tier-mine-reader-{next(_names):06x}", "tier-mine", "/mnt/shared", IMAGE, target, None,
+                                creator="alice")
 
 
 def test_a_pod_that_is_not_restricted_is_refused(training_layer, researcher):
