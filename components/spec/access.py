@@ -76,6 +76,14 @@ def parse_access(p: _Problems, raw: dict[str, Any], cloud: str) -> AccessSpec:
                 p.add(f"{_k('researchers')}[{i}]", f"on azure a Group:<object id> (put the researchers in a "
                                                    f"Microsoft Entra group), got {_r(item)}")
         researchers = tuple(r for r in researchers if r.startswith("Group:"))
+    if cloud == "azure" and not raw.get(_k("admins")):
+        # No implicit grant follows whoever runs `pulumi up` (it moved to the last one to run it and
+        # collided with a listed admin: issue 29); the list is the one source of cluster admins, and
+        # the training layer is created through it, so the deployer lists itself.
+        p.add(_k("admins"), "required on azure: list every cluster admin, yourself (who runs `pulumi up`) and CI "
+                            "included, as User|Group|ServicePrincipal:<object id>; yours: `az ad signed-in-user "
+                            "show --query id -o tsv` (a service principal: `az ad sp show --id $ARM_CLIENT_ID "
+                            "--query id -o tsv`)")
     both = sorted(set(admins) & set(researchers))
     if both:
         # On EKS one principal has one access entry (a second one fails the deployment), and an

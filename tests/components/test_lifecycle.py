@@ -31,7 +31,8 @@ BILLABLE = {
 ADMINS = {
     "aws": ["arn:aws:iam::123456789012:role/platform"],
     "gcp": ["user:alice@example.com"],
-    "azure": ["Group:11111111-2222-3333-4444-555555555555"],
+    # The deployer lists itself on Azure (issue 29: no implicit grant follows the caller).
+    "azure": ["Group:11111111-2222-3333-4444-555555555555", f"ServicePrincipal:{mock_azure.OBJECT_ID}"],
 }
 
 
@@ -168,9 +169,9 @@ def test_azure_kubernetes_resources_wait_for_rbac_to_take_effect(results):
     """Regression (issue 20, Azure review 2): the priority ConfigMap and the device plugin release went
     out seconds after the cluster-admin grant, which takes up to five minutes to apply."""
     result = results["azure-adopt"]
-    wait = result.one("pulumi-python:dynamic:Resource")
+    wait = result.one("pulumi-python:dynamic:Resource", "torchfleet-azure-cluster-rbac-propagation")
     roles = {r.key for r in result.of_type("azure-native:authorization:RoleAssignment") if "admin" in r.name}
-    assert len(roles) == 2 and roles <= result.depends_on(wait)  # the deployer's and the admin's
+    assert len(roles) == 2 and roles <= result.depends_on(wait)  # the two admins', the deployer among them
     expander = result.one("kubernetes:core/v1:ConfigMap", "torchfleet-azure-gpu-priority-expander")
     for r in [expander, *result.of_type("kubernetes:helm.sh/v3:Release")]:
         assert wait.key in result.depends_on(r), r.name

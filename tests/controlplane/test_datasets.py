@@ -24,7 +24,10 @@ CLOUDS = {
             {"name": "s3-images", "bucket": "corp-imagenet", "prefix": "train/"}),
     "gcp": ({"gcp:region": "us-central1", "gcp:project": "my-ml-project", "torchfleet:zones": ["us-central1-a"]},
             {"name": "gcs-images", "bucket": "corp-imagenet"}),
-    "azure": ({"azure-native:location": "eastus", "torchfleet:zones": ["1"]},
+    "azure": ({"azure-native:location": "eastus", "torchfleet:zones": ["1"],
+               # Required on Azure (issue 29).
+               "torchfleet:network": {"publicAccessCidrs": ["203.0.113.0/24"]},
+               "torchfleet:admins": ["User:00000000-0000-0000-0000-0000000000b0"]},
               {"name": "blob-images", "bucket": "corpdata/imagenet", "resourceGroup": "data-rg"}),
 }
 # The stack a researcher submits with: the layer's GPU nodes are shaped like aws-usw2's pools.

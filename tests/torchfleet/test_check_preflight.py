@@ -67,7 +67,10 @@ def test_azure_check_asks_for_no_feature_where_no_pool_encrypts_at_host():
 
     raw = {"torchfleet:cloud": "azure", "azure-native:location": "eastus", "torchfleet:zones": ["1"],
            "torchfleet:managerPool": {"maxNodes": 3, "encryptionAtHost": False},
-           "torchfleet:gpuPools": [{"gpu": "h100", "maxNodes": 1, "encryptionAtHost": False}]}
+           "torchfleet:gpuPools": [{"gpu": "h100", "maxNodes": 1, "encryptionAtHost": False}],
+           # Required on Azure (issue 29).
+           "torchfleet:network": {"publicAccessCidrs": ["203.0.113.0/24"]},
+           "torchfleet:admins": ["User:00000000-0000-0000-0000-0000000000b0"]}
     found = [n.what for n in preflight.needs(parse(raw, "noeah"))]
     assert not [w for w in found if "EncryptionAtHost" in w], found
     raw["torchfleet:gpuPools"] = [{"gpu": "h100", "maxNodes": 1, "machineTypes": ["Standard_ND96isr_H100_v5"]}]

@@ -128,6 +128,8 @@ def test_stack_sizing_fits_the_smallest_machine_a_pool_may_get(tmp_path):
         "config:\n  azure-native:location: eastus\n  torchfleet:cloud: azure\n  torchfleet:zones: ['1']\n"
         "  torchfleet:gpuPools:\n"
         "    - {gpu: t4, maxNodes: 4, machineTypes: [Standard_NC16as_T4_v3, Standard_NC4as_T4_v3]}\n"
+        "  torchfleet:network: {publicAccessCidrs: [203.0.113.0/24]}\n"  # required on Azure (issue 29)
+        "  torchfleet:admins: ['User:00000000-0000-0000-0000-0000000000b0']\n"
     )
     t = targets.from_stack("mixed", tmp_path)
     req = build_request(t, name="a", gpu="t4", nodes="1", gpus_per_node=1, image="r/t:1", command=["t.py"])

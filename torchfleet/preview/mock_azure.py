@@ -141,7 +141,22 @@ def _user_credentials(args) -> dict[str, Any]:
     return {"kubeconfigs": [{"name": "clusterUser", "value": value}]}
 
 
+# Agent pools that exist in the mocked cluster: pool name -> live node count. Empty, as on a first
+# `pulumi up`: getAgentPool answers 404 as ARM does. Day-2 tests set counts to stand for a running stack.
+LIVE_AGENT_POOLS: dict[str, int] = {}
+
+
+def _get_agent_pool(args):
+    """An invoke failure, as the engine hands a provider's error back: the program sees an exception it
+    can catch (a Python exception raised here would instead crash the program as an RPC error)."""
+    pool = args.args.get("agentPoolName")
+    if pool not in LIVE_AGENT_POOLS:
+        return {}, [("agentPoolName", f"status code 404, NotFound: agent pool {pool} not found")]
+    return {"name": pool, "count": LIVE_AGENT_POOLS[pool]}
+
+
 CALLS: dict = {
+    "azure-native:containerservice:getAgentPool": _get_agent_pool,
     "azure-native:authorization:getClientConfig": _client_config,
     "azure-native:containerservice:listManagedClusterUserCredentials": _user_credentials,
 }

@@ -24,6 +24,7 @@ from typing import Any
 
 from components import limits
 from components.clouds import lifecycle
+from components.clouds.azure import manager_pool
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,11 @@ RANDOM_NAMED = {
 }
 
 
+# Names that hash every input forcing a replacement: a replacement always has a new name, so Pulumi's
+# create-first order never meets the old one (azure manager_pool.py: the manager pool moves that way).
+HASHED_NAMES = {"azure-native:containerservice:AgentPool": manager_pool.is_hashed_name}
+
+
 def _path(inputs: dict[str, Any], dotted: str) -> Any:
     value: Any = inputs
     for part in dotted.split("."):
@@ -153,6 +159,7 @@ def replace_collisions(resources: list[Any]) -> list[str]:
         and fixed_name(r) is not None
         and not r.options.get("deleteBeforeReplace")
         and not r.options.get("retainOnDelete")
+        and not HASHED_NAMES.get(r.type, lambda _: False)(fixed_name(r))
     ]
 
 

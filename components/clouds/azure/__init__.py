@@ -1,7 +1,9 @@
 """Azure: AKS with spot GPU pools per zone, the built-in autoscaler, and Azure Files NFS.
 
     network.py        resource group, virtual network, node and private-endpoint subnets
-    cluster.py        the AKS cluster, its manager (system) pool, identity, kubeconfig, provider
+    cluster.py        the AKS cluster, its fixed system pool, identity, admins, kubeconfig, provider
+    manager_pool.py   the manager pool, an AgentPool named by its immutable settings
+    live_count.py     the node count a pool update sends (the live one within minNodes..maxNodes)
     pools.py          one GPU agent pool per GPU, zone and machine type; the priority ConfigMap
     device_plugin.py  the NVIDIA device plugin chart (AKS installs the driver only)
     files.py          the Premium FileStorage account, its NFS share and private endpoint
@@ -21,6 +23,7 @@ from components.clouds.azure.cluster import MANAGER_SELECTOR, AksCluster
 from components.clouds.azure.datasets import BlobDatasets
 from components.clouds.azure.device_plugin import create_device_plugin
 from components.clouds.azure.files import AzureFilesStore
+from components.clouds.azure.manager_pool import create_manager_pool
 from components.clouds.azure.network import AzureNetwork
 from components.clouds.azure.pools import AksGpuPools, agent_pools
 from components.clouds.base import ClusterHandle
@@ -48,8 +51,13 @@ class AzureCluster(pulumi.ComponentResource):
         client = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
         net = AzureNetwork(f"{name}-net", spec, child)
         aks = AksCluster(f"{name}-cluster", spec, net, client, child)
+        # AKS runs one agent pool operation at a time: the manager pool first, then the GPU pools in turn.
+        manager = create_manager_pool(
+            f"{name}-pools", spec, aks.cluster, net.resource_group.name, net.node_subnet.id, self
+        )
         pools = AksGpuPools(
-            f"{name}-gpu", spec, aks.cluster, net.resource_group.name, net.node_subnet.id, aks.provider, child
+            f"{name}-gpu", spec, aks.cluster, net.resource_group.name, net.node_subnet.id, aks.provider, child,
+            after=manager,
         )
         plugin = create_device_plugin(name, self, aks.provider, depends_on=[aks.cluster])
         store = AzureFilesStore(f"{name}-files", spec, net, client, child)
@@ -69,7 +77,7 @@ class AzureCluster(pulumi.ComponentResource):
             # The share must be reachable (endpoint + DNS) before a pod mounts it, and the pools
             # and device plugin must exist before jobs ask for GPUs.
             ready=[
-                aks.cluster, aks.rbac_effective, *pools.pools, plugin,
+                aks.cluster, aks.rbac_effective, manager, *pools.pools, plugin,
                 store.share, store.endpoint, store.dns_link, store.dns_records,
             ],
             outputs={

@@ -1,4 +1,4 @@
-"""The AKS cluster with its system (manager) pool, its identity, and the kubeconfig to reach it."""
+"""The AKS cluster with its fixed system pool, its identity, its admins, and the kubeconfig to reach it."""
 
 from __future__ import annotations
 
@@ -33,6 +33,18 @@ MAINTENANCE_HOURS = 6
 # The AKS AAD server application every Entra-integrated cluster's kubeconfig names.
 AKS_AAD_SERVER_ID = "6dae42f8-4368-4678-94ff-3960e28e3630"
 MANAGER_SELECTOR = {LABEL_POOL: MANAGER_POOL_NAME}
+# The inline System pool AKS needs to create a cluster and keeps needing ("System pools must contain at
+# least two nodes", "at least 4 vCPUs and 4 GB of memory"; CriticalAddonsOnly keeps everything else off it:
+# aks-docs use-system-pools.md). Two nodes is the documented minimum, and the figure taken (two D4s_v5:
+# about $0.38/h at list price, `torchfleet check` prints it); three is the recommendation, declined for cost.
+# Nothing about it comes from config: its settings never change, so no update AKS would refuse is ever sent
+# for it. The manager pool is a separate AgentPool (manager_pool.py).
+SYSTEM_POOL = "system"
+SYSTEM_VM_SIZE = "Standard_D4s_v5"
+SYSTEM_NODES = 2
+SYSTEM_MAX_NODES = 3
+SYSTEM_DISK_GB = 128
+CRITICAL_ADDONS_ONLY = "CriticalAddonsOnly=true:NoSchedule"
 
 
 def role_definition_id(subscription_id: str, role: str) -> str:
@@ -43,58 +55,73 @@ def cluster_options(parent: pulumi.Resource, depends_on: list[pulumi.Resource]) 
     return pulumi.ResourceOptions(
         parent=parent,
         depends_on=depends_on,
-        # The manager pool autoscales; its live node count is not drift.
-        ignore_changes=["agentPoolProfiles[0].count"],
+        # The system pool autoscales (its live node count is not drift); its zones and encryption at host
+        # are set when it is made and AKS refuses to change them (manager_pool.py cites the docs): a later
+        # zones or managerPool.encryptionAtHost change moves the manager pool and leaves this one as made.
+        ignore_changes=[
+            "agentPoolProfiles[0].count",
+            "agentPoolProfiles[0].availabilityZones",
+            "agentPoolProfiles[0].enableEncryptionAtHost",
+        ],
         # AKS creation routinely takes 10-20 minutes, upgrades longer.
         custom_timeouts=pulumi.CustomTimeouts(create="60m", update="90m", delete="60m"),
     )
 
 
-def api_server_access(spec: PlatformSpec) -> dict | None:
-    """Who reaches the API server, from `network.publicAccessCidrs` (same meaning as on AWS):
+def api_server_access(spec: PlatformSpec, apiserver_subnet_id: pulumi.Input[str]) -> dict:
+    """Who reaches the API server: `network.publicAccessCidrs` (required on Azure unless
+    `network.privateOnly`; spec/sections.py) through API Server VNet Integration.
 
-    [0.0.0.0/0] (the default): public, no allow-list; a narrower list: the authorized IP ranges;
-    []: a private cluster, reachable only from inside the virtual network.
+    A list: a public endpoint open to those ranges only (authorized IP ranges); 0.0.0.0/0 in it: open
+    to all. privateOnly: no public endpoint (reached from a bastion or a peered network).
     https://learn.microsoft.com/azure/aks/api-server-authorized-ip-ranges
+
+    VNet Integration puts the API server's internal load balancer in the delegated subnet
+    (network.py), so nodes reach it privately either way, and it is what lets an existing cluster
+    switch between public and private: "AKS clusters configured with API Server VNet Integration can
+    have public network access/private cluster mode enabled or disabled without redeploying the
+    cluster" (aks-docs api-server-vnet-integration.md; `--disable-private-cluster`, private to public,
+    is marked preview there). Without it AKS documents no such switch. enablePrivateCluster is always
+    sent, so a switch is an explicit false or true, never an omission.
     """
+    profile: dict = {"enable_vnet_integration": True, "subnet_id": apiserver_subnet_id}
+    if spec.network.private_only:
+        return {**profile, "enable_private_cluster": True}
     cidrs = spec.network.public_access_cidrs
-    if not cidrs:
-        return {"enable_private_cluster": True}
     ranges = [c for c in cidrs if c != "0.0.0.0/0"]
-    if len(ranges) < len(cidrs):
-        # 0.0.0.0/0 anywhere in the list means open. Sent as an empty list, which is how AKS
-        # documents turning authorized ranges off: omitting the profile may leave a narrower
-        # earlier list in place (Azure review 10; api-server-authorized-ip-ranges "Disable").
-        return {"authorized_ip_ranges": []}
-    return {"authorized_ip_ranges": ranges}
+    # 0.0.0.0/0 anywhere in the list means open. Sent as an empty list, which is how AKS documents
+    # turning authorized ranges off: omitting the field may leave a narrower earlier list in place
+    # (Azure review 10; api-server-authorized-ip-ranges "Disable").
+    return {**profile, "enable_private_cluster": False, "authorized_ip_ranges": ranges if len(ranges) == len(cidrs) else []}
 
 
-def manager_profile(spec: PlatformSpec, subnet_id: pulumi.Input[str]) -> dict:
-    """The system pool: on-demand, spread over the stack's zones, labelled as the manager pool.
+def system_profile(spec: PlatformSpec, subnet_id: pulumi.Input[str]) -> dict:
+    """The inline System pool (SYSTEM_* above): the only pool declared inline, because AKS cannot create
+    a cluster without one. The manager and GPU pools are separate AgentPool resources, never inline.
 
-    It is the only pool declared inline, because AKS cannot create a cluster without a system
-    pool; every GPU pool is a separate AgentPool resource (pools.py) and never inline.
+    Its orchestratorVersion follows kubernetesVersion, so the ManagedCluster update that moves the control
+    plane moves this on-demand pool with it, as `az aks upgrade` does; the separate pools (spot GPU pools
+    among them) follow in their own updates afterwards (they depend on the cluster), which is the order
+    AKS asks for with spot pools ("You can't upgrade the control plane and node pools at the same time":
+    aks-docs spot-node-pool.md).
     """
-    m = spec.manager_pool
     return {
-        "name": naming.MANAGER_AGENT_POOL,
+        "name": SYSTEM_POOL,
         "mode": "System",
-        "vm_size": m.machine_type,
+        "vm_size": SYSTEM_VM_SIZE,
         "os_type": "Linux",
         "os_sku": "Ubuntu",
         "type": "VirtualMachineScaleSets",
         "enable_auto_scaling": True,
-        # A system pool cannot scale to zero: AKS needs a node for CoreDNS and metrics-server.
-        "min_count": max(1, m.min_nodes),
-        "max_count": max(1, m.max_nodes),
-        "count": max(1, m.min_nodes),
-        "availability_zones": list(spec.zones),
+        "min_count": SYSTEM_NODES,
+        "max_count": SYSTEM_MAX_NODES,
+        "count": SYSTEM_NODES,
+        "availability_zones": sorted(spec.zones),
         "vnet_subnet_id": subnet_id,
         "enable_node_public_ip": False,
-        # Temp disks, caches and OS/data disk flows encrypted on the VM host (pools.py says why).
-        "enable_encryption_at_host": m.encryption_at_host,
-        "os_disk_size_gb": m.disk_size_gb,
-        "node_labels": dict(MANAGER_SELECTOR),
+        "enable_encryption_at_host": spec.manager_pool.encryption_at_host,
+        "os_disk_size_gb": SYSTEM_DISK_GB,
+        "node_taints": [CRITICAL_ADDONS_ONLY],
         "orchestrator_version": spec.kubernetes_version,
     }
 
@@ -138,7 +165,7 @@ def network_profile(spec: PlatformSpec) -> dict:
 
 
 def cluster_args(spec: PlatformSpec, subnet_id: pulumi.Input[str], identity_id: pulumi.Input[str],
-                 tenant_id: pulumi.Input[str]) -> dict:
+                 tenant_id: pulumi.Input[str], apiserver_subnet_id: pulumi.Input[str] = "") -> dict:
     """Every setting of the ManagedCluster, as plain data."""
     return {
         "location": spec.region,
@@ -165,10 +192,10 @@ def cluster_args(spec: PlatformSpec, subnet_id: pulumi.Input[str], identity_id: 
             **({"blob_csi_driver": {"enabled": True}} if spec.datasets else {}),
         },
         "network_profile": network_profile(spec),
-        "api_server_access_profile": api_server_access(spec),
+        "api_server_access_profile": api_server_access(spec, apiserver_subnet_id),
         "auto_scaler_profile": autoscaler_profile(spec),
         "auto_upgrade_profile": {"upgrade_channel": "patch", "node_os_upgrade_channel": "NodeImage"},
-        "agent_pool_profiles": [manager_profile(spec, subnet_id)],
+        "agent_pool_profiles": [system_profile(spec, subnet_id)],
         "tags": naming.tags(spec.stack),
     }
 
@@ -222,15 +249,25 @@ class AksCluster(pulumi.ComponentResource):
     ):
         super().__init__("torchfleet:clouds:AksCluster", name, None, opts)
         rg = net.resource_group.name
-        identity, network_role = self._create_identity(name, spec, net, client)
+        identity, self.network_roles = self._create_identity(name, spec, net, client)
+        # The control-plane identity's subnet grants must have taken effect before AKS checks them at
+        # create ("Lack of permissions at the API server subnet can cause a provisioning failure":
+        # aks-docs api-server-vnet-integration.md); new Azure role assignments take up to five minutes.
+        self.network_roles_effective = PropagationWait(
+            f"{name}-subnet-roles-propagation", AZURE_RBAC_SECONDS, self.network_roles,
+            pulumi.ResourceOptions(parent=self),
+        )
         self.cluster = containerservice.ManagedCluster(
             f"{name}-aks",
             resource_group_name=rg,
-            **cluster_args(spec, net.node_subnet.id, identity.id, client.tenant_id),
-            opts=cluster_options(self, depends_on=[network_role]),
+            **cluster_args(spec, net.node_subnet.id, identity.id, client.tenant_id, net.apiserver_subnet.id),
+            opts=cluster_options(self, depends_on=[*self.network_roles, self.network_roles_effective]),
         )
-        self.admin_role = self._create_deployer_role(name, client, spec.access.deployer_type)
-        self.admin_roles = [self.admin_role, *self._create_admin_roles(name, client, spec.access.admins)]
+        # torchfleet:admins is the one source of cluster admins, the deployer among them (spec/access.py
+        # requires the list on Azure): no grant follows whoever runs `pulumi up`, which moved to the last
+        # one to run it and, for a listed deployer, was a second assignment of the same role at the same
+        # scope, refused by ARM with 409 RoleAssignmentExists (issue 29).
+        self.admin_roles = self._create_admin_roles(name, client, spec.access.admins)
         self.researcher_roles = self._create_researcher_roles(name, client, spec.access.researchers)
         self.maintenance = self._create_maintenance(name, rg)
         creds = containerservice.list_managed_cluster_user_credentials_output(
@@ -263,33 +300,22 @@ class AksCluster(pulumi.ComponentResource):
             tags=naming.tags(spec.stack),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        role = authorization.RoleAssignment(
-            f"{name}-subnet-role",
-            principal_id=identity.principal_id,
-            principal_type="ServicePrincipal",
-            role_definition_id=client.subscription_id.apply(lambda s: role_definition_id(s, NETWORK_CONTRIBUTOR)),
-            scope=net.node_subnet.id,
-            # ARM refuses a second assignment of one role to one principal at one scope
-            # ("RoleAssignmentExists"): every role assignment here is delete-before-replace.
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
-        )
-        return identity, role
-
-    def _create_deployer_role(
-        self, name: str, client: pulumi.Output, principal_type: str
-    ) -> authorization.RoleAssignment:
-        # With Azure RBAC, whoever runs `pulumi up` needs a Kubernetes role through Azure to
-        # create the training layer. principalType explicit: the SDK sends "User" when it is
-        # unset (role_assignment.py), and ARM refuses that for a service principal
-        # ("UnmatchedPrincipalType": Azure review 1, the README's CI path).
-        return authorization.RoleAssignment(
-            f"{name}-deployer-admin",
-            principal_id=client.object_id,
-            principal_type=principal_type,
-            role_definition_id=client.subscription_id.apply(lambda s: role_definition_id(s, AKS_RBAC_CLUSTER_ADMIN)),
-            scope=self.cluster.id,
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
-        )
+        roles = [
+            authorization.RoleAssignment(
+                f"{name}-{suffix}",
+                principal_id=identity.principal_id,
+                principal_type="ServicePrincipal",
+                role_definition_id=client.subscription_id.apply(lambda s: role_definition_id(s, NETWORK_CONTRIBUTOR)),
+                scope=subnet.id,
+                # ARM refuses a second assignment of one role to one principal at one scope
+                # ("RoleAssignmentExists"): every role assignment here is delete-before-replace.
+                opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            )
+            # "The cluster identity needs permissions to both the API server subnet and the node subnet"
+            # (aks-docs api-server-vnet-integration.md).
+            for suffix, subnet in (("subnet-role", net.node_subnet), ("apiserver-subnet-role", net.apiserver_subnet))
+        ]
+        return identity, roles
 
     def _create_admin_roles(
         self, name: str, client: pulumi.Output, admins: tuple[str, ...]

@@ -90,6 +90,18 @@ def endpoint_subnet_cidr(vnet_cidr: str) -> str:
     return str(next(second.subnets(new_prefix=max(24, second.prefixlen))))
 
 
+def apiserver_subnet_cidr(vnet_cidr: str) -> str:
+    """The last /28 of the virtual network: the API server's delegated subnet (API Server VNet Integration).
+
+    A /28 is the smallest AKS takes ("The minimum supported API server subnet size is a /28":
+    aks-docs api-server-vnet-integration.md). At the end of the second half it overlaps neither the node
+    half nor the endpoint /24 at the start (spec.parse accepts /20 or larger, so the half holds both), and
+    the subnets of existing stacks keep their ranges.
+    """
+    net = ipaddress.ip_network(vnet_cidr)
+    return str(list(net.subnets(new_prefix=28))[-1])
+
+
 # Candidates for the service and pod (overlay) ranges; the first that does not overlap the
 # virtual network wins. AKS's own default service CIDR 10.0.0.0/16 overlaps the default
 # `network.cidr` 10.0.0.0/16, and overlapping ranges are rejected by the API

@@ -1,5 +1,5 @@
-"""Resource group, virtual network and its two subnets (nodes; the file share's private endpoint,
-behind a network security group that takes NFS from the node subnet only)."""
+"""Resource group, virtual network and its three subnets (nodes; the file share's private endpoint,
+behind a network security group that takes NFS from the node subnet only; the API server's)."""
 
 from __future__ import annotations
 
@@ -98,6 +98,18 @@ class AzureNetwork(pulumi.ComponentResource):
             # disable-private-endpoint-network-policy.md); the SDK's default is Disabled.
             network_security_group={"id": self.endpoint_nsg.id},
             private_endpoint_network_policies="NetworkSecurityGroupEnabled",
+        )
+        # API Server VNet Integration (aks-docs api-server-vnet-integration.md, GA in API 2025-09-01's
+        # apiServerAccessProfile.enableVnetIntegration/subnetId): the API server's internal load balancer sits
+        # in this subnet, delegated to AKS and used by nothing else; nodes reach the API privately, and the
+        # public endpoint (authorized ranges) can be turned off and on later without a new cluster.
+        self.apiserver_cidr = naming.apiserver_subnet_cidr(cidr)
+        self.apiserver_subnet = self._create_subnet(
+            name,
+            "apiserver",
+            self.apiserver_cidr,
+            depends_on=[self.endpoint_subnet],
+            delegations=[{"name": "aks", "service_name": "Microsoft.ContainerService/managedClusters"}],
         )
         self.register_outputs({"vnetId": self.vnet.id, "nodeSubnetId": self.node_subnet.id})
 

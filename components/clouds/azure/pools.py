@@ -8,6 +8,7 @@ import yaml
 from pulumi_azure_native import containerservice
 
 from components.clouds.azure import naming
+from components.clouds.azure.live_count import node_count
 from components.spec import AKS_SPOT_TAINT, GPU_TAINT, GpuPoolSpec, PlatformSpec
 
 # Priority expander: higher wins; a group that matches no regex is never chosen, hence ".*".
@@ -45,7 +46,6 @@ def pool_args(pool: GpuPoolSpec, machine_index: int, spec: PlatformSpec) -> dict
         "enable_auto_scaling": True,
         "min_count": pool.min_nodes,
         "max_count": pool.max_nodes,
-        "count": pool.min_nodes,
         "enable_node_public_ip": False,
         # Encryption at host: temp disks, ephemeral OS disks (where the kubelet keeps emptyDirs and
         # container layers) and the disk caches are encrypted at rest on the VM host, not only
@@ -80,15 +80,16 @@ def pool_options(parent: pulumi.Resource, depends_on: list[pulumi.Resource]) -> 
     return pulumi.ResourceOptions(
         parent=parent,
         depends_on=depends_on,
-        # The autoscaler owns the node count.
-        ignore_changes=["count"],
+        # No ignore_changes on count: the count sent is the live one within the new bounds
+        # (live_count.py), so raising minNodes works and the autoscaler's count is not reverted.
         # The pool name is fixed (agent_pool_name), so a replacement must delete the old pool
         # first, or the create fails on the name.
         delete_before_replace=True,
-        # Turning encryption at host on or off is not an in-place change of a pool's VMs (it is set
-        # when they are created: aks-docs enable-host-encryption.md); a GPU pool scales from zero,
-        # so a new pool is cheap and does not leave the update half-applied.
-        replace_on_changes=["enableEncryptionAtHost"],
+        # Set when the VMs are made, refused in place by AKS: encryption at host (aks-docs
+        # enable-host-encryption.md) and the OS disk size (resize-node-pool.md: a new pool, then cordon,
+        # drain, delete); zones are fixed per pool by its name anyway (reliability-availability-zones-
+        # configure.md). A GPU pool scales from zero, so a new pool is cheap and leaves no update half-applied.
+        replace_on_changes=["enableEncryptionAtHost", "osDiskSizeGB", "availabilityZones"],
         custom_timeouts=pulumi.CustomTimeouts(create="30m", update="30m", delete="30m"),
     )
 
@@ -123,12 +124,14 @@ class AksGpuPools(pulumi.ComponentResource):
         subnet_id: pulumi.Input[str],
         provider: k8s.Provider,
         opts: pulumi.ResourceOptions | None = None,
+        after: pulumi.Resource | None = None,
     ):
         super().__init__("torchfleet:clouds:AksGpuPools", name, None, opts)
         self.pools: list[containerservice.AgentPool] = []
-        previous: pulumi.Resource = cluster
+        previous: pulumi.Resource = after or cluster
         for pool, i in agent_pools(spec):
             short = naming.agent_pool_name(pool, i)
+            args = pool_args(pool, i, spec)
             # One at a time: AKS refuses a pool operation while another runs on the same cluster
             # ("OperationNotAllowed: Another agentpool operation ... is in progress").
             # https://learn.microsoft.com/troubleshoot/azure/azure-kubernetes/create-upgrade-delete/error-code-operationnotallowed
@@ -137,7 +140,8 @@ class AksGpuPools(pulumi.ComponentResource):
                 resource_group_name=resource_group_name,
                 resource_name_=cluster.name,
                 vnet_subnet_id=subnet_id,
-                **pool_args(pool, i, spec),
+                count=node_count(resource_group_name, cluster.name, short, args["min_count"], args["max_count"]),
+                **args,
                 opts=pool_options(self, depends_on=[cluster, previous]),
             )
             self.pools.append(previous)

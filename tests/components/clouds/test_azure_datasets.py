@@ -18,6 +18,9 @@ CONFIG = {
     "torchfleet:datasets": [
         {"name": "imagenet", "bucket": "corpdata/imagenet", "prefix": "train", "resourceGroup": "data-rg"},
     ],
+    # Required on Azure (issue 29).
+    "torchfleet:network": {"publicAccessCidrs": ["203.0.113.0/24"]},
+    "torchfleet:admins": ["User:00000000-0000-0000-0000-0000000000b0"],
 }
 IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
 ROLE = "azure-native:authorization:RoleAssignment"

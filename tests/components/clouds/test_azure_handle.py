@@ -15,7 +15,8 @@ CONFIG = {
     "torchfleet:zones": ["2", "3"],
     "torchfleet:gpuPools": [{"gpu": "h100", "maxNodes": 2}],
     "torchfleet:storage": {"tier": "Premium_LRS", "sizeGb": 300},
-    "torchfleet:network": {"cidr": "10.8.0.0/16"},
+    "torchfleet:network": {"cidr": "10.8.0.0/16", "publicAccessCidrs": ["203.0.113.0/24"]},
+    "torchfleet:admins": ["User:00000000-0000-0000-0000-0000000000b0"],  # required on Azure (issue 29)
 }
 
 

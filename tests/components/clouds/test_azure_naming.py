@@ -132,6 +132,9 @@ def _spec(**extra):
             {"gpu": "h100", "maxNodes": 1, "spot": False, "zones": ["2"]},
         ],
         "torchfleet:storage": {"sizeGb": 200},
+        # Required on Azure (issue 29).
+        "torchfleet:network": {"publicAccessCidrs": ["203.0.113.0/24"]},
+        "torchfleet:admins": ["User:00000000-0000-0000-0000-0000000000b0"],
         **extra,
     }
     return parse(raw, stack="azure-test")
@@ -187,31 +190,37 @@ def test_kept_store_names_are_fixed_per_stack_and_fit():
 
 def test_pool_options_let_the_autoscaler_own_the_count_and_replace_safely():
     opts = pools.pool_options(parent=None, depends_on=[])
-    assert opts.ignore_changes == ["count"]
+    assert opts.ignore_changes is None  # the live count is sent instead (live_count.py, issue 29)
     assert opts.delete_before_replace is True  # fixed agent pool names
     assert opts.custom_timeouts.create == "30m"
 
 
 def test_cluster_and_vnet_options():
     opts = cluster.cluster_options(parent=None, depends_on=[])
-    assert opts.ignore_changes == ["agentPoolProfiles[0].count"]
+    assert opts.ignore_changes == ["agentPoolProfiles[0].count", "agentPoolProfiles[0].availabilityZones",
+                                   "agentPoolProfiles[0].enableEncryptionAtHost"]
     assert opts.custom_timeouts.create == "60m"
     assert network.vnet_options(parent=None).ignore_changes == ["subnets"]
 
 
+_VNET = {"enable_vnet_integration": True, "subnet_id": "apiserver"}
+
+
 @pytest.mark.parametrize(
-    "cidrs,expected",
+    "network,expected",
     [
         # Public, no allow-list: sent as an empty list, which turns earlier ranges off (Azure review 10).
-        (["0.0.0.0/0"], {"authorized_ip_ranges": []}),
-        (["203.0.113.0/24", "198.51.100.7/32"], {"authorized_ip_ranges": ["203.0.113.0/24", "198.51.100.7/32"]}),
-        ([], {"enable_private_cluster": True}),  # no public endpoint at all
+        ({"publicAccessCidrs": ["0.0.0.0/0"]}, {**_VNET, "enable_private_cluster": False, "authorized_ip_ranges": []}),
+        ({"publicAccessCidrs": ["203.0.113.0/24", "198.51.100.7/32"]},
+         {**_VNET, "enable_private_cluster": False, "authorized_ip_ranges": ["203.0.113.0/24", "198.51.100.7/32"]}),
+        # no public endpoint at all, on purpose (issue 29: an empty list is refused on Azure)
+        ({"privateOnly": True}, {**_VNET, "enable_private_cluster": True}),
     ],
 )
-def test_api_server_access_follows_public_access_cidrs(cidrs, expected):
-    spec = _spec(**{"torchfleet:network": {"publicAccessCidrs": cidrs}})
-    assert cluster.api_server_access(spec) == expected
-    assert cluster.cluster_args(spec, "subnet", "identity", "tenant")["api_server_access_profile"] == expected
+def test_api_server_access_follows_public_access_cidrs(network, expected):
+    spec = _spec(**{"torchfleet:network": network})
+    assert cluster.api_server_access(spec, "apiserver") == expected
+    assert cluster.cluster_args(spec, "subnet", "identity", "tenant", "apiserver")["api_server_access_profile"] == expected
 
 
 def test_storage_account_is_nfs_capable_and_private():

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from components.clouds.azure import cluster as aks_cluster
-from components.clouds.azure import device_plugin, naming
+from components.clouds.azure import device_plugin, manager_pool, naming
 from tests.harness import synth_config, synth_stack
 from torchfleet.preview import mock_azure
 
@@ -48,6 +48,8 @@ THREE_ZONES = {
     # As CI runs it: a service principal through ARM_* for both providers.
     "torchfleet:deployerPrincipalType": "ServicePrincipal",
     "torchfleet:kubeLogin": "spn",
+    # The deployer (the mocks' client object id) lists itself: no implicit grant (issue 29).
+    "torchfleet:admins": [f"ServicePrincipal:{mock_azure.OBJECT_ID}", "Group:00000000-0000-0000-0000-0000000000a9"],
 }
 
 
@@ -67,6 +69,11 @@ def _by_key(result):
 
 def _urn_name(urn: str) -> str:
     return urn.rsplit("::", 1)[-1]
+
+
+def _gpu_pools(result):
+    """The GPU AgentPools (the manager pool is an AgentPool too: manager_pool.py)."""
+    return [p for p in result.of_type(POOL) if p.name != "torchfleet-azure-pools-manager"]
 
 
 # ------------------------------------------------------------------ network
@@ -103,8 +110,11 @@ def test_cluster_security_settings(example):
     assert net["serviceCidr"] == "172.16.0.0/16" and net["dnsServiceIP"] == "172.16.0.10"
     assert c["kubernetesVersion"] == "1.35"
     assert c["location"] == "eastus"
-    # The example keeps the API server private (issue 20): no public endpoint at all.
-    assert c["apiServerAccessProfile"] == {"enablePrivateCluster": True}
+    # Issue 29: public but only to the listed ranges (the example's documentation range), through API Server
+    # VNet Integration in the delegated subnet; never the private cluster the same `up` could not reach.
+    assert c["apiServerAccessProfile"] == {
+        "enableVnetIntegration": True, "subnetId": "torchfleet-azure-net-apiserver-id",
+        "enablePrivateCluster": False, "authorizedIPRanges": ["203.0.113.0/24"]}
 
 
 def test_cluster_identity_is_user_assigned_with_network_rights_first(example):
@@ -118,9 +128,18 @@ def test_cluster_identity_is_user_assigned_with_network_rights_first(example):
     assert subnet_role.inputs["principalId"] == mock_azure._identity(_Args(identity)).get("principalId")
     assert subnet_role.inputs["roleDefinitionId"].endswith(aks_cluster.NETWORK_CONTRIBUTOR)
     assert subnet_role.inputs["roleDefinitionId"].startswith(f"/subscriptions/{mock_azure.SUBSCRIPTION_ID}/")
-    # The cluster waits for the role assignment (ARM cannot infer it).
+    # "The cluster identity needs permissions to both the API server subnet and the node subnet"
+    # (aks-docs api-server-vnet-integration.md).
+    api_role = example.one(ROLE, "torchfleet-azure-cluster-apiserver-subnet-role")
+    assert api_role.inputs["scope"] == "torchfleet-azure-net-apiserver-id"
+    assert api_role.inputs["principalId"] == subnet_role.inputs["principalId"]
+    assert api_role.inputs["roleDefinitionId"] == subnet_role.inputs["roleDefinitionId"]
+    # The cluster waits for the role assignments (ARM cannot infer it) and for them to take effect (issue 29).
     deps = {_urn_name(u) for u in c.options["dependencies"]}
-    assert "torchfleet-azure-cluster-subnet-role" in deps
+    assert {"torchfleet-azure-cluster-subnet-role", "torchfleet-azure-cluster-apiserver-subnet-role",
+            "torchfleet-azure-cluster-subnet-roles-propagation"} <= deps
+    wait = example.one("pulumi-python:dynamic:Resource", "torchfleet-azure-cluster-subnet-roles-propagation")
+    assert wait.inputs["seconds"] >= 300 and subnet_role.key in example.depends_on(wait)
     parent = keyed[f"{ROLE}::torchfleet-azure-cluster-subnet-role"].parent
     assert parent == "torchfleet:clouds:AksCluster::torchfleet-azure-cluster"
 
@@ -132,18 +151,33 @@ class _Args:
         self.name, self.inputs, self.typ = recorded.name, recorded.inputs, recorded.type
 
 
-def test_manager_is_the_only_inline_pool(three):
+def test_the_fixed_system_pool_is_the_only_inline_pool(three):
+    """Issue 29: nothing of the inline pool comes from managerPool, so no update AKS refuses is sent for it;
+    CriticalAddonsOnly and two nodes per aks-docs use-system-pools.md."""
     result = three
     profiles = result.one(CLUSTER).inputs["agentPoolProfiles"]
-    assert len(profiles) == 1, "GPU pools must be separate AgentPool resources, never inline"
+    assert len(profiles) == 1, "the manager and GPU pools must be separate AgentPool resources, never inline"
     m = profiles[0]
-    assert (m["name"], m["mode"], m["vmSize"]) == ("manager", "System", "Standard_D8s_v5")
-    assert (m["enableAutoScaling"], m["minCount"], m["maxCount"], m["count"]) == (True, 2, 4, 2)
+    assert (m["name"], m["mode"], m["vmSize"]) == ("system", "System", "Standard_D4s_v5")
+    assert (m["enableAutoScaling"], m["minCount"], m["maxCount"], m["count"]) == (True, 2, 3, 2)
+    assert m["nodeTaints"] == ["CriticalAddonsOnly=true:NoSchedule"]
     assert m["availabilityZones"] == ["1", "2", "3"]
-    assert m["nodeLabels"] == {"torchfleet.io/pool": "manager"}
+    assert "nodeLabels" not in m
     assert m["enableNodePublicIP"] is False
     assert m["vnetSubnetID"] == "torchfleet-azure-net-nodes-id"
     assert "scaleSetPriority" not in m  # on-demand
+
+
+def test_the_manager_pool_is_an_agent_pool_named_by_its_immutable_settings(three):
+    (m,) = [p for p in three.of_type(POOL) if p.name == "torchfleet-azure-pools-manager"]
+    i = m.inputs
+    assert re.fullmatch(r"mgr[0-9a-f]{8}", i["agentPoolName"])
+    assert (i["mode"], i["vmSize"], i["minCount"], i["maxCount"], i["count"]) == ("User", "Standard_D8s_v5", 2, 4, 2)
+    assert i["availabilityZones"] == ["1", "2", "3"]
+    assert i["nodeLabels"] == {"torchfleet.io/pool": "manager"}
+    assert i["enableNodePublicIP"] is False and "scaleSetPriority" not in i
+    # Create the new pool, then delete the old (the names differ, so no delete-before-replace).
+    assert m.options["deleteBeforeReplace"] is False and m.options["ignoreChanges"] == []
 
 
 # Label prefixes AKS reserves: "The following prefixes are reserved for AKS use and can't be used for
@@ -189,7 +223,8 @@ def test_a_pool_with_encryption_at_host_off_is_created_without_it():
     raw["torchfleet:gpuPools"] = [{"gpu": "t4", "maxNodes": 2, "encryptionAtHost": False},
                                   {"gpu": "a100-80gb", "maxNodes": 1, "zones": ["1"]}]
     spec = parse(raw, "eah")
-    assert aks_cluster.manager_profile(spec, "subnet")["enable_encryption_at_host"] is False
+    assert manager_pool.manager_pool_args(spec)["enable_encryption_at_host"] is False
+    assert aks_cluster.system_profile(spec, "subnet")["enable_encryption_at_host"] is False
     assert {p.name: pool_args(p, 0, spec)["enable_encryption_at_host"] for p in spec.gpu_pools} == {
         "gpu-t4-1": False, "gpu-t4-2": False, "gpu-t4-3": False, "gpu-a100-80gb-1": True}
 
@@ -207,28 +242,38 @@ def test_builtin_autoscaler_profile(three):
 
 def test_api_server_allow_list_from_config(three):
     result = three
-    assert result.one(CLUSTER).inputs["apiServerAccessProfile"] == {"authorizedIPRanges": ["203.0.113.0/24"]}
+    assert result.one(CLUSTER).inputs["apiServerAccessProfile"]["authorizedIPRanges"] == ["203.0.113.0/24"]
 
 
 def test_cluster_options_reach_the_engine(example):
     opts = example.one(CLUSTER).options
-    assert opts["ignoreChanges"] == ["agentPoolProfiles[0].count"]
+    assert opts["ignoreChanges"] == ["agentPoolProfiles[0].count", "agentPoolProfiles[0].availabilityZones",
+                                     "agentPoolProfiles[0].enableEncryptionAtHost"]
     assert opts["customTimeouts"]["create"] == "60m"
 
 
-def test_deployer_gets_aks_rbac_cluster_admin_before_the_provider(example):
-    role = example.one(ROLE, "torchfleet-azure-cluster-deployer-admin")
-    assert role.inputs["principalId"] == mock_azure.OBJECT_ID
-    assert role.inputs["scope"] == "torchfleet-azure-cluster-aks-id"
-    assert role.inputs["roleDefinitionId"].endswith(aks_cluster.AKS_RBAC_CLUSTER_ADMIN)
-    # Regression (issue 20, Azure review 1): sent as the SDK's default "User", which ARM refuses for a
-    # service principal; the type comes from torchfleet:deployerPrincipalType (default User).
-    assert role.inputs["principalType"] == "User"
+def test_admins_get_aks_rbac_cluster_admin_before_the_provider(example):
+    """Issue 29: torchfleet:admins is the one source; nothing follows the caller (mocks' OBJECT_ID)."""
+    roles = [r for r in example.of_type(ROLE) if r.inputs["roleDefinitionId"].endswith(aks_cluster.AKS_RBAC_CLUSTER_ADMIN)]
+    assert [r.name for r in roles] == ["torchfleet-azure-cluster-admin-00000000-0000-0000-0000-000000000000"]
+    assert all(r.inputs["principalId"] != mock_azure.OBJECT_ID for r in roles)
+    role = roles[0]
+    assert role.inputs["scope"] == "torchfleet-azure-cluster-aks-id" and role.inputs["principalType"] == "User"
     # The provider waits for the grant to take effect, not only to exist (Azure review 2).
     provider = example.one(K8S_PROVIDER)
-    wait = example.one("pulumi-python:dynamic:Resource")
+    wait = example.one("pulumi-python:dynamic:Resource", "torchfleet-azure-cluster-rbac-propagation")
     assert wait.key in example.depends_on(provider) and role.key in example.depends_on(wait)
     assert wait.inputs["seconds"] >= 300
+
+
+@pytest.mark.parametrize("fixture", ["example", "three"])
+def test_no_two_role_assignments_share_principal_role_and_scope(request, fixture):
+    """Issue 29: the deployer's implicit grant and its admins entry were two assignments of one role to one
+    principal at one scope, which ARM refuses (409 RoleAssignmentExists). `three` lists the deployer."""
+    result = request.getfixturevalue(fixture)
+    triples = [(r.inputs["principalId"], r.inputs["roleDefinitionId"], r.inputs["scope"]) for r in result.of_type(ROLE)]
+    assert len(triples) == len(set(triples)), triples
+    assert not [r for r in result.of_type(ROLE) if "deployer" in r.name]
 
 
 def test_kubeconfig_is_a_secret_with_kubelogin_azurecli(example):
@@ -248,7 +293,7 @@ def test_a_service_principal_deploy_logs_the_kubeconfig_in_as_that_principal(thr
     config = yaml.safe_load(three.one(K8S_PROVIDER).inputs["kubeconfig"])
     exec_ = config["users"][0]["user"]["exec"]
     assert exec_["args"][:3] == ["get-token", "--login", "spn"] and "--use-azurerm-env-vars" in exec_["args"]
-    role = three.one(ROLE, "torchfleet-azure-cluster-deployer-admin")
+    role = three.one(ROLE, f"torchfleet-azure-cluster-admin-{mock_azure.OBJECT_ID}")
     assert role.inputs["principalType"] == "ServicePrincipal"
 
 
@@ -257,7 +302,7 @@ def test_a_service_principal_deploy_logs_the_kubeconfig_in_as_that_principal(thr
 
 def test_one_agent_pool_per_gpu_zone_and_machine(three):
     result = three
-    pools = {p.inputs["agentPoolName"]: p for p in result.of_type(POOL)}
+    pools = {p.inputs["agentPoolName"]: p for p in _gpu_pools(result)}
     assert sorted(pools) == sorted(
         ["t4z1", "t4z1m1", "t4z2", "t4z2m1", "t4z3", "t4z3m1", "a10080gbz1", "a10080gbz2", "a10080gbz3"]
     )
@@ -284,7 +329,7 @@ def test_pools_of_one_gpu_have_identical_labels_across_zones(three):
     # Regression guard: a per-zone label would stop balance-similar-node-groups from treating the
     # zonal pools of one GPU as similar. The zone itself is topology.kubernetes.io/zone (AKS's).
     by_gpu: dict = {}
-    for p in three.of_type(POOL):
+    for p in _gpu_pools(three):
         by_gpu.setdefault(p.inputs["nodeLabels"]["torchfleet.io/gpu"], []).append(p.inputs["nodeLabels"])
     assert set(by_gpu) == {"t4", "a100-80gb"}
     for labels in by_gpu.values():
@@ -319,13 +364,14 @@ def test_on_demand_pools_have_no_spot_settings(three):
 
 
 def test_pool_options_reach_the_engine(three):
-    pools = three.of_type(POOL)
-    previous = "torchfleet-azure-cluster-aks"
+    pools = _gpu_pools(three)
+    previous = "torchfleet-azure-pools-manager"  # AKS runs one pool operation at a time: the manager's first
     for p in pools:
-        assert p.options["ignoreChanges"] == ["count"]
+        # Issue 29: the count is the live one within the bounds (live_count.py), not the stored one.
+        assert p.options["ignoreChanges"] == []
         assert p.options["deleteBeforeReplace"] is True
-        # issue 20 review R6: encryption at host is set when the pool's VMs are made, not updated
-        assert p.options["replaceOnChanges"] == ["enableEncryptionAtHost"]
+        # issue 20 review R6, issue 29: set when the pool's VMs are made, refused in place by AKS
+        assert p.options["replaceOnChanges"] == ["enableEncryptionAtHost", "osDiskSizeGB", "availabilityZones"]
         deps = {_urn_name(u) for u in p.options["dependencies"]}
         assert "torchfleet-azure-cluster-aks" in deps
         # Pools are created one after another (AKS allows one pool operation at a time).
@@ -485,9 +531,9 @@ def test_component_tree(example):
 
 def test_on_demand_gpu_pools_upgrade_without_a_surge_gpu(three):
     """Azure review 13: the default 10% surge added a GPU VM (an A100) on every upgrade."""
-    on_demand = [p for p in three.of_type(POOL) if p.inputs.get("scaleSetPriority") != "Spot"]
+    on_demand = [p for p in _gpu_pools(three) if p.inputs.get("scaleSetPriority") != "Spot"]
     assert on_demand  # the A100 pools
-    for pool in three.of_type(POOL):
+    for pool in _gpu_pools(three):
         expected = {"maxSurge": "0", "maxUnavailable": "1"} if pool in on_demand else None
         assert pool.inputs.get("upgradeSettings") == expected, pool.name
 

@@ -13,6 +13,9 @@ BASE = {
     "torchfleet:zones": ["1", "2"],
     "torchfleet:gpuPools": [{"gpu": "t4", "maxNodes": 2}],
     "torchfleet:storage": {"tier": "Premium_LRS", "sizeGb": 100},
+    # Required on Azure (issue 29).
+    "torchfleet:network": {"publicAccessCidrs": ["203.0.113.0/24"]},
+    "torchfleet:admins": ["User:00000000-0000-0000-0000-0000000000b0"],
 }
 
 
