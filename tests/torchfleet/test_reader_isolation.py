@@ -95,3 +95,13 @@ def test_code_planted_in_home_or_the_environment_does_not_run_before_the_script(
     assert proc.returncode == 0, proc.stderr
     ran = sorted(p.name for p in home.iterdir() if p.name.startswith("ran-"))
     assert ran == ([] if isolated else ["ran-sitecustomize", "ran-usercustomize"])
+
+
+def test_the_config_files_reader_image_is_read_and_named_when_wrong(capsys, monkeypatch, tmp_path):
+    monkeypatch.delenv("TORCHFLEET_READER_IMAGE", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    (tmp_path / "torchfleet").mkdir()
+    (tmp_path / "torchfleet/config.yaml").write_text("reader_image: registry.example.com/python:3.13\n")
+    code = main(["checkpoints", "resnet", "--kubeconfig", str(tmp_path / "none")])
+    err = capsys.readouterr().err
+    assert code == 2 and "config.yaml: reader_image: 'registry.example.com/python:3.13' has no digest" in err, err
