@@ -3,7 +3,8 @@
 Synthesizes the stack under mocks (as `torchfleet synth` does), then runs every rule with the
 stack's own limits (torchfleet:guardrails). Prints one line per violation, "rule  resource  why",
 and on stderr the most the stack can cost per hour at list prices (torchfleet/cost.py) and the quotas
-and APIs the cloud must grant before `pulumi up` is useful (components/clouds/preflight.py).
+and APIs the cloud must grant before `pulumi up` is useful (components/clouds/preflight.py), and whether this
+machine reaches the API the stack makes (torchfleet/reach.py).
 Exit codes: 0 clean, 1 violations, 2 the stack cannot be checked (bad config, missing file) or
 --policy-config-out cannot be written.
 """
@@ -18,7 +19,7 @@ from typing import Any
 
 from components import policy
 from components.clouds import preflight
-from torchfleet import cost, output_paths
+from torchfleet import cost, output_paths, reach
 from torchfleet.synth import required_stack, stack_option, synth_or_report
 
 
@@ -78,4 +79,7 @@ def run(args: argparse.Namespace) -> int:
     needs = preflight.render(result.spec)  # quotas and APIs the cloud must grant first (issue 20)
     if needs:
         print(needs, file=sys.stderr)
+    # Whether this machine reaches the API the stack makes (issue 29); advice, never the exit code.
+    for line in reach.report(result.spec, result.stack):
+        print(line, file=sys.stderr)
     return 1 if violations else 0

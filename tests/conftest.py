@@ -1,0 +1,17 @@
+"""Every test: `torchfleet check` never asks a what-is-my-IP service beyond loopback (torchfleet/reach.py).
+
+The team's rule: no test dials an address outside 127.0.0.0/8. The reach tests point
+TORCHFLEET_MY_IP_URL at a server of their own on 127.0.0.1; every other test (and every command a test
+runs as a subprocess, which inherits the variable) has the lookup off.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+URL_ENV = "TORCHFLEET_MY_IP_URL"  # torchfleet.reach.URL_ENV (test_check_reach holds them equal)
+
+
+@pytest.fixture(autouse=True)
+def _no_ip_lookup(monkeypatch):
+    monkeypatch.setenv(URL_ENV, "off")
