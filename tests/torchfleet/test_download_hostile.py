@@ -215,3 +215,30 @@ def test_a_valid_tree_is_written_with_its_contents_and_sane_modes(home):
     assert (home / "dest/sub/model.pt").read_bytes() == b"weights"
     mode = (home / "dest/run.sh").stat().st_mode & 0o7777
     assert mode & 0o7022 == 0 and mode & 0o100  # executable kept; no setuid, no group/other write
+
+
+def test_what_the_reader_says_reaches_the_terminal_without_escape_sequences(home, capsys):
+    """The reader's messages name the store's files, which the job names: an OSC or CSI sequence in a name
+    (a window title, a cleared screen, a hyperlink) is printed escaped."""
+    evil = "\x1b]0;owned\x07\x1b[2J"
+
+    def runner(argv, stderr):
+        if argv[0] == "size":
+            yield json.dumps({"bytes": 4, "files": 1, "kind": "dir"}).encode()
+            return 0
+        stderr.append(f"skipped output/{evil}: removed while sent\n".encode())
+        yield _tar(DIR, _member("output/a", data=b"fine"))
+        return 0
+
+    store_access.download(runner, "/job", "output", home / "dest", io.StringIO())
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "\\x1b]0;owned\\x07" in err, err
+
+    def failing(argv, stderr):
+        stderr.append(json.dumps({"error": f"cannot read {evil}"}).encode())
+        yield b""
+        return 4
+
+    with pytest.raises(Exception, match=r"cannot read \\x1b") as caught:
+        store_access.download(failing, "/job", "output", home / "dest2", io.StringIO())
+    assert "\x1b" not in str(caught.value)

@@ -76,12 +76,18 @@ def _drain(chunks: Iterator[bytes], sink: Callable[[bytes], None]) -> int | None
             return stop.value
 
 
+def printable(text: str) -> str:
+    """``text`` with every control character escaped (newlines kept): what the reader says names the store's
+    files, which a job names, and an escape sequence in a name must not reach the user's terminal."""
+    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
+
+
 def _failed(what: str, code: int | None, stderr: list[bytes], path: str) -> Exception:
     text = b"".join(stderr).decode(errors="replace").strip()
     try:
-        message = json.loads(text.splitlines()[-1])["error"]
+        message = printable(str(json.loads(text.splitlines()[-1])["error"]))
     except (ValueError, KeyError, IndexError, TypeError):
-        message = text[-500:] or "no message"
+        message = printable(text[-500:]) or "no message"
     if code == NOT_FOUND:
         return UsageError(f"{path}: not in the job's folder ({message})")
     if code == REFUSED:
@@ -227,5 +233,5 @@ def download(runner: Runner, job_dir: str, path: str, local: Path, progress_stre
     progress.finish()
     skipped = b"".join(stderr).decode(errors="replace").strip()
     if skipped:
-        print(skipped, file=sys.stderr)
+        print(printable(skipped), file=sys.stderr)
     return target, size
