@@ -140,7 +140,13 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     sub = _subparser(parser, args.command)
     takes_command = sub.get_default("takes_command")
     if extras:
-        if any(e.startswith("-") for e in extras):
+        # a script among them: the user forgot the -- before it (issue 32: its own flags then read as
+        # unknown options of ours, and the hint pointed at --help)
+        script = next((e for e in extras if e.endswith(".py") or e in ("python", "python3")), None)
+        if takes_command and script is not None:
+            words = extras[extras.index(script):]
+            hint = f"; the training command goes after --: torchfleet {args.command} [options] -- {' '.join(words)}"
+        elif any(e.startswith("-") for e in extras):
             hint = f"; `{sub.prog} --help` lists the options, spelled in full (abbreviations are not accepted)"
         else:
             hint = "; the training command goes after --, e.g. -- python train.py" if takes_command else ""
@@ -217,6 +223,8 @@ def run(args: argparse.Namespace) -> int:
     except JobError as error:
         # A value from a job file, a variable or the config file is named as such, not as its flag.
         message = relabel(str(error), getattr(args, "value_sources", {}))
+        if message.startswith("no cluster to talk to") and hasattr(args, "local_run"):  # checkpoints, cp
+            message += "; a local run's folder: --local torchfleet-runs/NAME"  # issue 32
         print(f"torchfleet {args.command}: {message}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:  # Ctrl-C ends `logs -f`; no traceback for that

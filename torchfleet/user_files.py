@@ -60,11 +60,16 @@ def load_mapping(path: Path, what: str) -> dict[str, Any]:
 
 def check_keys(document: Mapping[Any, Any], known: Iterable[str], where: str) -> None:
     known = list(known)
-    for key in document:
+    problems = []
+    for key in document:  # every unknown key at once (issue 32: a second typo surfaced only after the first)
         if key not in known:
             close = difflib.get_close_matches(str(key), known, n=1)
             hint = f"did you mean '{close[0]}'?" if close else f"the keys are: {', '.join(known)}"
-            raise UsageError(f"{where}: unknown key {str(key)[:60]!r}; {hint}")
+            problems.append(f"{where}: unknown key {str(key)[:60]!r}; {hint}")
+    if len(problems) == 1:
+        raise UsageError(problems[0])
+    if problems:
+        raise UsageError(f"{len(problems)} problems:\n  " + "\n  ".join(problems))
 
 
 def text_value(value: Any, where: str, *, numbers: bool = True) -> str:

@@ -158,11 +158,12 @@ def test_unknown_context_exits_2(kubeconfig, capsys):
     assert code == 2 and "--context" in err and "prod" in err
 
 
-def test_stack_without_pulumi_cli_exits_1(capsys, monkeypatch):
+def test_stack_without_pulumi_cli_exits_2(capsys, monkeypatch):
+    """This machine's setup, as a missing kubeconfig is: exit 2 (issue 32; it was 1, a cluster's failure)."""
     monkeypatch.setenv("PATH", "/nonexistent")  # the Pulumi CLI is not installed on test machines anyway
     code = main(["list", "--stack", "aws-usw2"])
     err = capsys.readouterr().err
-    assert code == 1 and "needs the Pulumi CLI" in err and "--kubeconfig" in err
+    assert code == 2 and "needs the Pulumi CLI" in err and "--kubeconfig" in err
 
 
 def test_stack_outputs_give_kubeconfig_and_namespace(api, kubeconfig, capsys):

@@ -99,5 +99,5 @@ def test_pulumi_failures(tmp_path, monkeypatch, body, kind, words):
 
 def test_without_the_pulumi_cli(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(ClusterError, match="needs the Pulumi CLI, which is not installed"):
+    with pytest.raises(UsageError, match="needs the Pulumi CLI, which is not installed"):
         targets.read_stack_outputs("x")

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from torchfleet.jobs.errors import UsageError
+from torchfleet.jobs.errors import Problems, UsageError
 from torchfleet.user_files import check_keys, load_mapping, text_value
 
 WHAT = "a job file holds name, command and the submit flags' values, e.g. nodes: 2:8"
@@ -46,28 +46,33 @@ def apply(args: argparse.Namespace, parser: argparse.ArgumentParser, given: set[
     """Fill what the command line left out from ``args.file``; returns the file's command, if any."""
     path = Path(args.file).expanduser()
     document = load_mapping(path, WHAT)
-    check_keys(document, KEYS, str(path))
+    # Every problem of the file at once (docs/jobs.md, "Job files"): unknown keys, then each value's
+    problems = Problems()
+    problems.check(check_keys, document, KEYS, str(path))
     sweep = hasattr(args, "param")
     for key in SWEEP_KEYS:
         if key in document and not sweep:
-            raise UsageError(f"{path}: {key}: only a sweep takes {key}; run `torchfleet sweep -f {args.file}`")
+            problems.add(f"{path}: {key}: only a sweep takes {key}; run `torchfleet sweep -f {args.file}`")
     for key, value in document.items():
         where = f"{path}: {key}"
-        if key == "command":
+        if key == "command" or key not in KEYS:
             continue
         dest = "param" if key == "params" else _dest(key)
         if dest in given:
             continue  # the command line wins
         flag = "--param" if key == "params" else "NAME" if key == "name" else f"--{key}"
-        value = _value(parser, key, value, where)
+        checked = problems.check(_value, parser, key, value, where)
+        if checked is None:
+            continue
+        value = checked
         if key == "workdir":  # relative to the job file, which lives with the code (workdir: .)
             value = path.parent / value
         setattr(args, dest, value)
         given.add(dest)
         sources[flag] = where
-    if "command" not in document:
-        return None
-    return _command(document["command"], f"{path}: command")
+    command = problems.check(_command, document["command"], f"{path}: command") if "command" in document else None
+    problems.raise_any()
+    return command
 
 
 def _value(parser: argparse.ArgumentParser, key: str, value: Any, where: str) -> Any:

@@ -157,8 +157,8 @@ def read_stack_outputs(stack: str, work_dir: Path = REPO) -> dict[str, Any]:
     try:
         done = subprocess.run(argv, cwd=work_dir, capture_output=True, text=True, timeout=PULUMI_TIMEOUT_S,
                               env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "1"})
-    except FileNotFoundError:
-        raise ClusterError(
+    except FileNotFoundError:  # this machine's setup, like a missing kubeconfig: exit 2 (issue 32), not 1
+        raise UsageError(
             "--stack: reading the stack's kubeconfig output needs the Pulumi CLI, which is not installed "
             "(https://www.pulumi.com/docs/iac/download-install/); or pass --kubeconfig/--context"
         ) from None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -36,8 +37,38 @@ def setup_logging(rank: int) -> None:
 _emitting = threading.Lock()
 
 
+# Who reads the events: `torchfleet logs`/`status` and the local harness read pod logs and files, never a
+# terminal. A run watched in one (the launcher's --standalone, README's "Run it once") gets a readable line
+# instead of the JSON (issue 32). TORCHFLEET_EVENTS=json or text chooses either way.
+ENV_EVENTS = "TORCHFLEET_EVENTS"
+
+
+def _readable_out() -> bool:
+    chosen = os.environ.get(ENV_EVENTS, "")
+    if chosen in ("json", "text"):
+        return chosen == "text"
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stdout
+        return False
+
+
+def readable(record: dict) -> str:
+    """One event as a line a person reads: ``step 20  loss 0.5312  world 2``, ``resumed  step=100 ...``."""
+    fields = {k: v for k, v in record.items() if k not in ("ev", "wall")}
+    clock = time.strftime("%H:%M:%S", time.localtime(record.get("wall", time.time())))
+    if record.get("ev") == "step":
+        loss = fields.pop("loss", None)
+        parts = [f"step {fields.pop('step', '?')}"]
+        parts += [f"loss {loss:.4g}" if isinstance(loss, int | float) else "loss -"]
+        parts += [f"world {fields.pop('world')}"] if "world" in fields else []
+        return f"{clock}  " + "   ".join(parts)
+    return f"{clock}  {record.get('ev')}" + "".join(f"  {k}={v}" for k, v in sorted(fields.items()))
+
+
 def emit(kind: str, **fields: object) -> None:
-    line = PREFIX + json.dumps({"ev": kind, "wall": round(time.time(), 3), **fields}, sort_keys=True) + "\n"
+    record = {"ev": kind, "wall": round(time.time(), 3), **fields}
+    line = (readable(record) if _readable_out() else PREFIX + json.dumps(record, sort_keys=True)) + "\n"
     with _emitting:
         sys.stdout.write(line)
         sys.stdout.flush()

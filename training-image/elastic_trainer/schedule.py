@@ -32,6 +32,8 @@ from typing import Any
 
 import torch
 
+from elastic_trainer.events import log
+
 EXTEND_POLICIES = ("rebuild", "keep")
 # A scheduler's position, not its settings: what differs between a fresh schedule and a saved one of
 # the same settings (LRScheduler.state_dict is its __dict__ but the optimizer).
@@ -91,4 +93,10 @@ def restore(task, optimizer: torch.optim.Optimizer, scheduler, state: Mapping[st
         group["lr"] = group.setdefault("initial_lr", group["lr"])
     rebuilt = task.build_scheduler(optimizer, total_steps)
     fast_forward(rebuilt, step)
+    # One line that says so (issue 32: an extended run changed its learning rate without a word); the
+    # logger is rank 0's at INFO (events.setup_logging), so N ranks print it once
+    saved_total = state.get("total_steps")
+    was = f"--total-steps={saved_total}" if saved_total is not None else "another --total-steps"
+    log.info("extending: the checkpoint's schedule was for %s, so the learning-rate schedule is rebuilt for "
+             "--total-steps=%d at step %d (--schedule-on-extend=keep keeps the saved one)", was, total_steps, step)
     return rebuilt
