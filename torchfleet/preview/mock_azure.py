@@ -94,6 +94,8 @@ RESOURCES: dict = {
     "azure-native:containerservice:AgentPool": _named("agentPoolName"),
     "azure-native:storage:StorageAccount": _named("accountName"),
     "azure-native:storage:FileShare": _named("shareName"),
+    "azure-native:operationalinsights:Workspace": _named("workspaceName"),
+    "azure-native:monitor:DiagnosticSetting": _named("name"),
 }
 
 

@@ -73,6 +73,7 @@ UNIQUE_BY: dict[str, tuple[str, ...]] = {
     "azure-native:containerservice:MaintenanceConfiguration": ("configName",),
     "azure-native:privatedns:PrivateZone": ("privateZoneName",),
     "azure-native:network:PrivateDnsZoneGroup": ("privateEndpointName",),  # one zone group per endpoint
+    "azure-native:monitor:DiagnosticSetting": ("resourceUri", "name"),  # azure/audit.py
 }
 # Identified by inputs too, but every input that forces a replacement is one of them: a replacement
 # is a different resource, never a duplicate.
@@ -100,6 +101,7 @@ RANDOM_NAMED = {
     "gcp:compute/firewall:Firewall",
     "azure-native:privatedns:VirtualNetworkLink",
     "azure-native:network:NetworkSecurityGroup",  # the store endpoint subnet's (azure/network.py)
+    "azure-native:operationalinsights:Workspace",  # the audit logs' (azure/audit.py)
     "pulumi-python:dynamic:Resource",  # propagation.py: no cloud object at all
 }
 

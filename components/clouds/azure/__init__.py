@@ -4,6 +4,7 @@
     cluster.py        the AKS cluster, its fixed system pool, identity, admins, kubeconfig, provider
     manager_pool.py   the manager pool, an AgentPool named by its immutable settings
     live_count.py     the node count a pool update sends (the live one within minNodes..maxNodes)
+    audit.py          the control plane's audit logs to a Log Analytics workspace
     pools.py          one GPU agent pool per GPU, zone and machine type; the priority ConfigMap
     device_plugin.py  the NVIDIA device plugin chart (AKS installs the driver only)
     files.py          the Premium FileStorage account, its NFS share and private endpoint
@@ -19,6 +20,7 @@ import pulumi
 from pulumi_azure_native import authorization
 
 from components.clouds.azure import naming
+from components.clouds.azure.audit import create_audit_logs
 from components.clouds.azure.cluster import MANAGER_SELECTOR, AksCluster
 from components.clouds.azure.datasets import BlobDatasets
 from components.clouds.azure.device_plugin import create_device_plugin
@@ -51,6 +53,7 @@ class AzureCluster(pulumi.ComponentResource):
         client = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
         net = AzureNetwork(f"{name}-net", spec, child)
         aks = AksCluster(f"{name}-cluster", spec, net, client, child)
+        create_audit_logs(f"{name}-cluster", spec, net.resource_group.name, aks.cluster.id, self)
         # AKS runs one agent pool operation at a time: the manager pool first, then the GPU pools in turn.
         manager = create_manager_pool(
             f"{name}-pools", spec, aks.cluster, net.resource_group.name, net.node_subnet.id, self

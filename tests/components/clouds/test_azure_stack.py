@@ -545,3 +545,18 @@ def test_maintenance_windows_for_cluster_and_node_image_upgrades(example):
     assert set(configs) == {"aksManagedAutoUpgradeSchedule", "aksManagedNodeOSUpgradeSchedule"}
     for window in configs.values():
         assert window["durationHours"] >= 4 and window["schedule"]["weekly"]["intervalWeeks"] == 1
+
+
+def test_control_plane_audit_logs_go_to_a_workspace(example):
+    """Issue 29: AKS keeps no resource logs until a diagnostic setting exists (aks-docs monitor-aks.md)."""
+    from components.clouds.azure import audit
+
+    workspace = example.one("azure-native:operationalinsights:Workspace")
+    assert workspace.inputs["retentionInDays"] == audit.RETENTION_DAYS <= 31  # inside the free retention
+    assert workspace.inputs["sku"] == {"name": "PerGB2018"}
+    setting = example.one("azure-native:monitor:DiagnosticSetting")
+    assert setting.inputs["resourceUri"] == "torchfleet-azure-cluster-aks-id"
+    assert setting.inputs["workspaceId"] == f"{workspace.name}-id"
+    assert {log["category"] for log in setting.inputs["logs"] if log["enabled"]} == {"kube-audit-admin", "guard"}
+    assert setting.inputs["logAnalyticsDestinationType"] == "Dedicated"
+    assert setting.options["deleteBeforeReplace"] is True  # its name is fixed per cluster
