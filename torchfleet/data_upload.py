@@ -81,6 +81,8 @@ def dataset_bucket(dest: str, stack: str | None, stacks_dir: Path) -> Bucket:
     except Exception as error:  # a ConfigError or an unreadable file: the stack is the input to fix
         raise UsageError(f"--stack {stack}: {error}") from None
     found = {d.name: d for d in spec.datasets}
+    if not found and spec.cloud == "local":
+        raise UsageError(f"DEST: stack {spec.stack} has no datasets: {spec_datasets.LOCAL_DATA_HINT}")
     if name not in found:
         listed = ", ".join(found) or "none (add torchfleet:datasets to the stack file)"
         raise UsageError(f"DEST: stack {spec.stack} has no dataset {name!r}; its datasets: {listed}")

@@ -26,6 +26,16 @@ _COMMON_KEYS = {"name", "bucket", "prefix"}
 _CLOUD_KEYS = {"azure": {"resourceGroup"}, "aws": {"kmsKeyArn"}}
 # Clouds whose managed CSI driver mounts a bucket (components/clouds/<cloud>/datasets.py).
 CLOUDS = ("aws", "gcp", "azure")
+# What a stack that cannot mount buckets offers instead: one hint, which the stack's validation, `submit
+# --dataset` and `upload dataset:NAME` all give and docs/data.md ("Datasets on the local stack") repeats
+# (issue 32: the CLI said "add torchfleet:datasets to the stack file", which the local stack refuses).
+# The local store is the kind node's folder (components/clouds/local.py, LOCAL_STORE_PATH), mounted whole
+# at /mnt/shared in every pod.
+LOCAL_DATA_HINT = (
+    "the local stack mounts no buckets (no object-store CSI driver): put the data on its shared store, "
+    "e.g. `docker cp ./imagenet torchfleet-control-plane:/var/lib/torchfleet/shared/data/`, and read it from "
+    "/mnt/shared/data/imagenet in the job (docs/data.md, \"Datasets on the local stack\")"
+)
 
 # S3 general purpose buckets: https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html
 # (checked 2026-11-25): 3-63 of a-z 0-9 . -, a letter or digit at each end, no "..", not an IP
@@ -131,8 +141,8 @@ def parse_datasets(p: _Problems, value: Any, cloud: str) -> tuple[DatasetSpec, .
     if cloud not in CLOUDS:
         p.add(
             key,
-            f"the {cloud} stack has no object-store driver to mount buckets with; remove this key "
-            "(copy data onto the shared store with `torchfleet upload`)",
+            f"remove this key: {LOCAL_DATA_HINT}" if cloud == "local" else
+            f"the {cloud} stack has no object-store driver to mount buckets with; remove this key",
         )
         return ()
     if not isinstance(value, list):

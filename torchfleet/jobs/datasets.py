@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from components.kube import datasets as kube_datasets
+from components.spec.datasets import LOCAL_DATA_HINT
 from torchfleet.jobs.errors import UsageError
 from torchfleet.jobs.mounts import _within, normalize_mount
 from torchfleet.jobs.sizing import beside_sidecar
@@ -52,6 +53,8 @@ def parse_dataset(item: str, declared: tuple[str, ...] | None, cloud: str, stack
     if name not in declared:
         close = difflib.get_close_matches(name, declared, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
+        if not declared and cloud == "local":
+            raise UsageError(f"{FLAG}: stack {stack} has no datasets: {LOCAL_DATA_HINT}")
         listed = ", ".join(declared) if declared else "none (add torchfleet:datasets to the stack file)"
         raise UsageError(f"{FLAG}: stack {stack} has no dataset {name!r}; {hint}its datasets: {listed}")
     if sep and not path:

@@ -133,7 +133,7 @@ def test_not_a_list_is_refused():
 
 
 def test_the_local_stack_cannot_mount_buckets():
-    assert "no object-store driver" in only(config("local", datasets=[{"name": "d", "bucket": "my-data"}]), KEY)
+    assert "no object-store CSI driver" in only(config("local", datasets=[{"name": "d", "bucket": "my-data"}]), KEY)
 
 
 def test_every_problem_is_reported_at_once():
