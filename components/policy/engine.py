@@ -8,7 +8,7 @@ from typing import Any
 
 from components.policy.gpu_rules import gpu_count_cap, gpu_pool_one_zone, gpu_pool_spot, gpu_pool_tainted
 from components.policy.model import Limits, Resource, Violation
-from components.policy.network_rules import no_public_node_ips, public_endpoint
+from components.policy.network_rules import dns_endpoint_external, no_public_node_ips, public_endpoint
 from components.policy.store_rules import store_encrypted, store_protected
 from components.policy.version_rules import pinned_versions
 
@@ -17,6 +17,10 @@ MANDATORY, ADVISORY = "mandatory", "advisory"  # CrossGuard's enforcement levels
 
 def _always_mandatory(limits: Limits) -> str:
     return MANDATORY
+
+
+def _always_advisory(limits: Limits) -> str:
+    return ADVISORY
 
 
 def _public_endpoint_level(limits: Limits) -> str:
@@ -44,6 +48,8 @@ RULES: tuple[Rule, ...] = (
     Rule("pinned-versions", "charts, remote kustomizations and images are pinned", pinned_versions),
     Rule("public-endpoint", "the Kubernetes API endpoint is not open to 0.0.0.0/0 (advisory unless "
          "guardrails.restrictPublicEndpoint is true)", public_endpoint, _public_endpoint_level),
+    Rule("dns-endpoint-external", "GKE's IAM-gated DNS endpoint open to every network is reported (advisory: "
+         "VPC Service Controls binds it to networks)", dns_endpoint_external, _always_advisory),
 )
 
 

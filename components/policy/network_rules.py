@@ -115,3 +115,26 @@ def public_endpoint(resources: list[Resource], limits: Limits) -> Iterator[Viola
             elif opened := _open_cidrs(_items(ranges)):
                 yield _v(rule, r, f"AKS authorized IP ranges let in {', '.join(opened)}; {_NARROW}")
 
+
+def dns_endpoint_external(resources: list[Resource], limits: Limits) -> Iterator[Violation]:
+    """GKE's DNS-based control-plane endpoint with allowExternalTraffic: reachable from any network.
+
+    public_endpoint looks at the IP endpoints only; this one is the day-1 path from laptops and CI
+    (network.dnsEndpoint) and is gated by IAM (container.clusters.connect), not by source address, so
+    the threat restrictPublicEndpoint is about, a leaked credential used from anywhere, still applies
+    (GCP review m2). Always advisory: the identity gate is GKE's documented design for it, and the way
+    to also bind it to networks is a VPC Service Controls perimeter around the project, which GKE
+    enforces on the DNS endpoint
+    (https://cloud.google.com/kubernetes-engine/docs/concepts/network-isolation#dns-based_endpoint).
+    """
+    rule = "dns-endpoint-external"
+    for r in resources:
+        if r["type"] != "gcp:container/cluster:Cluster":
+            continue
+        external = _get(r["inputs"], "controlPlaneEndpointsConfig", "dnsEndpointConfig", "allowExternalTraffic")
+        if external is not UNKNOWN and _truthy(external):
+            yield _v(rule, r, "GKE's DNS endpoint takes calls from any network, checked by IAM only "
+                              "(container.clusters.connect); to require your networks too, put the project in a "
+                              "VPC Service Controls perimeter, or set network.dnsEndpoint: false and reach the "
+                              "cluster through network.publicAccessCidrs or the VPC")
+

@@ -348,7 +348,7 @@ def test_violation_line_is_rule_resource_why():
 
 def test_check_reports_in_rule_order_and_every_rule_is_named_once():
     names = [r.name for r in policy.RULES]
-    assert len(set(names)) == len(names) == 9
+    assert len(set(names)) == len(names) == 10
     found = [v.rule for v in check([eks(taints=(), capacity="ON_DEMAND", subnets=("a", "b")), efs(kept=False)])]
     assert found == ["gpu-pool-tainted", "gpu-pool-one-zone", "gpu-pool-spot", "store-protected"]
 

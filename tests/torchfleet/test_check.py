@@ -45,7 +45,7 @@ def check(capsys, stack_file: Path, *extra: str) -> tuple[int, list[str], str]:
 def test_local_stack_is_clean(capsys):
     code, lines, err = check(capsys, STACKS_DIR / "Pulumi.local.yaml")
     assert (code, lines) == (0, [])
-    assert "local: 0 violation(s) and 0 advisory of 9 rules" in err
+    assert "local: 0 violation(s) and 0 advisory of 10 rules" in err
 
 
 def test_missing_stack_file_is_a_config_error(capsys, tmp_path):

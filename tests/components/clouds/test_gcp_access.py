@@ -31,3 +31,22 @@ def test_every_credentials_grant_is_conditioned_on_this_cluster():
             f'resource.name.endsWith("/clusters/{cluster_name}")'
         )
         assert condition["title"] and len(condition["title"]) <= 100  # IAM's limit on a condition title
+
+
+def _advisories(config_changes: dict) -> list:
+    from components import policy
+    from torchfleet.check import resources_of
+
+    stack, config, secrets = stack_config(STACKS_DIR / "Pulumi.gcp-usc1.yaml")
+    result = synth(stack, {**config, **config_changes}, secrets)
+    found = policy.check(resources_of(result.resources), 1000, True, restrict_public_endpoint=True)
+    return [v for v in found if v.rule == "dns-endpoint-external"]
+
+
+def test_the_dns_endpoint_open_to_every_network_is_an_advisory_naming_vpc_service_controls():
+    """Regression (GCP review m2): restrictPublicEndpoint looked at the IP endpoints only, so the shipped
+    stack (DNS endpoint with allowExternalTraffic) reported nothing about it."""
+    (found,) = _advisories({})
+    assert found.advisory and "VPC Service Controls" in found.why and "container.clusters.connect" in found.why
+    assert _advisories({"torchfleet:network": json.dumps({"cidr": "10.0.0.0/16", "dnsEndpoint": False,
+                                                         "publicAccessCidrs": ["203.0.113.7/32"]})}) == []
