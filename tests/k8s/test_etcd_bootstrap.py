@@ -245,3 +245,29 @@ def test_a_member_with_its_data_restarts_as_itself(cluster):
     cluster.healthy(0)
     assert cluster.members()[cluster.peer_url(0)] == (old_id, "started")
     assert "joins the existing cluster" not in cluster.log(0)
+
+
+def test_an_empty_member_waits_while_the_quorum_is_lost_then_rejoins(cluster):
+    # Two members down, one of them with its volume lost, and one member up: no quorum. The empty
+    # member must not start `new` under its old identity (with the one member up it would make a
+    # quorum that forgot its raft state); it exits, as a pod that the kubelet restarts, until the
+    # quorum is back, then rejoins as a new member.
+    cluster.ctl("put", "rendezvous", "kept")
+    old_id, _ = cluster.members()[cluster.peer_url(1)]
+    cluster.kill(1)
+    cluster.kill(2)
+    shutil.rmtree(cluster.data_dir(1))
+    before = len(cluster.log(1))  # its log holds the cluster's creation too
+    empty = cluster.start(1)
+    assert empty.wait(timeout=120) != 0, cluster.log(1)[before:][-3000:]
+    log = cluster.log(1)[before:]
+    assert "has lost its quorum" in log and "creating the cluster" not in log, log[-3000:]
+    assert not list(cluster.data_dir(1).glob("member/wal/*.wal"))  # etcd never ran
+    cluster.procs.pop(1)
+    cluster.start(2)  # the quorum is back
+    cluster.healthy(2, restarts=2)
+    cluster.start(1)
+    cluster.healthy(1, restarts=3)
+    new_id, status = cluster.members()[cluster.peer_url(1)]
+    assert status == "started" and new_id != old_id
+    assert cluster.ctl("get", "rendezvous", "--print-value-only", "--consistency=s", at=[1]).strip() == "kept"
