@@ -54,6 +54,22 @@ def store_moved(change: ConfigChange) -> list[Refusal]:
     return out
 
 
+def basic_store_shrunk(change: ConfigChange) -> list[Refusal]:
+    """A Basic-tier instance only grows: "You can't decrease the capacity of Basic HDD or Basic SSD
+    instances" (https://cloud.google.com/filestore/docs/editing-instances); the update would fail after
+    the rest of the `up` was applied. fileShares.capacityGb is otherwise updated in place."""
+    old, new = change.old.storage, change.new.storage
+    if not (old.tier or "").startswith("BASIC_") or old.tier != new.tier:
+        return []
+    if (new.size_gb or 0) >= (old.size_gb or 0):
+        return []
+    return [Refusal(
+        "torchfleet:storage.sizeGb",
+        f"{old.size_gb} -> {new.size_gb} GiB: a {old.tier} Filestore instance cannot shrink",
+        f"keep storage.sizeGb at {old.size_gb} or more; for a smaller store: {MOVE_STEPS}",
+    )]
+
+
 def _minor(version: str) -> tuple[int, int]:
     major, minor = version.split(".")[:2]
     return int(major), int(minor)
@@ -77,4 +93,4 @@ def kubernetes_minor_skipped(change: ConfigChange) -> list[Refusal]:
     )]
 
 
-RULES = [store_moved, kubernetes_minor_skipped]
+RULES = [store_moved, basic_store_shrunk, kubernetes_minor_skipped]

@@ -189,6 +189,15 @@ def test_store_zone_changed_is_refused():
     assert p.get(STORE, "torchfleet-gcp-filestore-instance").action == "ignored"
 
 
+def test_store_grown_in_place_and_a_basic_store_shrunk_refused():
+    grown = plan({"torchfleet:storage.sizeGb": 2048})
+    assert grown.get(STORE, "torchfleet-gcp-filestore-instance").action == "update" and grown.refusals == []
+    big = day2.apply_changes(dict(SHIPPED), {"torchfleet:storage.sizeGb": 2048})
+    old, new = parse(big, stack="gcp-usc1"), parse(dict(SHIPPED), stack="gcp-usc1")
+    (refusal,) = gcp_day2.basic_store_shrunk(refusal_rules.ConfigChange(old, new, big, dict(SHIPPED)))
+    assert refusal.key == "torchfleet:storage.sizeGb" and "2048 -> 1024" in refusal.reason
+
+
 def test_store_protect_off_changes_no_input_and_lets_destroy_delete_it():
     p = plan({"torchfleet:storage.protect": False})
     assert acted(p) == {} and p.refusals == []
