@@ -13,6 +13,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
+from components.clouds import unreachable
 from components.clouds.traits import CLOUD_TRAITS
 from components.spec import PlatformSpec, parse
 
@@ -64,4 +65,6 @@ def parse_engine_config(config: dict[str, Any], stack: str) -> PlatformSpec:
 
 def load() -> PlatformSpec:
     """Read the running stack's config; raises spec.ConfigError listing every problem."""
+    # Not config, but read as the program starts, before any resource (components/clouds/unreachable.py).
+    unreachable.check_environment()
     return parse(raw_config(), stack=pulumi.get_stack())

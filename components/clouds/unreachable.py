@@ -1,0 +1,47 @@
+"""Every stack's Kubernetes provider and an unreachable cluster: nothing set, on purpose (issue 29).
+
+What pulumi-kubernetes does when it cannot reach the API server (provider/pkg/provider/provider.go at
+v4.25.0, and tests/controlplane/test_pulumi_unreachable.py on the real engine):
+
+- `pulumi preview` degrades by itself: the provider marks the cluster unreachable instead of failing, and
+  diffs the inputs against the state client-side. A CI preview from a runner outside
+  network.publicAccessCidrs shows the program's changes without the server's dry run; nothing to set.
+  (`skipUpdateUnreachable` would instead answer the old inputs, hiding the very changes under review.)
+- `pulumi destroy` fails on each Kubernetes object unless `deleteUnreachable` is true, which drops each
+  object from the state and deletes nothing. Right for a cluster that is gone (deleted out of band, or a
+  failed `up`); wrong for a cluster that is alive and only unreachable from here: what its objects hold in
+  the cloud (volumes the etcd claims provisioned, load balancers) outlives them and keeps billing.
+  And a provider that keeps `deleteUnreachable` makes every `pulumi refresh` from such a machine drop
+  every object of a living cluster from the state.
+
+So no provider sets either option, and the escape stays an explicit act for `destroy` alone:
+`PULUMI_K8S_DELETE_UNREACHABLE=true pulumi destroy` (the provider reads the variable when its inputs do
+not set the option). An explicit `delete_unreachable=False` would close that escape; leaving it unset
+lets the Python SDK copy the variable into the provider's inputs when the program runs
+(pulumi_kubernetes/provider.py: `if delete_unreachable is None: ... get_env_bool(...)`), where it would
+stay for every later refresh and destroy. So a program run (`up`, `preview`, `torchfleet synth`) with
+either variable set is refused, before any resource.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from components.spec import ConfigError
+
+# The variables pulumi_kubernetes' Provider copies into its inputs when the program runs.
+VARIABLES = ("PULUMI_K8S_DELETE_UNREACHABLE", "PULUMI_K8S_SKIP_UPDATE_UNREACHABLE")
+
+
+def check_environment(environ: Mapping[str, str] = os.environ) -> None:
+    """Raise ConfigError naming each variable that is set; docs/deploy.md#when-the-api-cannot-be-reached."""
+    found = [name for name in VARIABLES if name in environ]
+    if found:
+        raise ConfigError([
+            f"{name}={environ[name]!r} is set: the Kubernetes provider would keep it in the stack's state, and "
+            "every later refresh or destroy from a machine that cannot reach the cluster would forget its objects "
+            "(docs/deploy.md#when-the-api-cannot-be-reached). Unset it for `pulumi up`/`preview`; it belongs to "
+            "`pulumi destroy` of a cluster that is gone"
+            for name in found
+        ])
