@@ -30,6 +30,7 @@ PART_KEY = "part"
 VOLUME = "workdir-archive"
 ARCHIVE_DIR = "/var/run/torchfleet/workdir"  # where the parts appear in the init container
 INIT_CONTAINER = "workdir"
+GPU_VISIBILITY_ENV = "NVIDIA_VISIBLE_DEVICES"
 LABEL_WORKDIR = "torchfleet.io/workdir"  # the sha256's first 16 digits (a label value is at most 63 characters)
 ANNOTATION_SHA256 = "torchfleet.io/workdir-sha256"
 WORKDIR_ENV = "TORCHFLEET_WORKDIR"
@@ -146,7 +147,11 @@ def init_container(
         "image": worker["image"],
         "imagePullPolicy": worker["imagePullPolicy"],
         "command": command(workdir, job_dir),
-        "env": [{"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
+        # No GPU of its node: it asks for none, and the device plugin's default strategy passes GPUs by this
+        # variable, which the image may set to `all` (NVIDIA/k8s-device-plugin README at v0.20.0,
+        # DEVICE_LIST_STRATEGY); `void` is "as runc". The researcher limits require it of an init
+        # container without a GPU in a GPU pod (k8s/base/cluster/validatingadmissionpolicy-researcher-limits.yaml).
+        "env": [{"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}, {"name": GPU_VISIBILITY_ENV, "value": "void"}],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
         "securityContext": {**worker["securityContext"], "readOnlyRootFilesystem": True},
         "volumeMounts": [{"name": VOLUME, "mountPath": ARCHIVE_DIR, "readOnly": True}, dict(shared_mount)],

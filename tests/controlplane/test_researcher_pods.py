@@ -1,0 +1,358 @@
+"""What a researcher's pods may claim to be, where they may run and what they may read, against the real API
+server as the researcher (k8s/base/cluster/validatingadmissionpolicy-researcher-limits.yaml): the labels,
+hostname and subdomain the CLI writes and no others, a Service only for its own Lighthouse, placement as the CLI
+writes it, a GPU limit on every pod that may land on a GPU node, and no Secret through the environment.
+
+Each refusal is tried as the attacker would: the CLI's own objects (``submit --dry-run`` for a cloud target, so
+with the zone co-location it writes there, or the reader pod) with the one field changed; the same objects
+unchanged are admitted (test_the_clis_objects_are_admitted). Objects that would be admitted are sent with
+server-side dry-run, which runs admission, the policy's included (test_the_policy_runs_on_server_dry_run).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+
+import pytest
+import yaml
+
+from tests.controlplane import operators
+from tests.controlplane.layer import kubectl
+from tests.controlplane.test_jobs import IMAGE
+from tests.controlplane.test_researcher import reader as cli_reader
+from tests.controlplane.test_researcher import refused, researcher_kubectl
+from torchfleet.cli import main
+
+_names = itertools.count()
+
+LABELS = "a pod may carry only the labels"
+TEMPLATE_LABELS = "a job's pod template may carry only torchfleet's labels"
+HOSTNAME = "no hostname or subdomain"
+GPU = "has a limit of nvidia.com/gpu in every container"
+SECRETS = "reads no Secret"
+
+
+def reader(layer) -> dict:
+    """The CLI's reader pod, with who made it as the CLI records it (reader_pod.CREATED_BY; the researcher is
+    alice), which the reader-owner policy requires of a reader pod."""
+    pod = cli_reader(layer)
+    pod["metadata"].setdefault("annotations", {})["torchfleet.io/created-by"] = "alice"
+    return pod
+
+
+def name(prefix: str = "tier-pods") -> str:
+    return f"{prefix}-{next(_names)}"
+
+
+def cli_documents(layer, capsys, job: str, *flags: str) -> dict[str, dict]:
+    """What ``torchfleet submit JOB --dry-run`` prints for the default (aws) target, by kind, in the tier's
+    namespace; without a stack the target is a cloud one, so the job's pods carry the zone co-location."""
+    capsys.readouterr()
+    code = main(["submit", job, "--gpu", "t4", "--nodes", "2", "--image", IMAGE, *flags, "--dry-run", "--",
+                 "python", "train.py"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0, out
+    documents = [d for d in yaml.safe_load_all(out) if d]
+    for document in documents:
+        document["metadata"]["namespace"] = layer.namespace
+    by_kind: dict[str, dict] = {}
+    for document in documents:
+        by_kind.setdefault(document["kind"], document)  # the first of a kind: the job, then its own
+    return by_kind
+
+
+def admitted(layer, kubeconfig, document: dict) -> None:
+    code, out = researcher_kubectl(layer, kubeconfig, "create", "--dry-run=server", "-f", "-",
+                                   input=yaml.safe_dump(document))  # fmt: skip
+    assert code == 0, out
+
+
+def template(job: dict) -> dict:
+    if job["kind"] == "ElasticJob":
+        return job["spec"]["replicaSpecs"]["Worker"]["template"]
+    return job["spec"]["template"]
+
+
+# ---- the CLI's own objects are admitted ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("extra", [[], ["--recovery", "inplace"]], ids=["restart", "inplace"])
+def test_the_clis_objects_are_admitted(training_layer, researcher, capsys, tmp_path, extra):
+    """The Job with its zone co-location, GPU limit and --workdir init container; in place also the Lighthouse's
+    Deployment and Service. The tier's own submit tests (test_researcher.py) cover the local target's objects."""
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    job = name()
+    documents = cli_documents(training_layer, capsys, job, "--workdir", str(tmp_path), *extra)
+    kinds = {"Job", "NetworkPolicy", "ConfigMap"} | ({"Deployment", "Service"} if extra else set())
+    assert kinds <= set(documents), sorted(documents)
+    assert template(documents["Job"])["spec"]["affinity"]["podAffinity"], "the cloud target's co-location"
+    assert template(documents["Job"])["spec"]["initContainers"], "the workdir's init container"
+    for kind in sorted(kinds):
+        admitted(training_layer, researcher, documents[kind])
+
+
+def test_the_policy_runs_on_server_dry_run(training_layer, researcher):
+    """The fuzz test (test_researcher_fuzz.py) sends everything with dry-run: the policy must refuse there too,
+    and what it admits there is not made."""
+    pod = reader(training_layer)
+    pod["metadata"]["labels"]["app.kubernetes.io/name"] = "etcd"
+    code, out = researcher_kubectl(training_layer, researcher, "create", "--dry-run=server", "-f", "-",
+                                   input=yaml.safe_dump(pod))  # fmt: skip
+    assert code != 0 and LABELS in out, out
+    pod = reader(training_layer)
+    admitted(training_layer, researcher, pod)
+    code, out = researcher_kubectl(training_layer, researcher, "get", "pod", pod["metadata"]["name"])
+    assert code != 0 and "NotFound" in out, out
+
+
+# ---- posing as etcd, a Lighthouse or another job ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        {"app.kubernetes.io/name": "etcd"},  # etcd's Services, PDB and NetworkPolicies select it
+        {"app.kubernetes.io/instance": "etcd", "app.kubernetes.io/part-of": "torchfleet"},
+        {"torchfleet.io/lighthouse": "victim"},  # another job's Lighthouse Service
+        {"torchfleet.io/job": "victim"},  # another job's policies and co-location
+        {"torchfleet.io/role": "training"},  # a standalone pod the training policies would admit
+        {"torchfleet.io/reader": "victim"},  # a reader label on a pod not named for that job
+    ],
+    ids=["etcd-name", "etcd-instance", "lighthouse", "job", "role", "reader-of-another"],
+)
+def test_a_pod_posing_as_etcd_or_a_job_is_refused(training_layer, researcher, labels):
+    pod = reader(training_layer)
+    pod["metadata"]["labels"].update(labels)
+    refused(training_layer, researcher, pod, LABELS)
+
+
+def test_a_pod_answering_for_etcd_0_is_refused(training_layer, researcher):
+    """hostname etcd-0 and subdomain etcd-peers: a second etcd-0.etcd-peers record beside the member's."""
+    pod = reader(training_layer)
+    pod["spec"] |= {"hostname": "etcd-0", "subdomain": "etcd-peers"}
+    refused(training_layer, researcher, pod, HOSTNAME)
+    pod = reader(training_layer)
+    pod["spec"]["subdomain"] = "etcd-peers"
+    refused(training_layer, researcher, pod, HOSTNAME)
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        {"torchfleet.io/job": "victim"},
+        {"app.kubernetes.io/name": "etcd"},
+        {"torchfleet.io/lighthouse": "victim"},
+        {"torchfleet.io/role": "control"},
+    ],
+    ids=["another-job", "etcd", "lighthouse", "role"],
+)
+@pytest.mark.parametrize("operator", ["job", "torchelastic"])
+def test_a_job_template_posing_as_another_is_refused(training_layer, researcher, capsys, labels, operator):
+    """The CLI's Job (or ElasticJob) with one more template label: a job's pods are labelled with its own name."""
+    if operator == "torchelastic":
+        operators.apply_elasticjob_crd(training_layer.cp)
+    job = cli_documents(training_layer, capsys, name(), "--operator", operator)
+    [job] = [d for k, d in job.items() if k in ("Job", "ElasticJob")]
+    template(job)["metadata"]["labels"].update(labels)
+    refused(training_layer, researcher, job, TEMPLATE_LABELS)
+
+
+def test_a_job_template_with_a_hostname_is_refused(training_layer, researcher, capsys):
+    job = cli_documents(training_layer, capsys, name())["Job"]
+    template(job)["spec"] |= {"hostname": "etcd-0", "subdomain": "etcd-peers"}
+    refused(training_layer, researcher, job, HOSTNAME)
+
+
+def test_a_job_with_its_own_selector_is_refused(training_layer, researcher, capsys):
+    """manualSelector: the template's labels (and so the pods') would be the researcher's to choose."""
+    job = cli_documents(training_layer, capsys, name())["Job"]
+    job["spec"] |= {"manualSelector": True, "selector": {"matchLabels": {"torchfleet.io/job": job["metadata"]["name"]}}}
+    refused(training_layer, researcher, job, "no manualSelector")
+
+
+def test_a_lighthouse_for_another_job_is_refused(training_layer, researcher, capsys):
+    """A Deployment and Service of the CLI's in-place job, renamed: a second Lighthouse for job `victim` would
+    split its quorum, and a Service may not select etcd or another job's pods."""
+    documents = cli_documents(training_layer, capsys, "victim", "--recovery", "inplace")
+    deployment, service = documents["Deployment"], documents["Service"]
+    attacker = name()
+    deployment["metadata"]["name"] = f"{attacker}-lighthouse"
+    refused(training_layer, researcher, deployment, "a Deployment is a job's Lighthouse")
+    service["metadata"]["name"] = f"{attacker}-lighthouse"
+    refused(training_layer, researcher, service, "a Service selects only its own job's Lighthouse")
+    service["spec"]["selector"] = {"app.kubernetes.io/name": "etcd"}
+    refused(training_layer, researcher, service, "a Service selects only its own job's Lighthouse")
+    service["spec"]["selector"] = {"torchfleet.io/lighthouse": attacker, "torchfleet.io/job": "victim"}
+    refused(training_layer, researcher, service, "a Service selects only its own job's Lighthouse")
+
+
+# ---- placement ------------------------------------------------------------------------------------------------
+
+OTHER_NAMESPACES = {"labelSelector": {"matchLabels": {"app.kubernetes.io/name": "etcd"}},
+                    "topologyKey": "kubernetes.io/os", "namespaceSelector": {}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ({"priorityClassName": "system-node-critical"}, "priorityClassName is torchfleet-training or none"),
+        ({"priorityClassName": "torchfleet-control"}, "priorityClassName is torchfleet-training or none"),
+        ({"nodeName": "manager-0"}, "sets no nodeName"),
+        ({"runtimeClassName": "nvidia"}, "sets no nodeName, runtimeClassName"),
+        (
+            {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [OTHER_NAMESPACES]}}},
+            "affinity is only the CLI's",
+        ),
+        (
+            {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                }
+            },
+            "affinity is only the CLI's",
+        ),
+        ({"tolerations": [{"operator": "Exists"}]}, "tolerates only the taints"),
+        ({"tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}]}, "tolerates only the taints"),
+        ({"nodeSelector": {"kubernetes.io/hostname": "manager-0"}}, "nodeSelector names only"),
+        ({"nodeSelector": {"torchfleet.io/pool": "gpu"}}, "nodeSelector names only"),
+    ],
+    ids=[
+        "node-critical",
+        "control",
+        "node-name",
+        "runtime-class",
+        "anti-affinity-everywhere",
+        "node-affinity",
+        "tolerate-all",
+        "critical-addons",
+        "hostname-selector",
+        "gpu-pool",
+    ],
+)
+def test_placement_the_cli_never_writes_is_refused(training_layer, researcher, spec, why):
+    """The reader pod placed as an attacker would: above etcd's priority, on a node of their choosing, or keeping
+    etcd and other namespaces' pods off every node (an existing pod's required anti-affinity holds for its
+    whole topology domain)."""
+    if "runtimeClassName" in spec:  # the class must exist, or the RuntimeClass plugin refuses it first
+        handler = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"},
+                   "handler": "nvidia"}  # fmt: skip
+        kubectl(training_layer.cp, "apply", "-f", "-", input=yaml.safe_dump(handler))
+    pod = reader(training_layer)
+    pod["spec"] |= copy.deepcopy(spec)
+    refused(training_layer, researcher, pod, why)
+
+
+@pytest.mark.parametrize(
+    "term",
+    [
+        {
+            "labelSelector": {"matchLabels": {"torchfleet.io/job": "victim"}},
+            "topologyKey": "topology.kubernetes.io/zone",
+        },
+        {"labelSelector": {"matchLabels": {"torchfleet.io/job": "SELF"}}, "topologyKey": "kubernetes.io/hostname"},
+        {
+            "labelSelector": {"matchLabels": {"torchfleet.io/job": "SELF"}},
+            "topologyKey": "topology.kubernetes.io/zone",
+            "namespaceSelector": {},
+        },
+        {
+            "labelSelector": {"matchLabels": {"torchfleet.io/job": "SELF"}},
+            "topologyKey": "topology.kubernetes.io/zone",
+            "namespaces": ["kube-system"],
+        },
+    ],
+    ids=["another-job", "one-node", "every-namespace", "kube-system"],
+)
+def test_a_job_co_located_other_than_the_cli_does_is_refused(training_layer, researcher, capsys, term):
+    job = cli_documents(training_layer, capsys, name())["Job"]
+    term = yaml.safe_load(yaml.safe_dump(term).replace("SELF", job["metadata"]["name"]))
+    template(job)["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = [term]
+    refused(training_layer, researcher, job, "affinity is only the CLI's")
+
+
+# ---- GPUs ------------------------------------------------------------------------------------------------------
+
+
+def test_a_pod_on_gpu_nodes_without_a_gpu_is_refused(training_layer, researcher, capsys):
+    """With the device plugin's default strategy a container the plugin gave no GPU sees every GPU of its node
+    (the image's NVIDIA_VISIBLE_DEVICES=all): the reader pod tolerating the GPU taint, the CLI's Job without its
+    limit, and its --workdir init container without the void variable are refused."""
+    pod = reader(training_layer)
+    pod["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    refused(training_layer, researcher, pod, GPU)
+    pod = reader(training_layer)
+    pod["spec"]["nodeSelector"] = {"torchfleet.io/gpu": "t4"}
+    refused(training_layer, researcher, pod, GPU)
+    job = cli_documents(training_layer, capsys, name())["Job"]
+    for part in ("requests", "limits"):
+        del template(job)["spec"]["containers"][0]["resources"][part]["nvidia.com/gpu"]
+    refused(training_layer, researcher, job, GPU)
+    job = cli_documents(training_layer, capsys, name())["Job"]
+    template(job)["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "0"
+    template(job)["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "0"
+    refused(training_layer, researcher, job, GPU)
+
+
+def test_a_gpu_pods_init_container_without_void_is_refused(training_layer, researcher, capsys, tmp_path):
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    job = cli_documents(training_layer, capsys, name(), "--workdir", str(tmp_path))["Job"]
+    [init] = template(job)["spec"]["initContainers"]
+    init["env"] = [e for e in init["env"] if e["name"] != "NVIDIA_VISIBLE_DEVICES"]
+    refused(training_layer, researcher, job, GPU)
+
+
+@pytest.mark.parametrize("where", ["containers", "initContainers"])
+def test_a_container_choosing_its_gpus_is_refused(training_layer, researcher, capsys, tmp_path, where):
+    """Set in the pod, the variable overrides the list the device plugin gave the container (the kubelet puts the
+    container's own variables after the plugin's)."""
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    job = cli_documents(training_layer, capsys, name(), "--workdir", str(tmp_path))["Job"]
+    container = template(job)["spec"][where][0]
+    container["env"].append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"})
+    refused(training_layer, researcher, job, "NVIDIA_VISIBLE_DEVICES is the device plugin's to set")
+
+
+# ---- no Secret through the environment ----------------------------------------------------------------------
+
+
+SECRET_ENV = {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "anything", "key": "token"}}}
+
+
+@pytest.mark.parametrize(
+    ("where", "field", "value"),
+    [
+        ("containers", "env", [SECRET_ENV]),
+        ("containers", "envFrom", [{"secretRef": {"name": "anything"}}]),
+        ("containers", "envFrom", [{"configMapRef": {"name": "anything"}}]),  # may carry NVIDIA_VISIBLE_DEVICES
+        ("initContainers", "env", [SECRET_ENV]),
+        ("initContainers", "envFrom", [{"secretRef": {"name": "anything"}}]),
+    ],
+    ids=["env", "envFrom", "envFrom-configmap", "init-env", "init-envFrom"],
+)
+@pytest.mark.parametrize("kind", ["Pod", "Job"])
+def test_a_secret_through_the_environment_is_refused(training_layer, researcher, capsys, tmp_path, where, field,
+                                                     value, kind):  # fmt: skip
+    """A Secret volume is refused; its keys as variables were not."""
+    if kind == "Pod":
+        document = reader(training_layer)
+        spec = document["spec"]
+        if where == "initContainers":
+            spec["initContainers"] = [copy.deepcopy(spec["containers"][0]) | {"name": "first"}]
+    else:
+        (tmp_path / "train.py").write_text("print('hi')\n")
+        document = cli_documents(training_layer, capsys, name(), "--workdir", str(tmp_path))["Job"]
+        spec = template(document)["spec"]
+    container = spec[where][0]
+    container[field] = [*container.get(field, []), *copy.deepcopy(value)]
+    refused(training_layer, researcher, document, SECRETS)
