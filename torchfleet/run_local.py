@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from torchfleet import local_nodes, output_paths, task_script
+from torchfleet.jobs import flag_checks, script_flags
 from torchfleet.jobs.errors import JobError, Problems, UsageError
 
 MAX_NODES = 8
@@ -54,6 +55,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workdir", type=Path, default=None,
                    help="the run's folder: node logs, run.json, checkpoints (default: ./torchfleet-runs/NAME); "
                         "kept after the run")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=V1,V2",
+                   help="sweep locally (repeatable): one run per combination, NAME-0, NAME-1, ... one after the "
+                        "other, each with --KEY=VALUE appended (as `torchfleet sweep`; --param-style hydra: KEY=VALUE)")
+    p.add_argument("--param-style", choices=flag_checks.PARAM_STYLES, default=flag_checks.DEFAULT_PARAM_STYLE,
+                   help="how the values reach the script: argparse (default) or hydra")
     p.set_defaults(func=run, takes_command=True)
 
 
@@ -90,6 +96,10 @@ def check_args(args: argparse.Namespace) -> tuple[Path, list[str], float | None,
     script, script_args = found if found else (None, [])
     if script is not None:  # issue 32: the Task's methods and the imports, before any process starts
         problems.check(task_script.check, script, resolve_imports=True)
+    if args.param:
+        params = problems.check(flag_checks.parse_params, args.param, args.param_style)
+        if params and script is not None and args.param_style == "argparse":
+            problems.check(script_flags.check_params, [key for key, _ in params], script, script.name)
     if not 1 <= args.nodes <= MAX_NODES:
         problems.add(f"--nodes: from 1 to {MAX_NODES}, got {args.nodes}")
     every = problems.check(seconds, "--kill-every", args.kill_every) if args.kill_every is not None else None
@@ -116,8 +126,28 @@ def run(args: argparse.Namespace) -> int:
     missing = local_nodes.missing_prerequisite(args.recovery)
     if missing:
         raise UsageError(missing)
-    name = args.name
-    workdir = output_paths.make_folder("--workdir", args.workdir or Path("torchfleet-runs") / name)
+    if not args.param:
+        return _run_one(args, args.name, args.workdir, script, script_args, every, replace_after)
+    # A local sweep (issue 32): one run per combination, one after the other, NAME-0, NAME-1, ... as
+    # `torchfleet sweep` names its jobs; each in its own folder, ./torchfleet-runs/NAME-i or --workdir/NAME-i
+    combos = flag_checks.combinations(flag_checks.parse_params(args.param, args.param_style))
+    codes = []
+    for i, overrides in enumerate(combos):
+        name = f"{args.name}-{i}"
+        print(f"sweep {args.name}: run {i + 1} of {len(combos)}, {name}: {' '.join(overrides)}", flush=True)
+        folder = args.workdir / name if args.workdir is not None else None
+        code = _run_one(args, name, folder, script, [*script_args, *overrides], every, replace_after)
+        codes.append((name, overrides, code))
+        if code == 130:
+            break  # Ctrl-C ends the sweep, not only this run
+    for name, overrides, code in codes:
+        print(f"  {name}  exit {code}  {' '.join(overrides)}", flush=True)
+    return next((code for _, _, code in codes if code != 0), 0)
+
+
+def _run_one(args: argparse.Namespace, name: str, folder: Path | None, script: Path, script_args: list[str],
+             every: float | None, replace_after: float) -> int:
+    workdir = output_paths.make_folder("--workdir", folder or Path("torchfleet-runs") / name)
     from torchfleet import local_folder, local_schedule
 
     record = local_folder.Record(workdir, name=name, recovery=args.recovery, nodes_wanted=args.nodes,

@@ -33,11 +33,29 @@ def script_in(command: Sequence[str]) -> str | None:
     return words[0] if words and words[0].endswith(".py") else None
 
 
-def check_command(command: Sequence[str], workdir: Path | None) -> None:
-    """A submit's script, when it is a file of --workdir (where the job will run it)."""
+# The training image's WORKDIR and the examples it copies there (training-image/Dockerfile)
+IMAGE_EXAMPLES = "/workspace/examples/"
+
+
+def local_copy(command: Sequence[str], workdir: Path | None) -> Path | None:
+    """The job's script as a file here: one of --workdir, or an example of the training image (its
+    /workspace/examples/, this checkout's training-image/examples/); None when only the image has it."""
     script = script_in(command)
-    if workdir is None or script is None or Path(script).is_absolute():
-        return
-    path = workdir / script
-    if path.is_file():
+    if script is None:
+        return None
+    if workdir is not None and not Path(script).is_absolute():
+        path = workdir / script
+        return path if path.is_file() else None
+    if script.startswith(IMAGE_EXAMPLES):
+        from torchfleet.local_nodes import IMAGE_DIR
+
+        path = IMAGE_DIR / "examples" / script.removeprefix(IMAGE_EXAMPLES)
+        return path if path.is_file() else None
+    return None
+
+
+def check_command(command: Sequence[str], workdir: Path | None) -> None:
+    """A submit's script, when it is a file here (local_copy)."""
+    path = local_copy(command, workdir)
+    if path is not None:
         check(path, resolve_imports=False)

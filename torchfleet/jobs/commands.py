@@ -21,7 +21,7 @@ from components import spec as platform
 from components.clouds.traits import CLOUD_TRAITS
 from torchfleet import cost, task_script
 from torchfleet.jobs import datasets as job_datasets
-from torchfleet.jobs import flag_checks, image_ref, limits, manifests, schema, workdir, workdir_pack
+from torchfleet.jobs import flag_checks, image_ref, limits, manifests, schema, script_flags, workdir, workdir_pack
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs import target as targets
 from torchfleet.jobs.errors import EXIT_OK, JobError, NameTakenError, UsageError
@@ -323,8 +323,12 @@ def run_submit(args: argparse.Namespace) -> int:
 
 def run_sweep(args: argparse.Namespace) -> int:
     command = training_command(args)
-    combos = flag_checks.combinations(flag_checks.parse_params(args.param, args.param_style))
+    params = flag_checks.parse_params(args.param, args.param_style)
     task_script.check_command(command, args.workdir)
+    script = task_script.local_copy(command, args.workdir)
+    if script is not None and args.param_style == "argparse":  # issue 32: before N jobs fail on argparse
+        script_flags.check_params([key for key, _ in params], script, task_script.script_in(command) or "")
+    combos = flag_checks.combinations(params)
     code = Code(args)
 
     def plan(t: targets.Target) -> Planned:

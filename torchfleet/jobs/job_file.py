@@ -55,7 +55,7 @@ def apply(args: argparse.Namespace, parser: argparse.ArgumentParser, given: set[
             problems.add(f"{path}: {key}: only a sweep takes {key}; run `torchfleet sweep -f {args.file}`")
     for key, value in document.items():
         where = f"{path}: {key}"
-        if key == "command" or key not in KEYS:
+        if key == "command" or key not in KEYS or (key in SWEEP_KEYS and not sweep):
             continue
         dest = "param" if key == "params" else _dest(key)
         if dest in given:
