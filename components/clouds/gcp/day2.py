@@ -43,6 +43,13 @@ def store_moved(change: ConfigChange) -> list[Refusal]:
             f"{old['tier']} -> {new['tier']}: {MOVE_WHY}",
             f"keep storage.tier: {old['tier']}; to change tier: {MOVE_STEPS}",
         ))
+    elif change.old.network.cidr != change.new.network.cidr and old["reserved_ip_range"] != new["reserved_ip_range"]:
+        out.append(Refusal(
+            "torchfleet:network.cidr",
+            f"the store's reserved range is cut from network.cidr ({old['reserved_ip_range']} -> "
+            f"{new['reserved_ip_range']}), and the instance's networks block is ForceNew: a new, empty instance",
+            f"keep network.cidr: {change.old.network.cidr}; to renumber: {MOVE_STEPS}",
+        ))
     elif old["reserved_ip_range"] != new["reserved_ip_range"] and old["location"] == new["location"]:
         out.append(Refusal(
             "torchfleet:storage.sizeGb",

@@ -63,8 +63,10 @@ def refuse_store_move(deployed: dict, wanted: dict) -> list[str]:
         "tier": "torchfleet:storage.tier",
         "reserved_ip_range": "torchfleet:storage.sizeGb",  # a ZONAL store across the 10 TiB band
     }
+    why = {"reserved_ip_range": " (the range follows network.cidr and, for ZONAL, the 10 TiB band)"}
     return [
-        f"{key}: the store is {field.replace('_', ' ')} {deployed[field]!r}, the config says {wanted[field]!r}; "
+        f"{key}: the store is {field.replace('_', ' ')} {deployed[field]!r}, the config says {wanted[field]!r}"
+        + why.get(field, "") + "; "
         + (f"set {key}: {deployed[field]}; " if field == "location" else "")
         + MOVE_HOW
         for field, key in keys.items()

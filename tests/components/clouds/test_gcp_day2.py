@@ -198,6 +198,19 @@ def test_store_grown_in_place_and_a_basic_store_shrunk_refused():
     assert refusal.key == "torchfleet:storage.sizeGb" and "2048 -> 1024" in refusal.reason
 
 
+def test_a_zonal_store_across_the_10_tib_band_or_a_new_network_cidr_is_refused_naming_its_key():
+    zonal = day2.apply_changes(dict(SHIPPED), {"torchfleet:storage.tier": "ZONAL", "torchfleet:storage.sizeGb": 2048})
+    old = parse(zonal, stack="gcp-usc1")
+    cases = {
+        "torchfleet:storage.sizeGb": {"torchfleet:storage.sizeGb": 10240},
+        "torchfleet:network.cidr": {"torchfleet:network.cidr": "10.8.0.0/16"},
+    }
+    for key, changes in cases.items():
+        raw = day2.apply_changes(dict(zonal), changes)
+        change = refusal_rules.ConfigChange(old, parse(raw, stack="gcp-usc1"), zonal, raw)
+        assert [r.key for r in gcp_day2.store_moved(change)] == [key]
+
+
 def test_store_protect_off_changes_no_input_and_lets_destroy_delete_it():
     p = plan({"torchfleet:storage.protect": False})
     assert acted(p) == {} and p.refusals == []
