@@ -2,8 +2,8 @@
 the second against the cluster the first would leave running (mock_aws.LIVE_CLUSTERS, what live.py reads),
 and each resource's plan from the provider's ForceNew rules (torchfleet/preview/force_new/aws.yaml).
 
-The plan helper here is the small comparison the day-2 engine (torchfleet/preview/day2.py) does, kept
-local while that module is not in the tree."""
+Each resource's action comes from the day-2 engine itself (torchfleet/preview/day2.py classify); what this
+file adds is the running cluster between the two synths."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ import pytest
 import yaml
 
 from components.clouds.aws import day2 as aws_day2
+from components.clouds import day2 as refusal_rules
 from components.clouds.day2 import ConfigChange
 from components.spec import ConfigError
 from tests.components.spec.configs import config, ok
 from tests.harness import synth_config
-from torchfleet.preview import mock_aws
+from torchfleet.preview import day2, force_new_rules, mock_aws
 from torchfleet.preview.mock_aws import NAME_SUFFIX
 
 RULES = yaml.safe_load((Path(__file__).resolve().parents[4] / "torchfleet/preview/force_new/aws.yaml").read_text())
@@ -33,19 +34,6 @@ BASE = {
     "torchfleet:network": {"publicAccessCidrs": ["203.0.113.0/24"]},
     "torchfleet:storage": {"protect": True},
 }
-
-
-def _paths(old, new, prefix=""):
-    if isinstance(old, dict) and isinstance(new, dict):
-        return [p for k in sorted(set(old) | set(new)) for p in _paths(old.get(k), new.get(k), f"{prefix}.{k}" if prefix else k)]
-    return [] if old == new else [prefix]
-
-
-def _replaces(type_, paths):
-    rule = RULES["types"].get(type_)
-    if rule is None:
-        return None
-    return [p for p in paths if any(p == f or p.startswith(f + ".") for f in rule["forceNew"])]
 
 
 def live_from(result, desired=None):
@@ -66,7 +54,9 @@ def live_from(result, desired=None):
 
 
 def plan(old_config, new_config, desired=None):
-    """{(type, name): (action, changed paths)} for every custom AWS resource, and the two results."""
+    """{(type, name): (action, changed paths)} for every custom AWS resource, from the day-2 engine's
+    classification (torchfleet/preview/day2.py classify, with force_new/*.yaml), and the two results.
+    The new config runs against the cluster the old one leaves running (what live.py would read)."""
     mock_aws.LIVE_CLUSTERS.clear()
     old = synth_config("day2", old_config)
     mock_aws.LIVE_CLUSTERS.update(live_from(old, desired))
@@ -74,19 +64,12 @@ def plan(old_config, new_config, desired=None):
         new = synth_config("day2", new_config)
     finally:
         mock_aws.LIVE_CLUSTERS.clear()
-    before = {(r.type, r.name): r for r in old.resources if r.custom and r.type.startswith("aws:")}
-    after = {(r.type, r.name): r for r in new.resources if r.custom and r.type.startswith("aws:")}
     out = {}
-    for key in before.keys() | after.keys():
-        if key not in after:
-            out[key] = ("delete", [])
-        elif key not in before:
-            out[key] = ("create", [])
-        else:
-            paths = _paths(before[key].inputs, after[key].inputs)
-            forced = _replaces(key[0], paths)
-            assert forced is not None, f"no ForceNew row for {key[0]} in force_new/aws.yaml"
-            out[key] = ("replace" if forced else "update" if paths else "unchanged", paths)
+    for c in day2.classify(old.resources, new.resources, force_new_rules.shipped()):
+        if c.type.startswith("aws:"):
+            assert c.action != "unknown", f"no ForceNew row for {c.type}: {c.note}"
+            assert not c.collides, f"{c.key} would collide: {c.collides}"
+            out[(c.type, c.name)] = (c.action, sorted(c.paths))
     return out, old, new
 
 
@@ -143,8 +126,12 @@ def test_removing_a_zone_the_control_plane_does_not_use_deletes_only_that_zone()
 
 def test_manager_machine_type_replaces_its_groups_create_first_under_a_new_name():
     p, _, new = plan(BASE, with_(managerPool={"machineType": "m6i.xlarge", "minNodes": 1, "maxNodes": 3}))
-    assert changed(p, "replace") == [("NodeGroup", "torchfleet-aws-nodes-manager-us-west-2a"),
-                                      ("NodeGroup", "torchfleet-aws-nodes-manager-us-west-2b")]
+    replaced = changed(p, "replace")
+    assert [r for r in replaced if r[0] == "NodeGroup"] == [("NodeGroup", "torchfleet-aws-nodes-manager-us-west-2a"),
+                                                            ("NodeGroup", "torchfleet-aws-nodes-manager-us-west-2b")]
+    # the autoscaler's template tags follow the new Auto Scaling group (their group name is ForceNew)
+    assert {t for t, _ in replaced} == {"NodeGroup", "Tag"}
+    assert all("manager" in n for _, n in replaced)
     group = new.one("aws:eks/nodeGroup:NodeGroup", "torchfleet-aws-nodes-manager-us-west-2a")
     assert "nodeGroupName" not in group.inputs  # name-prefixed: the replacement does not collide
 
@@ -177,8 +164,10 @@ def test_gpu_pool_added_and_removed():
 
 def test_gpu_pool_retyped_replaces_the_group():
     p, _, _ = plan(BASE, with_(gpuPools=[{"gpu": "t4", "maxNodes": 8, "machineTypes": ["g4dn.2xlarge"]}]))
-    assert {n for t, n in changed(p, "replace")} == {"torchfleet-aws-nodes-gpu-t4-us-west-2a",
-                                                     "torchfleet-aws-nodes-gpu-t4-us-west-2b"}
+    replaced = changed(p, "replace")
+    assert {n for t, n in replaced if t == "NodeGroup"} == {"torchfleet-aws-nodes-gpu-t4-us-west-2a",
+                                                            "torchfleet-aws-nodes-gpu-t4-us-west-2b"}
+    assert {t for t, _ in replaced} == {"NodeGroup", "Tag"} and all("gpu-t4" in n for _, n in replaced)
 
 
 # ---------------------------------------------------------------- minNodes / maxNodes while nodes run
@@ -237,6 +226,9 @@ def test_two_minors_in_one_change_are_refused_at_preview_and_offline():
         plan(BASE, with_(kubernetesVersion="1.36"))
     refused = aws_day2.minor_step(ConfigChange(ok(BASE), ok(with_(kubernetesVersion="1.36")), BASE, {}))
     assert [r.key for r in refused] == ["torchfleet:kubernetesVersion"]
+    # registered with the day-2 engine's refusal hook, so `torchfleet plan` says it
+    change = ConfigChange(ok(BASE), ok(with_(kubernetesVersion="1.36")), BASE, with_(kubernetesVersion="1.36"))
+    assert "torchfleet:kubernetesVersion" in [r.key for r in refusal_rules.refusals(change)]
     assert aws_day2.minor_step(ConfigChange(ok(BASE), ok(with_(kubernetesVersion="1.35")), BASE, {})) == []
 
 
