@@ -110,6 +110,9 @@ def expander_priorities(spec: PlatformSpec) -> str:
     for pool, i in agent_pools(spec):
         prio = SPOT_PRIORITY if pool.spot else ON_DEMAND_PRIORITY
         tiers.setdefault(prio, []).append(f".*aks-{naming.agent_pool_name(pool, i)}-.*")
+    # Sorted: the order of torchfleet:zones means nothing, and a reordered list must not recreate the
+    # ConfigMap (issue 29, docs/day-2-azure.md "zones reordered").
+    tiers = {prio: sorted(patterns) for prio, patterns in tiers.items()}
     tiers[FALLBACK_PRIORITY] = [".*"]
     return yaml.safe_dump(dict(sorted(tiers.items(), reverse=True)), sort_keys=False)
 
