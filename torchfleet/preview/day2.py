@@ -39,7 +39,7 @@ from typing import Any
 from components.clouds import day2 as refusal_rules
 from components.clouds import lifecycle
 from torchfleet.preview import force_new_rules, plans
-from torchfleet.preview.force_new_rules import Rules, covers, normalize
+from torchfleet.preview.force_new_rules import Rules, covers
 from torchfleet.preview.monitor import Recorded
 from torchfleet.preview.stack_file import StackFileError, load_stack_file, parse_yaml_text
 
@@ -144,12 +144,22 @@ def changed_paths(old: Any, new: Any, path: str = "") -> list[str]:
     return [] if _same(old, new) else [path or "<inputs>"]
 
 
+_TOKEN = re.compile(r'\.?([A-Za-z_$][A-Za-z0-9_$]*)|\[(\d+|\*)\]|\["([^"]*)"\]')
+
+
+def _tokens(path: str) -> list[str]:
+    return [name or (f"[{index}]" if index else f'"{key}"') for name, index, key in _TOKEN.findall(path)]
+
+
 def _ignored(path: str, ignore_changes: list[str]) -> bool:
-    """Pulumi's ignoreChanges: a path ignores itself and everything under it (`a[*].b` or `a[0].b`)."""
-    changed = normalize(path)
+    """Pulumi's ignoreChanges: a path ignores itself and everything under it; `[*]` is any item of a list,
+    `[0]` that item only (pulumi/pulumi sdk/go/common/resource/properties_path.go, ParsePropertyPath)."""
+    changed = _tokens(path)
     for ignore in ignore_changes:
-        rule = normalize(ignore)
-        if changed == rule or changed.startswith(rule + ".") or changed.startswith(rule + "["):
+        rule = _tokens(ignore)
+        if len(rule) <= len(changed) and all(
+            r == c or (r == "[*]" and c.startswith("[")) for r, c in zip(rule, changed, strict=False)
+        ):
             return True
     return False
 
