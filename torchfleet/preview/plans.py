@@ -69,6 +69,9 @@ UNIQUE_BY: dict[str, tuple[str, ...]] = {
     # a route table holds one route per endpoint service, so a second endpoint on the same tables fails
     # (https://docs.aws.amazon.com/vpc/latest/privatelink/gateway-endpoints.html#gateway-endpoint-routing)
     "aws:ec2/vpcEndpoint:VpcEndpoint": ("vpcId", "serviceName"),
+    # a VPC holds one subnet per range: a replacement created first fails InvalidSubnet.Conflict
+    # (its cidrBlock and availabilityZone are ForceNew: force_new/aws.yaml)
+    "aws:ec2/subnet:Subnet": ("vpcId", "cidrBlock"),
     "azure-native:authorization:RoleAssignment": ("principalId", "roleDefinitionId", "scope"),  # principalType
     "azure-native:containerservice:MaintenanceConfiguration": ("configName",),
     "azure-native:privatedns:PrivateZone": ("privateZoneName",),
@@ -94,7 +97,6 @@ RANDOM_NAMED = {
     "aws:ec2/launchTemplate:LaunchTemplate",
     "aws:ec2/natGateway:NatGateway",
     "aws:ec2/routeTable:RouteTable",
-    "aws:ec2/subnet:Subnet",
     "aws:ec2/vpc:Vpc",
     "aws:efs/accessPoint:AccessPoint",
     "aws:kms/key:Key",

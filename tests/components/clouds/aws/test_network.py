@@ -98,3 +98,17 @@ def test_the_endpoint_needs_a_region():
 
     with pytest.raises(ValueError, match="aws:region"):
         service_name("")
+
+
+def test_subnets_are_replaced_delete_first_and_the_check_sees_a_create_first_one(aws_example):
+    """A VPC holds one subnet per range: a subnet replaced create-first collides (InvalidSubnet.Conflict).
+    Before issue 29 the collision check counted subnets as randomly named and could not see it."""
+    from torchfleet.preview import plans
+
+    subnets = aws_example.of_type("aws:ec2/subnet:Subnet")
+    assert all(s.options["deleteBeforeReplace"] for s in subnets)
+    assert plans.replace_collisions(subnets) == []
+    create_first = type(subnets[0])(**{**subnets[0].__dict__, "options": {**subnets[0].options,
+                                                                           "deleteBeforeReplace": False}})
+    assert plans.replace_collisions([create_first]) == [
+        f"{create_first.key} ({create_first.inputs['vpcId']}/{create_first.inputs['cidrBlock']})"]
