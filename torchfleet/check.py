@@ -19,7 +19,7 @@ from typing import Any
 
 from components import policy
 from components.clouds import preflight
-from torchfleet import cost, output_paths, reach
+from torchfleet import azure_admins, cost, output_paths, reach
 from torchfleet.synth import required_stack, stack_option, synth_or_report
 
 
@@ -81,5 +81,8 @@ def run(args: argparse.Namespace) -> int:
         print(needs, file=sys.stderr)
     # Whether this machine reaches the API the stack makes (issue 29); advice, never the exit code.
     for line in reach.report(result.spec, result.stack):
+        print(line, file=sys.stderr)
+    # Azure grants cluster admin to torchfleet:admins only: is the caller one? (issue 29); advice too.
+    for line in azure_admins.report(result.spec):
         print(line, file=sys.stderr)
     return 1 if violations else 0
