@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.controlplane import operators
-from tests.controlplane.layer import kubectl
+from tests.controlplane.layer import get, kubectl, wait_for
 from tests.controlplane.test_jobs import IMAGE
 from tests.controlplane.test_researcher import reader as cli_reader
 from tests.controlplane.test_researcher import refused, researcher_kubectl
@@ -356,3 +356,42 @@ def test_a_secret_through_the_environment_is_refused(training_layer, researcher,
     container = spec[where][0]
     container[field] = [*container.get(field, []), *copy.deepcopy(value)]
     refused(training_layer, researcher, document, SECRETS)
+
+
+# ---- defence in depth: the namespace's quotas hold whoever makes the pod -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "quota"),
+    [
+        ({"priorityClassName": "system-node-critical"}, "torchfleet-no-critical-priority"),
+        ({"priorityClassName": "system-cluster-critical"}, "torchfleet-no-critical-priority"),
+        (
+            {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [OTHER_NAMESPACES]}}},
+            "torchfleet-no-cross-namespace-affinity",
+        ),
+        (
+            {
+                "affinity": {
+                    "podAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"labelSelector": {}, "topologyKey": "kubernetes.io/os", "namespaces": ["default"]}
+                        ]
+                    }
+                }
+            },
+            "torchfleet-no-cross-namespace-affinity",
+        ),
+    ],
+    ids=["node-critical", "cluster-critical", "anti-affinity-everywhere", "affinity-to-default"],
+)
+def test_the_quotas_refuse_what_the_policy_refuses_even_from_the_admin(training_layer, spec, quota):
+    """k8s/base/jobs/resourcequota-*.yaml: the admin (whom the researcher limits do not hold) makes the pod, as a
+    policy left unbound or a binding's selector that misses the namespace would let a researcher."""
+    layer = training_layer
+    wait_for(f"quota {quota} counted", lambda: get(layer.cp, "resourcequota", quota, "-n", layer.namespace)
+             .get("status", {}).get("hard"))  # fmt: skip
+    pod = reader(layer)
+    pod["spec"] |= copy.deepcopy(spec)
+    out = kubectl(layer.cp, "create", "-n", layer.namespace, "-f", "-", input=yaml.safe_dump(pod), check=False)
+    assert "exceeded quota" in out and quota in out, out
