@@ -38,7 +38,7 @@ from typing import Any
 
 from components.clouds import day2 as refusal_rules
 from components.clouds import lifecycle
-from torchfleet.preview import force_new_rules, plans
+from torchfleet.preview import force_new_rules, mock_aws, plans
 from torchfleet.preview.force_new_rules import Rules, covers
 from torchfleet.preview.monitor import Recorded
 from torchfleet.preview.stack_file import StackFileError, load_stack_file, parse_yaml_text
@@ -412,7 +412,11 @@ def plan_configs(stack: str, old_config: dict[str, Any], new_config: dict[str, A
         runs.append((spec, engine, secret_keys))
     (old_spec, old_engine, old_secrets), (new_spec, new_engine, new_secrets) = runs
     old = synth(stack, old_engine, old_secrets)
-    new = synth(stack, new_engine, new_secrets)
+    # The changed program runs against what the old one leaves running: a cloud module reads some of it
+    # at preview (components/clouds/aws/live.py: the cluster's minor, zones, node group sizes), and the
+    # mocks answer those reads from the old program's resources.
+    with mock_aws.running(old.resources):
+        new = synth(stack, new_engine, new_secrets)
     changes = classify(old.resources, new.resources, rules)
     refusals = refusal_rules.refusals(refusal_rules.ConfigChange(old_spec, new_spec, old_config, new_config))
     refusals += store_refusals(changes, old_spec.cloud)

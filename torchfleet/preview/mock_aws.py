@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 ACCOUNT = "123456789012"
 REGION = "us-west-2"
 
@@ -52,6 +55,39 @@ MOCK_ADDON_VERSIONS = {"aws-mountpoint-s3-csi-driver": "v2.7.0-eksbuild.mock"}
 # {"<cluster name>": {"version": "1.35", "zones": [...], "bootstrap": False,
 #                     "nodeGroups": {"<name>": {"version": "1.35", "min": 0, "max": 8, "desired": 3}}}}
 LIVE_CLUSTERS: dict = {}
+
+
+@contextlib.contextmanager
+def running(resources: list) -> Iterator[None]:
+    """LIVE_CLUSTERS set, for the block, to the EKS cluster `resources` (a synth's) would leave running:
+    its version, the zones of its subnets, its creator-entry flag and each node group's scaling, as
+    DescribeCluster and DescribeNodegroup would answer after that program's `up`. torchfleet plan runs
+    the changed program inside it, as `pulumi preview` would run it against the deployed stack."""
+    by_key = {f"{r.name}-id": r for r in resources if r.type == "aws:ec2/subnet:Subnet"}
+    live = {}
+    for c in (r for r in resources if r.type == "aws:eks/cluster:Cluster"):
+        groups = {}
+        for g in (r for r in resources if r.type == "aws:eks/nodeGroup:NodeGroup"):
+            s = g.inputs.get("scalingConfig", {})
+            groups[g.inputs.get("nodeGroupName") or g.inputs.get("nodeGroupNamePrefix", "") + NAME_SUFFIX] = {
+                "version": g.inputs.get("version", c.inputs.get("version")),
+                "min": int(s.get("minSize", 0)), "max": int(s.get("maxSize", 1)), "desired": int(s.get("desiredSize", 0)),
+            }
+        zones = [by_key[i].inputs["availabilityZone"] for i in c.inputs["vpcConfig"]["subnetIds"] if i in by_key]
+        live[c.inputs["name"]] = {
+            "version": c.inputs.get("version"),
+            "zones": zones,
+            "bootstrap": c.inputs.get("accessConfig", {}).get("bootstrapClusterCreatorAdminPermissions", True),
+            "nodeGroups": groups,
+        }
+    before = dict(LIVE_CLUSTERS)
+    LIVE_CLUSTERS.clear()
+    LIVE_CLUSTERS.update(live)
+    try:
+        yield
+    finally:
+        LIVE_CLUSTERS.clear()
+        LIVE_CLUSTERS.update(before)
 
 
 def _live(name: str) -> dict:

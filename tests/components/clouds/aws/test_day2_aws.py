@@ -309,3 +309,15 @@ def test_spec_refuses_one_zone_and_a_missing_endpoint_choice():
     assert "required with torchfleet:network.privateOnly" in found["torchfleet:network.privateAccessCidrs"][0]
     found = problems(config("aws", network={**BASE["torchfleet:network"], "clusterZones": ["us-west-2c"]}))
     assert "torchfleet:network.clusterZones[0]" in found
+
+
+def test_torchfleet_plan_runs_the_change_against_the_cluster_the_stack_leaves_running():
+    """`torchfleet plan` (day2.plan_configs) answers live.py's reads from the old program's resources:
+    adding a zone leaves the control plane alone, removing one it uses is refused naming the key."""
+    three = with_(zones=["us-west-2a", "us-west-2b", "us-west-2c"])
+    result = day2.plan_configs("day2", BASE, three)
+    assert result.get("aws:eks/cluster:Cluster", "torchfleet-aws-control-eks").action == "unchanged"
+    assert not result.by_action("replace") and not result.collisions
+    with pytest.raises(ConfigError, match="torchfleet:zones: the control plane uses subnets in us-west-2a"):
+        day2.plan_configs("day2", three, with_(zones=["us-west-2b", "us-west-2c"]))
+    assert mock_aws.LIVE_CLUSTERS == {}  # left as it was
