@@ -45,7 +45,9 @@ SHM_VOLUME = "dshm"
 # lifecycle controller taints a node only after its node-monitor-grace-period (50 s since
 # Kubernetes 1.32), and such a node's pod is lost to its job long before: the other agents
 # declare it dead within one rendezvous heartbeat budget (3 s to 15 s, rdzvconf.py) and go on
-# without it, so 5 more minutes only delay its replacement. 30 s more rides out a kubelet restart
+# without it, so 5 more minutes only delay its replacement (an eviction only marks the pod for
+# deletion; the Job replaces it once PodGC fails it, when the Node is deleted or tainted
+# node.kubernetes.io/out-of-service: tests/controlplane/node_loss.py). 30 s more rides out a kubelet restart
 # (already inside the 50 s) without evicting a pod whose node only blinked; a zone-wide outage
 # evicts nothing (the controller stops evicting in a zone where most nodes are unhealthy).
 NODE_LOSS_TOLERATION_S = 30
