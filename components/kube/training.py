@@ -41,6 +41,14 @@ def layer_settings(spec: PlatformSpec, cluster: ClusterHandle) -> transforms.Lay
     )
 
 
+# A shared claim keeps the request it was created with: the API server refuses to grow a claim bound to a
+# volume of storageClassName "" ("only dynamically provisioned pvc can be resized and the storageclass that
+# provisions the pvc must support resize": tests/controlplane/test_claim_resize.py), and pulumi-kubernetes
+# would send a bigger storage.sizeGb as an in-place update of the request, failing the `up` there. The
+# volume's capacity follows the store (mutable); Kubernetes enforces neither on NFS.
+CLAIM_KEEPS_ITS_REQUEST = ("spec.resources",)
+
+
 def static_transformations(
     settings: transforms.LayerSettings, depends_on: Sequence[pulumi.Input[pulumi.Resource]]
 ) -> list[Callable[[dict[str, Any], pulumi.ResourceOptions], None]]:
@@ -54,6 +62,8 @@ def static_transformations(
         transforms.apply(obj, settings)
         if depends_on:
             opts.depends_on = list(depends_on)
+        if obj["kind"] == "PersistentVolumeClaim" and obj["metadata"]["name"] == settings.claim_name:
+            opts.ignore_changes = list(CLAIM_KEEPS_ITS_REQUEST)
 
     return [parametrize]
 
@@ -179,7 +189,10 @@ class TrainingLayer(pulumi.ComponentResource):
             opts=child_options(self, depends_on),
         )
         pvc = self._create_object(
-            "store-owner-claim", store_owner.persistent_volume_claim(ns, claim, store.capacity), [*in_namespace, volume]
+            "store-owner-claim",
+            store_owner.persistent_volume_claim(ns, claim, store.capacity),
+            [*in_namespace, volume],
+            ignore_changes=CLAIM_KEEPS_ITS_REQUEST,
         )
         job = self._create_object(
             "store-owner-job", store_owner.job(ns, claim, settings.manager_selector), [*in_namespace, deny_all, pvc]
@@ -187,7 +200,8 @@ class TrainingLayer(pulumi.ComponentResource):
         return [job]
 
     def _create_object(
-        self, suffix: str, manifest: dict[str, Any], depends_on: Sequence[pulumi.Resource]
+        self, suffix: str, manifest: dict[str, Any], depends_on: Sequence[pulumi.Resource],
+        ignore_changes: Sequence[str] = (),
     ) -> pulumi.CustomResource:
         """A typed resource for a manifest dict of a kind below (its apiVersion and kind are implied)."""
         kinds = {
@@ -200,7 +214,9 @@ class TrainingLayer(pulumi.ComponentResource):
             f"{self._name}-{suffix}",
             metadata=manifest["metadata"],
             spec=manifest.get("spec"),
-            opts=child_options(self, depends_on),
+            opts=pulumi.ResourceOptions.merge(
+                child_options(self, depends_on), pulumi.ResourceOptions(ignore_changes=list(ignore_changes) or None)
+            ),
         )
 
     def _create_nfs_policy(

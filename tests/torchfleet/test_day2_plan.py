@@ -313,6 +313,17 @@ def test_mock_synth_ignore_changes_beats_a_forcenew_input():
     assert (changes["updated"].action, changes["updated"].paths) == ("update", ['metadata.labels.v'])
 
 
+@pytest.mark.parametrize("stack", ["gcp-usc1", "azure-eus"])
+def test_a_bigger_store_grows_the_volumes_and_leaves_the_claims(stack):
+    """Regression: storage.sizeGb fed each shared claim's request too, an update the API server refuses for a
+    statically bound claim (tests/controlplane/test_claim_resize.py); the claims now ignore it."""
+    plan = day2.plan_stack_file(STACKS_DIR / f"Pulumi.{stack}.yaml", {"torchfleet:storage.sizeGb": 4096})
+    claims = [c for c in plan.changes if c.type == "kubernetes:core/v1:PersistentVolumeClaim" and c.paths]
+    volumes = [c for c in plan.changes if c.type == "kubernetes:core/v1:PersistentVolume" and c.paths]
+    assert claims and all(c.action == "ignored" for c in claims), [(c.key, c.action) for c in claims]
+    assert volumes and all(c.action == "update" and c.paths == ["spec.capacity.storage"] for c in volumes)
+
+
 # ---- refusal hook and the command -----------------------------------------------------------------
 
 def test_every_cloud_day2_module_registers_a_list_of_rules():
