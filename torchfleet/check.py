@@ -76,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
     estimate = cost.stack_estimate(result.spec)  # what the stack can cost at its maximum (issue 13)
     if estimate is not None:
         print(estimate.render(f"{result.stack}, every pool at maxNodes"), file=sys.stderr)
+    idle = cost.idle_estimate(result.spec)  # what it costs with no job running (issue 29)
+    if idle is not None:
+        print(idle.render(f"{result.stack}, idle (no job running)"), file=sys.stderr)
     needs = preflight.render(result.spec)  # quotas and APIs the cloud must grant first (issue 20)
     if needs:
         print(needs, file=sys.stderr)

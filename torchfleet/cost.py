@@ -98,6 +98,31 @@ def stack_estimate(spec: platform.PlatformSpec) -> Estimate | None:
     return Estimate(spec.cloud, tuple(lines))
 
 
+# AKS Standard tier (azure/cluster.py sku): "$0.10 per cluster per hour"
+# (https://azure.microsoft.com/pricing/details/kubernetes-service/, read 2026-11-28).
+AKS_STANDARD_TIER_USD = 0.10
+
+
+def idle_estimate(spec: platform.PlatformSpec) -> Estimate | None:
+    """What an Azure stack costs per hour with no job running (issue 29): the fixed system pool, the manager
+    pool at minNodes and the Standard tier; the share (billed per provisioned GiB and kept by destroy while
+    storage.protect) and the load balancer are listed unpriced. None for the other clouds."""
+    if spec.cloud != "azure":
+        return None
+    from components.clouds.azure import cluster as aks  # noqa: PLC0415 (pulumi-azure-native: Azure only)
+
+    m = spec.manager_pool
+    return Estimate("azure", (
+        _machine_line("system pool", "azure", aks.SYSTEM_NODES, None, [aks.SYSTEM_VM_SIZE]),
+        _machine_line("manager pool at minNodes", "azure", max(1, m.min_nodes), None, [m.machine_type]),
+        Line("AKS Standard tier", 1, "cluster", AKS_STANDARD_TIER_USD),
+        Line(f"{spec.storage.size_gb} GiB {spec.storage.tier} share", 1, "share", None,
+             "billed per provisioned GiB-month, kept by destroy while storage.protect: "
+             "azure.microsoft.com/pricing/details/storage/files"),
+        Line("standard load balancer", 1, "LB", None, "billed per rule and GB: azure.microsoft.com/pricing/details/load-balancer"),
+    ))
+
+
 def job_estimate(name: str, cloud: str, gpu: str | None, max_nodes: int, machine_types: Sequence[str]) -> Line | None:
     """A GPU job at its most nodes, one machine each; None for a CPU job (it runs on the manager
     pool, which the stack's estimate counts) or where the cloud has no list prices."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from components.catalog import host_encryption
+from components.catalog import host_encryption, machines
 from components.clouds import zone_offers
 from components.spec import PlatformSpec
 
@@ -31,9 +31,11 @@ APIS = {
     # lookup (the KMS grant's service agent) and the project IAM bindings (GCP review F4).
     "gcp": ("compute.googleapis.com", "container.googleapis.com", "file.googleapis.com", "iam.googleapis.com",
             "cloudkms.googleapis.com", "cloudresourcemanager.googleapis.com"),
-    # Resource providers the subscription must have registered, and the host-encryption feature.
+    # Resource providers the subscription must have registered, and the host-encryption feature;
+    # OperationalInsights and Insights hold the audit logs' workspace and diagnostic setting (azure/audit.py).
     "azure": ("Microsoft.ContainerService", "Microsoft.Compute", "Microsoft.Network", "Microsoft.Storage",
-              "Microsoft.ManagedIdentity", "feature Microsoft.Compute/EncryptionAtHost"),
+              "Microsoft.ManagedIdentity", "Microsoft.OperationalInsights", "Microsoft.Insights",
+              "feature Microsoft.Compute/EncryptionAtHost"),
 }
 
 
@@ -125,10 +127,23 @@ def _azure(spec: PlatformSpec) -> list[Need]:
            for t, n in sorted(families.items())]
     if spot:
         out.append(Need(f"Total Regional Spot vCPUs ({spec.region})", spot, "vCPUs"))
-    if total:
-        out.append(Need(f"Total Regional vCPUs ({spec.region})", total, "vCPUs"))
+    # The on-demand pools every AKS stack has besides the GPU ones (azure/cluster.py, manager_pool.py), each
+    # at its maximum plus one upgrade surge node (AKS's default max surge rounds up to at least one node:
+    # aks-docs upgrade-aks-cluster.md); the manager pool twice over while a change moves it to a new pool
+    # (created before the old one is deleted: docs/day-2-azure.md). Issue 29: these were not counted.
+    # Here, not at the top: azure/files.py imports this module, and the azure package imports files.py.
+    from components.clouds.azure import cluster as aks  # noqa: PLC0415
+
     m = spec.manager_pool
-    out.append(Need(f"vCPU quota of the {m.machine_type} family ({spec.region}): room for {m.max_nodes}", None))
+    m_vcpus = (machines.shape("azure", m.machine_type) or (0, 0))[0]
+    s_vcpus = (machines.shape("azure", aks.SYSTEM_VM_SIZE) or (0, 0))[0]
+    system = (aks.SYSTEM_MAX_NODES + 1) * s_vcpus
+    manager = (m.max_nodes + 1) * m_vcpus
+    out.append(Need(f"Total Regional vCPUs ({spec.region}): on-demand GPU pools {total}, system pool "
+                    f"{aks.SYSTEM_MAX_NODES}+1 x {aks.SYSTEM_VM_SIZE} = {system}, manager pool {m.max_nodes}+1 x "
+                    f"{m.machine_type} = {manager}; {m.max_nodes * m_vcpus} more while a managerPool change "
+                    "moves it", total + system + manager, "vCPUs"))
+    out.append(Need(f"vCPU quota of the {m.machine_type} family ({spec.region}): room for {m.max_nodes}+1", None))
     at_host = any(p.encryption_at_host for p in (m, *spec.gpu_pools))
     out += [Need(f"registered: {rp}", None) for rp in APIS["azure"] if at_host or "EncryptionAtHost" not in rp]
     return out + [Need(f"check: {line}", None) for line in azure_commands(spec)]
