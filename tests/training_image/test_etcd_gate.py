@@ -21,7 +21,7 @@ from elastic_trainer.etcd_gate import Limits, Upstream, serve
 from elastic_trainer.etcd_gate.__main__ import main as gate_main
 from elastic_trainer.etcd_gate.resolvers import Static
 from elastic_trainer.launch import rdzv_store_ttl
-from elastic_trainer.local import Etcd
+from elastic_trainer.local import Etcd, LocalJob
 from torch.distributed.elastic.rendezvous import RendezvousParameters
 
 OTHER = "127.0.0.2"  # another pod: a loopback address of its own
@@ -189,3 +189,20 @@ def test_the_command_line_refuses_bad_arguments(capsys):
 def test_bad_limits_are_refused():
     with pytest.raises(ValueError, match="max_value_bytes must be a whole number >= 1"):
         Limits(max_value_bytes=0)
+
+
+@pytest.mark.slow
+def test_a_real_two_node_job_trains_to_the_end_through_the_gate(gate, run_id, tmp_path, capfd):
+    # The launcher's whole use of etcd (torchrun's agents: the rendezvous, the store's master address,
+    # role infos and exit barrier) goes through the gate, whose rules it must never break.
+    job = LocalJob(
+        etcd_endpoint=gate(), run_id=run_id, workdir=tmp_path / "job",
+        script_args=["--total-steps=3", "--global-batch-size=4"], nnodes="2:2",
+    )  # fmt: skip
+    try:
+        nodes = [job.start_node(), job.start_node()]
+        for node in nodes:
+            assert node.wait(300) == 0, node.log_text()[-3000:]  # a hang detector only
+    finally:
+        job.stop()
+    assert "etcd-gate: refused" not in capfd.readouterr().err  # the gate prints each refusal
