@@ -109,7 +109,7 @@ def idle_estimate(spec: platform.PlatformSpec) -> Estimate | None:
     storage.protect) and the load balancer are listed unpriced. None for the other clouds."""
     if spec.cloud != "azure":
         return None
-    from components.clouds.azure import cluster as aks  # noqa: PLC0415 (pulumi-azure-native: Azure only)
+    from components.clouds.azure import cluster as aks  # here: pulumi-azure-native, Azure only
 
     m = spec.manager_pool
     return Estimate("azure", (
@@ -119,7 +119,8 @@ def idle_estimate(spec: platform.PlatformSpec) -> Estimate | None:
         Line(f"{spec.storage.size_gb} GiB {spec.storage.tier} share", 1, "share", None,
              "billed per provisioned GiB-month, kept by destroy while storage.protect: "
              "azure.microsoft.com/pricing/details/storage/files"),
-        Line("standard load balancer", 1, "LB", None, "billed per rule and GB: azure.microsoft.com/pricing/details/load-balancer"),
+        Line("standard load balancer", 1, "LB", None,
+             "billed per rule and GB: azure.microsoft.com/pricing/details/load-balancer"),
     ))
 
 

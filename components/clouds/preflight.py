@@ -132,7 +132,7 @@ def _azure(spec: PlatformSpec) -> list[Need]:
     # aks-docs upgrade-aks-cluster.md); the manager pool twice over while a change moves it to a new pool
     # (created before the old one is deleted: docs/day-2-azure.md). Issue 29: these were not counted.
     # Here, not at the top: azure/files.py imports this module, and the azure package imports files.py.
-    from components.clouds.azure import cluster as aks  # noqa: PLC0415
+    from components.clouds.azure import cluster as aks
 
     m = spec.manager_pool
     m_vcpus = (machines.shape("azure", m.machine_type) or (0, 0))[0]

@@ -92,7 +92,8 @@ def api_server_access(spec: PlatformSpec, apiserver_subnet_id: pulumi.Input[str]
     # 0.0.0.0/0 anywhere in the list means open. Sent as an empty list, which is how AKS documents
     # turning authorized ranges off: omitting the field may leave a narrower earlier list in place
     # (Azure review 10; api-server-authorized-ip-ranges "Disable").
-    return {**profile, "enable_private_cluster": False, "authorized_ip_ranges": ranges if len(ranges) == len(cidrs) else []}
+    allowed = ranges if len(ranges) == len(cidrs) else []
+    return {**profile, "enable_private_cluster": False, "authorized_ip_ranges": allowed}
 
 
 def system_profile(spec: PlatformSpec, subnet_id: pulumi.Input[str]) -> dict:

@@ -109,8 +109,10 @@ def test_gpu_pool_added_and_removed():
     _clean(added)
     assert changed(added) == {"torchfleet-azure-gpu-a10080gbz1": ("create", POOL)}
     # The autoscaler's priority list names the new pool: the ConfigMap is recreated (delete first).
-    assert changed(added, "kubernetes:") == {"torchfleet-azure-gpu-priority-expander": ("replace", "kubernetes:core/v1:ConfigMap")}
-    removed = plan(BASE, old=_with(gpuPools=[{"gpu": "t4", "maxNodes": 8}, a100], guardrails={"allowOnDemandGpus": True}))
+    assert changed(added, "kubernetes:") == {
+        "torchfleet-azure-gpu-priority-expander": ("replace", "kubernetes:core/v1:ConfigMap")}
+    removed = plan(BASE, old=_with(gpuPools=[{"gpu": "t4", "maxNodes": 8}, a100],
+                                   guardrails={"allowOnDemandGpus": True}))
     _clean(removed)
     assert changed(removed) == {"torchfleet-azure-gpu-a10080gbz1": ("delete", POOL)}
 
@@ -118,7 +120,8 @@ def test_gpu_pool_added_and_removed():
 def test_gpu_pool_retyped_is_replaced_delete_first():
     p = plan(_with(gpuPools=[{"gpu": "t4", "maxNodes": 8, "machineTypes": ["Standard_NC8as_T4_v3"]}]))
     _clean(p)
-    assert changed(p) == {"torchfleet-azure-gpu-t4z1": ("replace", POOL), "torchfleet-azure-gpu-t4z2": ("replace", POOL)}
+    assert changed(p) == {"torchfleet-azure-gpu-t4z1": ("replace", POOL),
+                          "torchfleet-azure-gpu-t4z2": ("replace", POOL)}
     change = p.get(POOL, "torchfleet-azure-gpu-t4z1")
     assert change.order == "delete-first" and any(r.startswith("vmSize") for r in change.replaced_by)
 
@@ -179,7 +182,7 @@ def synth_new(config: dict, live: dict):
 def test_minor_upgraded_twice_control_plane_first_then_the_pools():
     first = plan(_with(kubernetesVersion="1.35"))
     second = plan(_with(kubernetesVersion="1.36"), old=_with(kubernetesVersion="1.35"))
-    for p, version in ((first, "1.35"), (second, "1.36")):
+    for p in (first, second):
         _clean(p)
         cluster = p.get(CLUSTER, "torchfleet-azure-cluster-aks")
         assert cluster.action == "update"
@@ -230,7 +233,8 @@ def test_public_private_switch_is_an_update_of_the_cluster(old, new):
     p = plan(_with(network=new), old=_with(network=old))
     _clean(p)
     assert changed(p) == {"torchfleet-azure-cluster-aks": ("update", CLUSTER)}
-    assert all(path.startswith("apiServerAccessProfile.") for path in p.get(CLUSTER, "torchfleet-azure-cluster-aks").paths)
+    paths = p.get(CLUSTER, "torchfleet-azure-cluster-aks").paths
+    assert paths and all(path.startswith("apiServerAccessProfile.") for path in paths)
 
 
 def test_network_range_change_is_refused():

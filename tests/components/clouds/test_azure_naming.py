@@ -220,7 +220,8 @@ _VNET = {"enable_vnet_integration": True, "subnet_id": "apiserver"}
 def test_api_server_access_follows_public_access_cidrs(network, expected):
     spec = _spec(**{"torchfleet:network": network})
     assert cluster.api_server_access(spec, "apiserver") == expected
-    assert cluster.cluster_args(spec, "subnet", "identity", "tenant", "apiserver")["api_server_access_profile"] == expected
+    args = cluster.cluster_args(spec, "subnet", "identity", "tenant", "apiserver")
+    assert args["api_server_access_profile"] == expected
 
 
 def test_storage_account_is_nfs_capable_and_private():

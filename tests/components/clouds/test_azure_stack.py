@@ -254,7 +254,8 @@ def test_cluster_options_reach_the_engine(example):
 
 def test_admins_get_aks_rbac_cluster_admin_before_the_provider(example):
     """Issue 29: torchfleet:admins is the one source; nothing follows the caller (mocks' OBJECT_ID)."""
-    roles = [r for r in example.of_type(ROLE) if r.inputs["roleDefinitionId"].endswith(aks_cluster.AKS_RBAC_CLUSTER_ADMIN)]
+    admin = aks_cluster.AKS_RBAC_CLUSTER_ADMIN
+    roles = [r for r in example.of_type(ROLE) if r.inputs["roleDefinitionId"].endswith(admin)]
     assert [r.name for r in roles] == ["torchfleet-azure-cluster-admin-00000000-0000-0000-0000-000000000000"]
     assert all(r.inputs["principalId"] != mock_azure.OBJECT_ID for r in roles)
     role = roles[0]

@@ -262,7 +262,8 @@ def test_aws_vpc_larger_than_a_16(cidr):
 @pytest.mark.parametrize("cidr", ["0.0.0.0/0", "8.8.0.0/16", "0.0.0.0/1"])
 def test_network_must_be_a_private_range(cloud, cidr):
     # On Azure 0.0.0.0/0 also left no room for the service and pod ranges (issue 12: a traceback).
-    message = only(config(cloud, network={"cidr": cidr, **(PUBLIC if cloud in ("aws", "azure") else {})}), "torchfleet:network.cidr")
+    network = {"cidr": cidr, **(PUBLIC if cloud in ("aws", "azure") else {})}
+    message = only(config(cloud, network=network), "torchfleet:network.cidr")
     assert message.startswith(f"{cidr} is not a private range; use one inside 10.0.0.0/8")
 
 
