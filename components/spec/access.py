@@ -118,8 +118,9 @@ def parse_access(p: _Problems, raw: dict[str, Any], cloud: str) -> AccessSpec:
         login = "azurecli"
     elif (KUBE_LOGIN_MODES[login] and deployer != "ServicePrincipal"
           and not any(item.startswith(f"{deployer_key}:") for item in p.items)):
-        # The deployer's cluster-admin assignment goes to the provider's identity; with a service
-        # principal's login, a User assignment is refused by ARM (UnmatchedPrincipalType).
+        # kubelogin must log in as the provider's identity, whose cluster admin comes from its own
+        # torchfleet:admins entry (no implicit grant since issue 29): a service principal's login with a
+        # User deployer type says the config describes someone else.
         p.add(deployer_key, f"{login_key} {login} logs in as a service principal: set "
                             f"{deployer_key}: ServicePrincipal, got {_r(deployer)}")
     return AccessSpec(admins=admins, researchers=researchers, deployer_type=deployer, kube_login=login)

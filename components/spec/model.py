@@ -122,7 +122,8 @@ class StorageSpec:
 
 @dataclass(frozen=True)
 class AccessSpec:
-    """Who may administer the cluster besides the identity that runs `pulumi up`.
+    """Who may administer the cluster besides the identity that runs `pulumi up` (on Azure, that identity
+    too: admins is the only source of cluster admins there, spec/access.py requires it).
 
     admins: per cloud, AWS IAM role or user ARNs; GCP IAM members (user:, serviceAccount:);
     Azure "<User|Group|ServicePrincipal>:<object id>" (the type is ARM's principalType, which it
