@@ -38,7 +38,11 @@ MANAGER_SELECTOR = {LABEL_POOL: MANAGER_POOL_NAME}
 # aks-docs use-system-pools.md). Two nodes is the documented minimum, and the figure taken (two D4s_v5:
 # about $0.38/h at list price, `torchfleet check` prints it); three is the recommendation, declined for cost.
 # Nothing about it comes from config: its settings never change, so no update AKS would refuse is ever sent
-# for it. The manager pool is a separate AgentPool (manager_pool.py).
+# for it. The manager pool is a separate AgentPool (manager_pool.py). How the two kinds interplay: a
+# ManagedCluster PUT neither deletes the separate pools nor adds pools ("A new agent pool was introduced.
+# Adding agent pools to an existing cluster is not allowed through managed cluster operations":
+# pulumi/pulumi-azure-native#2719, #579), and a change to an inline entry puts every pool of the cluster into
+# Scaling (#4264); so the inline pool is never renamed, removed or changed, and every other pool is separate.
 SYSTEM_POOL = "system"
 SYSTEM_VM_SIZE = "Standard_D4s_v5"
 SYSTEM_NODES = 2
