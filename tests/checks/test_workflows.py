@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 
 import pytest
 import yaml
@@ -109,3 +110,62 @@ def test_the_image_is_pushed_on_a_tag_only_after_its_scan_with_the_jobs_own_toke
     assert (trivy["exit-code"], trivy["severity"], trivy["ignore-unfixed"]) == ("1", "HIGH,CRITICAL", True)
     assert job["steps"][login]["with"]["password"] == "${{ secrets.GITHUB_TOKEN }}"
     assert "secrets." not in json.dumps([s for i, s in enumerate(job["steps"]) if i != login])
+
+
+def _preview_steps() -> list[dict]:
+    doc = yaml.safe_load((REPO / ".github" / "workflows" / "preview.yml").read_text())
+    return doc["jobs"]["preview"]["steps"]
+
+
+def _step_index(steps: list[dict], uses: str) -> int:
+    return next(i for i, s in enumerate(steps) if s.get("uses", "").startswith(uses + "@"))
+
+
+def test_the_gcp_preview_installs_the_auth_plugin_before_the_preview():
+    """The stack's kubeconfig execs gke-gcloud-auth-plugin, which the hosted runner's apt gcloud lacks and cannot
+    install (actions/runner-images install-google-cloud-cli.sh @11425aeb): without it every GCP preview is a
+    silent client-side diff."""
+    steps = _preview_steps()
+    auth, gcloud, preview = (_step_index(steps, a) for a in (
+        "google-github-actions/auth", "google-github-actions/setup-gcloud", "pulumi/actions"))
+    assert auth < gcloud < preview
+    assert steps[gcloud]["if"] == "startsWith(matrix.stack, 'gcp-')"
+    assert "gke-gcloud-auth-plugin" in steps[gcloud]["with"]["install_components"].split(",")
+    assert re.fullmatch(r"\d+\.\d+\.\d+", steps[gcloud]["with"]["version"]), "a pinned gcloud, not latest"
+
+
+def _reach_step() -> tuple[int, dict]:
+    steps = _preview_steps()
+    (found,) = [(i, s) for i, s in enumerate(steps) if "kubectl" in s.get("run", "")]
+    return found
+
+
+@pytest.mark.parametrize("case, code, says", [
+    ("no-output", 0, "::notice title=gcp-usc1: no cluster::"),
+    ("unreachable", 1, "::error title=gcp-usc1: cluster unreachable::"),
+    ("reachable", 0, "::notice title=gcp-usc1: cluster reached::"),
+])
+def test_the_gcp_preview_says_whether_it_reached_the_cluster(tmp_path, case, code, says):
+    """The step's own script, run by bash with a pulumi and a kubectl on PATH that answer as each case would:
+    an unreachable cluster fails the job with an error annotation (pulumi-kubernetes itself says nothing)."""
+    index, step = _reach_step()
+    assert index > _step_index(_preview_steps(), "pulumi/actions") and step["if"].startswith("always() && ")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    output = "" if case == "no-output" else "apiVersion: v1\nkind: Config\n"
+    (bin_dir / "pulumi").write_text(f"#!/bin/sh\nprintf '%s' '{output}'\n[ -n '{output}' ]\n")
+    kubectl = ("echo 'Unable to connect to the server: getting credentials: exec: executable "
+               "gke-gcloud-auth-plugin not found' >&2; exit 1") if case == "unreachable" else 'echo "{}"'
+    (bin_dir / "kubectl").write_text(f"#!/bin/sh\n{kubectl}\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    summary = tmp_path / "summary.md"
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "RUNNER_TEMP": str(tmp_path), "GITHUB_STEP_SUMMARY": str(summary),
+           "STACK": "gcp-usc1", "PULUMI_STACK": "org/torchfleet/gcp-usc1"}
+    proc = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, capture_output=True, text=True, timeout=30,
+                          check=False)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert proc.stdout.startswith(says)
+    assert "gcp-usc1" in summary.read_text()
+    if case == "unreachable":
+        assert "client-side diff" in proc.stdout and "gke-gcloud-auth-plugin not found" in proc.stdout
