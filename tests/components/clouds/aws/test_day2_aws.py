@@ -321,3 +321,15 @@ def test_torchfleet_plan_runs_the_change_against_the_cluster_the_stack_leaves_ru
     with pytest.raises(ConfigError, match="torchfleet:zones: the control plane uses subnets in us-west-2a"):
         day2.plan_configs("day2", three, with_(zones=["us-west-2b", "us-west-2c"]))
     assert mock_aws.LIVE_CLUSTERS == {}  # left as it was
+
+
+def test_extended_support_is_a_choice_and_an_eks_only_key():
+    from tests.components.spec.configs import problems
+
+    assert ok(BASE).kubernetes_support == "STANDARD"
+    assert ok(with_(kubernetesSupport="EXTENDED")).kubernetes_support == "EXTENDED"
+    assert "must be one of STANDARD, EXTENDED" in problems(with_(kubernetesSupport="forever"))[
+        "torchfleet:kubernetesSupport"][0]
+    assert "an EKS setting" in problems(config("gcp", kubernetesSupport="EXTENDED"))["torchfleet:kubernetesSupport"][0]
+    result = synth_config("day2", with_(kubernetesSupport="EXTENDED"))
+    assert result.one("aws:eks/cluster:Cluster").inputs["upgradePolicy"] == {"supportType": "EXTENDED"}

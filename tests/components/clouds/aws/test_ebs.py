@@ -47,3 +47,15 @@ def test_the_release_wait_reads_the_cluster_only_on_delete(monkeypatch):
     assert calls == []
     provider.delete(created.id, {**props, "timeout_s": 60})
     assert calls == [("api", "apiVersion: v1"), ("wait", "API", EBS_CSI_DRIVER, 60.0)]
+
+
+def test_the_settle_wait_outlives_coredns_and_the_pod_identity_agent(aws_example):
+    """Issue 29: on destroy the EBS controller still deletes volumes while the settle step waits; it
+    resolves the EC2 endpoint through CoreDNS (a pod-network Deployment, ClusterFirst DNS) and gets its
+    credentials through the Pod Identity agent. Both were deleted in parallel with the wait; now the
+    settle depends on them, so Pulumi deletes them only after it."""
+    settle = next(r for r in aws_example.of_type("pulumi-python:dynamic:Resource") if r.name.endswith("-csi-settle"))
+    addons = {r.inputs["addonName"]: r for r in aws_example.of_type("aws:eks/addon:Addon")}
+    waits_for = aws_example.depends_on(settle)
+    assert addons["coredns"].key in waits_for
+    assert addons["eks-pod-identity-agent"].key in waits_for
