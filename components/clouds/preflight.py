@@ -29,14 +29,41 @@ _GCP_GPU_METRIC = {"nvidia-h100-80gb": "NVIDIA_H100_GPUS"}
 APIS = {
     # compute/container/file/iam/cloudkms: what the resources are; cloudresourcemanager: the project
     # lookup (the KMS grant's service agent) and the project IAM bindings (GCP review F4).
+    # serviceusage: gcp.projects.ServiceIdentity (gcp/kms.py, the GKE service agent) calls Service Usage's
+    # generateServiceIdentity (terraform-provider-google-beta services/resourcemanager/
+    # resource_project_service_identity.go @93c65b2d60).
     "gcp": ("compute.googleapis.com", "container.googleapis.com", "file.googleapis.com", "iam.googleapis.com",
-            "cloudkms.googleapis.com", "cloudresourcemanager.googleapis.com"),
+            "cloudkms.googleapis.com", "cloudresourcemanager.googleapis.com", "serviceusage.googleapis.com"),
     # Resource providers the subscription must have registered, and the host-encryption feature;
     # OperationalInsights and Insights hold the audit logs' workspace and diagnostic setting (azure/audit.py).
     "azure": ("Microsoft.ContainerService", "Microsoft.Compute", "Microsoft.Network", "Microsoft.Storage",
               "Microsoft.ManagedIdentity", "Microsoft.OperationalInsights", "Microsoft.Insights",
               "feature Microsoft.Compute/EncryptionAtHost"),
 }
+
+
+# The IAM roles on the project of whoever runs `pulumi up` on GCP (docs/deploy-gcp.md lists the same), each
+# with what needs it. On the first `up` no RBAC binding names the deployer (gcp/access.py binds the listed
+# admins, and the deployer may not be one), so its Kubernetes rights come from IAM through GKE's authorizer:
+# roles/container.admin is "full management of clusters and their Kubernetes API objects"
+# (https://cloud.google.com/iam/docs/roles-permissions/container), roles/container.developer would not
+# create the ClusterRoles and bindings.
+GCP_DEPLOYER_ROLES = (
+    ("roles/container.admin", "the cluster and node pools, container.clusters.connect (the DNS endpoint), and "
+     "every Kubernetes object of the first `up`, before any RBAC binding exists"),
+    ("roles/compute.networkAdmin", "the VPC, subnet, router and Cloud NAT"),
+    ("roles/compute.securityAdmin", "the firewall rules (networkAdmin excludes them)"),
+    ("roles/file.editor", "the Filestore instance"),
+    ("roles/iam.serviceAccountAdmin", "the node service account"),
+    ("roles/iam.serviceAccountUser", "actAs on the node service account (GKE refuses a pool otherwise)"),
+    ("roles/resourcemanager.projectIamAdmin", "the node account's and the admins' project IAM bindings"),
+    ("roles/cloudkms.admin", "the key ring, the Secrets key and its grant to the GKE service agent"),
+    ("roles/serviceusage.serviceUsageAdmin", "the GKE service agent (generateServiceIdentity) and enabling the APIs"),
+)
+GCP_DATASET_ROLES = (
+    ("roles/dns.admin", "the private zone for Cloud Storage (datasets)"),
+    ("roles/storage.admin", "the dataset buckets' IAM grants (datasets)"),
+)
 
 
 @dataclass(frozen=True)
@@ -108,7 +135,25 @@ def _gcp(spec: PlatformSpec) -> list[Need]:
     out += [Need(f"API {api}", None) for api in APIS["gcp"]]
     if spec.datasets:  # clouds/gcp/datasets.py: the private zone for Cloud Storage, the bucket grants
         out += [Need("API dns.googleapis.com", None), Need("API storage.googleapis.com", None)]
-    return out
+    roles = GCP_DEPLOYER_ROLES + (GCP_DATASET_ROLES if spec.datasets else ())
+    out += [Need(f"deployer role {role}: {why}", None) for role, why in roles]
+    return out + [Need(f"check: {line}", None) for line in gcp_commands(spec)]
+
+
+def gcp_commands(spec: PlatformSpec) -> list[str]:
+    """The `gcloud` commands that answer the lines above for the project: the deployer's roles, and whether
+    GKE's REGULAR channel offers kubernetesVersion. Validation knows each minor's standard-support dates
+    (catalog/kubernetes.yaml); what the channel offers in the region today only GKE can say, and a minor
+    not in its validVersions fails the cluster's creation (min_master_version on the REGULAR channel)."""
+    project = spec.project or "PROJECT"
+    return [
+        f"gcloud projects get-iam-policy {project} --flatten='bindings[].members' "
+        "--filter=\"bindings.members:$(gcloud config get-value account)\" --format='value(bindings.role)'"
+        "   # the deployer roles above (or their permissions)",
+        f"gcloud container get-server-config --region {spec.region} --project {project} --flatten=channels "
+        "--filter=channels.channel=REGULAR --format='value(channels.validVersions)'"
+        f"   # kubernetesVersion {spec.kubernetes_version} must be offered here (a {spec.kubernetes_version}.x)",
+    ]
 
 
 def _azure(spec: PlatformSpec) -> list[Need]:

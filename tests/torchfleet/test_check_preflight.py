@@ -88,3 +88,36 @@ def test_check_prints_them_on_stderr_and_keeps_stdout_for_violations(capsys):
 
 def test_local_needs_nothing():
     assert preflight.needs(stack_spec(STACKS_DIR / "Pulumi.local.yaml")) == []
+
+
+def test_gcp_lists_service_usage_and_every_deployer_role_with_container_admin():
+    """The GKE service agent is made by Service Usage's generateServiceIdentity (gcp/kms.py), and on the first
+    `up` the deployer's Kubernetes rights come from IAM only (no RBAC binding names it yet): container.admin."""
+    needs = needs_of("gcp-usc1")
+    assert "API serviceusage.googleapis.com" in needs
+    roles = [w.split(":")[0].removeprefix("deployer role ") for w in needs if w.startswith("deployer role ")]
+    assert roles == [r for r, _ in preflight.GCP_DEPLOYER_ROLES]
+    assert {"roles/container.admin", "roles/iam.serviceAccountUser", "roles/cloudkms.admin",
+            "roles/serviceusage.serviceUsageAdmin", "roles/compute.securityAdmin"} <= set(roles)
+    assert "roles/dns.admin" not in roles  # datasets only
+
+
+def test_gcp_check_prints_the_regular_channel_versions_command_for_the_stacks_minor(capsys):
+    code = main(["check", "--stack-file", str(STACKS_DIR / "Pulumi.gcp-usc1.yaml")])
+    err = capsys.readouterr().err
+    assert code == 0
+    (line,) = [x for x in err.splitlines() if "get-server-config" in x]
+    assert line.startswith("  check: gcloud container get-server-config --region us-central1 --project my-ml-project ")
+    assert "--flatten=channels --filter=channels.channel=REGULAR" in line
+    assert line.endswith("# kubernetesVersion 1.35 must be offered here (a 1.35.x)")
+    assert any("deployer role roles/container.admin: " in x for x in err.splitlines())
+
+
+def test_deploy_gcp_doc_lists_the_same_roles_and_apis_as_check():
+    from tests.harness import REPO
+
+    doc = (REPO / "docs" / "deploy-gcp.md").read_text()
+    for role, _ in preflight.GCP_DEPLOYER_ROLES + preflight.GCP_DATASET_ROLES:
+        assert f"`{role}`" in doc, role
+    for api in preflight.APIS["gcp"]:
+        assert f"`{api.removesuffix('.googleapis.com')}`" in doc, api
