@@ -10,8 +10,9 @@ as an in-place ManagedCluster update, which AKS answered with 400 (issue 29).
 
 The pool's name hashes those settings (zones as a set: their order means nothing), so a change is a new
 name: agentPoolName is a path parameter, hence force-new, and Pulumi creates the new pool first and deletes
-the old one after (no delete-before-replace: the names differ). etcd's zone-redundant disks and the
-controllers move when the old pool's nodes drain. It is a User pool: the cluster's one System pool is the
+the old one after (no delete-before-replace: the names differ). AKS deletes the old pool without cordon
+and drain (aks-docs create-node-pools.md), so etcd and the controllers restart on the new pool at once
+(etcd's zone-redundant disks reattach): docs/day-2-azure.md says to change it between jobs. It is a User pool: the cluster's one System pool is the
 fixed inline `system` pool (cluster.py), so deleting the old manager pool never leaves AKS without one.
 """
 
