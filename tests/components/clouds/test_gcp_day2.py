@@ -161,6 +161,25 @@ def test_two_minors_at_once_are_refused_with_one_up_per_minor():
     assert gcp_day2.kubernetes_minor_skipped(back) == []  # a lower floor changes nothing
 
 
+def test_two_minors_at_once_are_refused_by_torchfleet_plan_once_gke_offers_the_target(monkeypatch):
+    """Today the catalog's newest GKE minor is one above the shipped stack's, so validation refuses any two-minor
+    target before the rule runs (the plan raises ConfigError). A catalog that lists 1.37 (as a refreshed one
+    will) lets the change through validation, and the plan itself refuses it, naming the key and the steps."""
+    from components.catalog import kubernetes
+    from components.spec.model import ConfigError
+
+    with pytest.raises(ConfigError, match="torchfleet:kubernetesVersion"):
+        plan({"torchfleet:kubernetesVersion": "1.37"})
+    real = kubernetes.load()
+    gke = dataclasses.replace(real["gke"], versions={**real["gke"].versions, "1.37": None})
+    monkeypatch.setattr(kubernetes, "load", lambda: {**real, "gke": gke})
+    p = plan({"torchfleet:kubernetesVersion": "1.37"})
+    assert refused(p) == ["torchfleet:kubernetesVersion"]
+    (refusal,) = p.refusals
+    assert 'kubernetesVersion: "1.36", then kubernetesVersion: "1.37"' in refusal.instead
+    assert acted(plan({"torchfleet:kubernetesVersion": "1.36"})) == {"torchfleet-gcp-gke": "update"}  # one minor
+
+
 # ---------------------------------------------------------------- admins
 
 
