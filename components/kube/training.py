@@ -17,7 +17,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.clouds.base import ClusterHandle, SharedStore
-from components.kube import kubeflow, manifests, researchers, static, store_owner, transforms
+from components.kube import kubeflow, manifests, node_healer, researchers, static, store_owner, transforms
 from components.spec import PlatformSpec
 
 
@@ -131,6 +131,8 @@ class TrainingLayer(pulumi.ComponentResource):
         if training.operator == "kubeflow":
             self._create_kubeflow(ready)
         self._create_researchers(spec, [*ready, *first])
+        if training.node_healer.enabled:
+            self._create_node_healer(spec, settings, [*ready, *first])
 
         self.outputs: dict[str, pulumi.Input] = {
             "namespace": training.namespace,
@@ -209,11 +211,14 @@ class TrainingLayer(pulumi.ComponentResource):
             "NetworkPolicy": k8s.networking.v1.NetworkPolicy,
             "PersistentVolumeClaim": k8s.core.v1.PersistentVolumeClaim,
             "Job": k8s.batch.v1.Job,
+            "ServiceAccount": k8s.core.v1.ServiceAccount,
+            "Deployment": k8s.apps.v1.Deployment,
         }
+        body = {"spec": manifest["spec"]} if "spec" in manifest else {}  # a ServiceAccount has none
         return kinds[manifest["kind"]](
             f"{self._name}-{suffix}",
             metadata=manifest["metadata"],
-            spec=manifest.get("spec"),
+            **body,
             opts=pulumi.ResourceOptions.merge(
                 child_options(self, depends_on), pulumi.ResourceOptions(ignore_changes=list(ignore_changes) or None)
             ),
@@ -231,6 +236,28 @@ class TrainingLayer(pulumi.ComponentResource):
             spec=policy.apply(lambda m: m["spec"]),
             opts=child_options(self, depends_on),
         )
+
+    def _create_node_healer(
+        self, spec: PlatformSpec, settings: transforms.LayerSettings, depends_on: Sequence[pulumi.Resource]
+    ) -> k8s.apps.v1.Deployment:
+        """The loop that taints silent GPU nodes out of service (node_healer.py); after k8s/base's
+        PriorityClasses (the `first` files include the namespace, cluster/ the classes)."""
+        healer = spec.training.node_healer
+        built = node_healer.objects(healer.image, healer.not_ready_seconds, settings.manager_selector)
+        ns, sa, role, binding, policy, deployment = built
+        namespace = self._create_object("node-healer-namespace", ns, depends_on)
+        inside = [*depends_on, namespace]
+        account = self._create_object("node-healer-service-account", sa, inside)
+        cluster_role = k8s.rbac.v1.ClusterRole(
+            f"{self._name}-node-healer-role", metadata=role["metadata"], rules=role["rules"],
+            opts=child_options(self, depends_on),
+        )
+        bound = k8s.rbac.v1.ClusterRoleBinding(
+            f"{self._name}-node-healer-binding", metadata=binding["metadata"], role_ref=binding["roleRef"],
+            subjects=binding["subjects"], opts=child_options(self, [*inside, account, cluster_role]),
+        )
+        egress = self._create_object("node-healer-to-apiserver", policy, inside)
+        return self._create_object("node-healer", deployment, [*inside, account, bound, egress])
 
     def _create_researchers(
         self, spec: PlatformSpec, depends_on: Sequence[pulumi.Resource]

@@ -140,6 +140,23 @@ class AccessSpec:
     kube_login: str = "azurecli"
 
 
+# The node healer (components/kube/node_healer.py) runs the training image's elastic_trainer.node_healer:
+# the image the release publishes at this version (torchfleet/jobs/image_ref.py DEFAULT_IMAGE, pinned
+# equal by tests/components/kube/test_node_healer.py; components import nothing from torchfleet).
+NODE_HEALER_IMAGE = "ghcr.io/torchfleet/torchfleet-trainer:0.1.0"
+# Seconds a GPU node stays not ready before the healer taints it out of service (node_healer.py
+# DEFAULT_THRESHOLD_S says why 60); at most an hour, past which the Node's index has waited too long.
+NODE_HEALER_THRESHOLD_S = 60
+NODE_HEALER_MAX_THRESHOLD_S = 3600
+
+
+@dataclass(frozen=True)
+class NodeHealerSpec:
+    enabled: bool = True
+    image: str = NODE_HEALER_IMAGE
+    not_ready_seconds: int = NODE_HEALER_THRESHOLD_S
+
+
 @dataclass(frozen=True)
 class TrainingSpec:
     operator: str = OPERATORS[0]
@@ -148,6 +165,7 @@ class TrainingSpec:
     claim_name: str = DEFAULT_CLAIM
     # Grace period jobs get on a spot notice (seconds): the cloud's notice window.
     termination_grace_s: int = 120
+    node_healer: NodeHealerSpec = NodeHealerSpec()
 
 
 @dataclass(frozen=True)

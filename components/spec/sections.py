@@ -14,10 +14,14 @@ from components.spec.fields import _bool, _int, _k, _obj, _Problems, _r, _str_li
 from components.spec.model import (
     DEFAULT_CLAIM,
     DEFAULT_NAMESPACE,
+    NODE_HEALER_IMAGE,
+    NODE_HEALER_MAX_THRESHOLD_S,
+    NODE_HEALER_THRESHOLD_S,
     OPERATORS,
     AutoscalerSpec,
     GuardrailSpec,
     NetworkSpec,
+    NodeHealerSpec,
     StorageSpec,
     TrainingSpec,
 )
@@ -26,7 +30,11 @@ from components.spec.namespaces import reserved_namespace
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # Allowed keys of each structured value; anything else is a typo worth reporting.
 _STORAGE_KEYS = {"protect", "tier", "sizeGb", "adopt", "zone"}
-_TRAINING_KEYS = {"operator", "namespace", "etcdReplicas"}
+_TRAINING_KEYS = {"operator", "namespace", "etcdReplicas", "nodeHealer"}
+_NODE_HEALER_KEYS = {"enabled", "image", "notReadySeconds"}
+# An image reference with a tag or digest and nothing a shell or YAML would split on; the full
+# grammar is torchfleet/jobs/image_ref.py's (the CLI's), this only refuses what is clearly wrong.
+_PINNED_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:-]*[a-z0-9](:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})$")
 _NETWORK_KEYS = {
     "cidr", "publicAccessCidrs", "natGateways", "dnsEndpoint", "privateOnly", "privateAccessCidrs", "clusterZones",
 }
@@ -158,6 +166,27 @@ def _parse_training(p: _Problems, value: Any, cloud: str, traits: CloudTraits) -
         namespace=namespace,
         etcd_replicas=replicas or traits.etcd_members,
         termination_grace_s=traits.spot_notice_s,
+        node_healer=_parse_node_healer(p, f"{key}.nodeHealer", obj.get("nodeHealer")),
+    )
+
+
+def _parse_node_healer(p: _Problems, key: str, value: Any) -> NodeHealerSpec:
+    """The node healer (components/kube/node_healer.py): on by default, its image and threshold."""
+    obj = _obj(p, key, value, _NODE_HEALER_KEYS)
+    enabled = _bool(p, f"{key}.enabled", obj.get("enabled"), True)
+    image = obj.get("image", NODE_HEALER_IMAGE)
+    if not isinstance(image, str) or not _PINNED_IMAGE.match(image) or image.endswith(":latest"):
+        p.add(f"{key}.image", "expected an image reference pinned to a tag or sha256 digest (not latest), e.g. "
+              f"{NODE_HEALER_IMAGE} (the training image, which holds elastic_trainer.node_healer), got {_r(image)}")
+    seconds = _int(
+        p, f"{key}.notReadySeconds", obj.get("notReadySeconds"), NODE_HEALER_THRESHOLD_S, minimum=0,
+        maximum=NODE_HEALER_MAX_THRESHOLD_S, why="past an hour a silent node's index has waited longer than any "
+        "restart is worth; disable the healer instead (enabled: false)",
+    )
+    return NodeHealerSpec(
+        enabled=enabled,
+        image=image if isinstance(image, str) else NODE_HEALER_IMAGE,
+        not_ready_seconds=NODE_HEALER_THRESHOLD_S if seconds is None else seconds,
     )
 
 

@@ -75,18 +75,21 @@ def silence(layer, node: str) -> None:
     kubectl(layer.cp, "-n", "kube-node-lease", "patch", "lease", node, "--type=merge", "-p", json.dumps(patch))
 
 
-def revive(layer, node: str) -> None:
-    """The node reports again, untainted (for the tests after this one on the shared tier)."""
-    kubectl(layer.cp, "taint", "node", node, f"{OUT_OF_SERVICE}-", check=False)
+def revive(layer, node: str, untaint: bool = True) -> None:
+    """The node reports again, untainted (for the tests after this one on the shared tier) unless
+    UNTAINT is False (the node healer's test: the healer must remove its own taint)."""
+    if untaint:
+        kubectl(layer.cp, "taint", "node", node, f"{OUT_OF_SERVICE}-", check=False)
     kubectl(layer.cp, "-n", "kube-node-lease", "delete", "lease", node, "--ignore-not-found")  # kwok makes it again
     kubectl(layer.cp, "annotate", "--overwrite", "node", node, f"{NODE_ANNOTATION}=fake")
 
 
-def lose_a_node(layer, job: str, remedy: str, quiet_s: float = 30) -> Timeline:
+def lose_a_node(layer, job: str, remedy: str, quiet_s: float = 30, untaint: bool = True) -> Timeline:
     """Silence the node of JOB's index-0 pod; once the pod is terminating, watch QUIET_S seconds for a
     replacement (none comes: the bug), then apply REMEDY ("out-of-service": taint the node as a node
     reaper would; "delete": delete the Node object, as a cloud's node controller does for a terminated
-    instance) and wait for the index's replacement. Returns when each step was seen."""
+    instance; "healer": none, the node healer runs and must act alone) and wait for the index's
+    replacement. Returns when each step was seen."""
     pods = wait_for(
         f"{job}'s pods running",
         lambda: [p for p in pods_of(layer, job) if p["status"].get("phase") == "Running"] or None,
@@ -98,14 +101,14 @@ def lose_a_node(layer, job: str, remedy: str, quiet_s: float = 30) -> Timeline:
     try:
         return _lose(layer, job, remedy, quiet_s, timeline, uid)
     finally:
-        restore(layer, saved)
+        restore(layer, saved, untaint)
 
 
-def restore(layer, saved: dict) -> None:
+def restore(layer, saved: dict, untaint: bool = True) -> None:
     """The node back as it was, reporting (re-created if deleted): later tests share the tier's nodes."""
     name = saved["metadata"]["name"]
     if kubectl(layer.cp, "get", "node", name, "--ignore-not-found", "-o", "name").strip():
-        revive(layer, name)
+        revive(layer, name, untaint)
         return
     metadata = {k: saved["metadata"][k] for k in ("name", "labels", "annotations") if k in saved["metadata"]}
     metadata["annotations"] = {**metadata.get("annotations", {}), NODE_ANNOTATION: "fake"}
@@ -138,18 +141,11 @@ def _lose(layer, job: str, remedy: str, quiet_s: float, timeline: Timeline, uid:
         STEP_TIMEOUT_S,
     )
     timeline.mark("pod_terminating", start)
+    if remedy == "healer":
+        return _healed(layer, job, timeline, uid, start)
 
     def replacement() -> dict | None:
-        return next(
-            (
-                p
-                for p in pods_of(layer, job)
-                if index_of(p) == timeline.index
-                and p["metadata"]["uid"] != uid
-                and not p["metadata"].get("deletionTimestamp")
-            ),
-            None,
-        )
+        return replacement_of(layer, job, timeline, uid)
 
     deadline = time.monotonic() + quiet_s
     while time.monotonic() < deadline:
@@ -171,4 +167,32 @@ def _lose(layer, job: str, remedy: str, quiet_s: float, timeline: Timeline, uid:
     wait_for(f"a replacement for index {timeline.index} of {job}", replacement, STEP_TIMEOUT_S)
     timeline.mark("replaced", start)
     timeline.steps["replaced_after_remedy"] = round(time.monotonic() - remedied, 1)
+    return timeline
+
+
+def replacement_of(layer, job: str, timeline: Timeline, uid: str) -> dict | None:
+    return next(
+        (
+            p
+            for p in pods_of(layer, job)
+            if index_of(p) == timeline.index
+            and p["metadata"]["uid"] != uid
+            and not p["metadata"].get("deletionTimestamp")
+        ),
+        None,
+    )
+
+
+def _healed(layer, job: str, timeline: Timeline, uid: str, start: float) -> Timeline:
+    """No one acts but the node healer: note when its taint appears and when the index is replaced."""
+
+    def replaced() -> dict | None:
+        if "tainted" not in timeline.steps and any(
+            t["key"] == OUT_OF_SERVICE for t in get(layer.cp, "node", timeline.node)["spec"].get("taints") or []
+        ):
+            timeline.mark("tainted", start)
+        return replacement_of(layer, job, timeline, uid)
+
+    wait_for(f"a replacement for index {timeline.index} of {job}, healed", replaced, STEP_TIMEOUT_S)
+    timeline.mark("replaced", start)
     return timeline

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from components.clouds.local import LOCAL_STORE_PATH
-from components.kube import kubeflow, store_owner
+from components.kube import kubeflow, node_healer, store_owner
 from components.spec import (
     LABEL_CAPACITY,
     LABEL_GPU,
@@ -218,8 +218,10 @@ def test_rbac_has_no_wildcard_and_no_secrets(result, local_torchelastic):
     roles = objects(result, "ClusterRole") + objects(result, "Role")
     if result.outputs["operator"] == "job":
         # Kubernetes' own Job controller runs the jobs: the layer grants nothing but the researchers' Role
-        # (k8s/base/jobs/role-researcher.yaml), which is namespaced.
-        assert [(r["kind"], r["metadata"]["name"]) for r in roles] == [("Role", "torchfleet-researcher")]
+        # (k8s/base/jobs/role-researcher.yaml), which is namespaced, and the node healer's get/list/watch/patch
+        # on nodes (components/kube/node_healer.py), which cannot be.
+        assert [(r["kind"], r["metadata"]["name"]) for r in roles] == [
+            ("ClusterRole", "torchfleet-node-healer"), ("Role", "torchfleet-researcher")]
         roles = objects(local_torchelastic, "ClusterRole") + objects(local_torchelastic, "Role")
     assert roles
     for role in roles:
@@ -362,7 +364,8 @@ def test_kubeflow_installs_the_pinned_training_operator_instead(kubeflow_local):
     assert directory.inputs["directory"].endswith("//manifests/overlays/standalone?ref=v1.9.4")
     kinds = {o["kind"] for o in kubeflow_local.kubernetes_objects()}
     assert "CustomResourceDefinition" not in kinds
-    assert not objects(kubeflow_local, "Deployment")  # no ElasticJob controller
+    # no ElasticJob controller (the node healer's Deployment is the layer's own: test_node_healer.py)
+    assert "elasticjob-controller" not in {d["metadata"]["name"] for d in objects(kubeflow_local, "Deployment")}
     assert one(kubeflow_local, "StatefulSet", "etcd")  # the same etcd serves PyTorchJob
     assert kubeflow_local.outputs["operator"] == "kubeflow"
 
@@ -381,7 +384,7 @@ def test_namespace_and_members_follow_config(renamed):
     assert renamed.outputs["namespace"] == "ml"
     assert renamed.outputs["etcdEndpoint"] == "etcd.ml.svc:2379"
     for obj in renamed.kubernetes_objects():
-        if is_store_owner(obj):
+        if is_store_owner(obj) or node_healer.NAMESPACE in (obj["metadata"].get("namespace"), obj["metadata"]["name"]):
             continue  # a fixed namespace; its objects' names follow the training namespace (test_training_store)
         if obj["kind"] == "Namespace":
             assert obj["metadata"]["name"] == "ml"
@@ -395,7 +398,7 @@ def test_namespace_and_members_follow_config(renamed):
 
 def test_namespaced_objects_wait_for_their_namespace(local):
     namespaces = {r.inputs["metadata"]["name"]: r for r in local.of_type("kubernetes:core/v1:Namespace")}
-    assert set(namespaces) == {"elastic-job", store_owner.NAMESPACE}
+    assert set(namespaces) == {"elastic-job", store_owner.NAMESPACE, node_healer.NAMESPACE}
     waiting = local.of_type(STS) + local.of_type(DEPLOYMENT) + local.of_type(POLICY) + local.of_type(PVC)
     waiting += local.of_type(JOB)
     for r in waiting:
