@@ -254,6 +254,29 @@ def _layer(layout: Path, tree: Path, history: str) -> None:
     _run(["umoci", "insert", "--image", f"{layout}:{TAG}", "--history.created_by", history, str(tree), "/"])
 
 
+def _base(base: Path) -> None:
+    """Layers 1 and 2 (Debian, the Python packages) as an OCI image and its unpacked root file
+    system, shared by every image whose Debian and package inputs are the same: a code change
+    adds only the third layer (gzip of the 4.7 GB package tree is most of a cold build)."""
+    _debian_rootfs(base / "debian")
+    reqs = _wheels()
+    _site_packages(base / "packages", reqs)
+    layout = base / "oci"
+    _run(["umoci", "init", "--layout", str(layout)])
+    _run(["umoci", "new", "--image", f"{layout}:{TAG}"])
+    _layer(layout, base / "debian", f"mmdebstrap --variant=minbase {SUITE} {' '.join(DEBIAN_PACKAGES)}")
+    _run(["umoci", "insert", "--image", f"{layout}:{TAG}", "--history.created_by",
+          "pip install (wheelhouse) torch numpy -r requirements.txt",
+          str(base / "packages" / SITE_PACKAGES), "/" + SITE_PACKAGES])
+    _run(["umoci", "unpack", "--image", f"{layout}:{TAG}", str(base / "bundle")])
+
+
+def _link_tree(source: Path, dest: Path) -> None:
+    """A copy whose files are hard links (cp -al): the image's files are never written after the
+    build (containers get the root read-only), so the images of two code versions share them."""
+    _run(["cp", "-al", str(source), str(dest)])
+
+
 def build(log=print) -> Image:
     """Build the image unless the cache holds it; print one timed line."""
     if missing := missing_tools():
@@ -271,24 +294,24 @@ def build(log=print) -> Image:
     work.mkdir(parents=True)
     try:
         spec = read_dockerfile()
-        base = CACHE / f"debian-{base_key()}"  # layers 1 and 2, shared by code-only changes
+        base = CACHE / f"debian-{base_key()}"
+        made = "code layer on the cached base"
         if not (base / "done").is_file():
             shutil.rmtree(base, ignore_errors=True)
             base.mkdir(parents=True)
-            _debian_rootfs(base / "debian")
-            reqs = _wheels()
-            _site_packages(base / "packages", reqs)
+            _base(base)
             (base / "done").write_text("")
+            made = f"mmdebstrap {SUITE} + pip + umoci"
         code = work / "code"
         code.mkdir()
         _code(code)
+        # The base's layout: blobs linked (content-addressed, never rewritten), index copied (umoci
+        # rewrites it for the new tag).
         layout = work / "oci"
-        _run(["umoci", "init", "--layout", str(layout)])
-        _run(["umoci", "new", "--image", f"{layout}:{TAG}"])
-        _layer(layout, base / "debian", f"mmdebstrap --variant=minbase {SUITE} {' '.join(DEBIAN_PACKAGES)}")
-        _run(["umoci", "insert", "--image", f"{layout}:{TAG}", "--history.created_by",
-              "pip install (wheelhouse) torch numpy -r requirements.txt",
-              str(base / "packages" / SITE_PACKAGES), "/" + SITE_PACKAGES])
+        layout.mkdir()
+        _link_tree(base / "oci" / "blobs", layout / "blobs")
+        for name in ("index.json", "oci-layout"):
+            shutil.copy(base / "oci" / name, layout / name)
         _layer(layout, code, "COPY " + " ".join(f"{s}/ {t}" for s, t in spec.copies))
         env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", **spec.env}
         _run(["umoci", "config", "--image", f"{layout}:{TAG}", "--config.user", spec.user,
@@ -297,7 +320,14 @@ def build(log=print) -> Image:
               *(f"--config.entrypoint={a}" for a in spec.entrypoint), *(f"--config.cmd={a}" for a in spec.cmd),
               "--author=tests/containers/image.py"])
         _run(["umoci", "gc", "--layout", str(layout)])
-        _run(["umoci", "unpack", "--image", f"{layout}:{TAG}", str(work / "bundle")])
+        # The bundle: the base's unpacked root plus the code layer's files (the same tree that
+        # went into the layer), and umoci's runtime config from this image's config.
+        (work / "bundle").mkdir()
+        _link_tree(base / "bundle" / "rootfs", work / "bundle" / "rootfs")
+        _run(["cp", "-a", f"{code}/.", str(work / "bundle" / "rootfs")])
+        _run(["umoci", "raw", "runtime-config", "--image", f"{layout}:{TAG}", "--rootfs",
+              str(work / "bundle" / "rootfs"), str(work / "bundle" / "config.json")])
+        shutil.rmtree(code)
         shutil.copy(base / "debian-packages.txt", work / "debian-packages.txt")
         (work / "inputs.json").write_text(json.dumps({
             "suite": SUITE, "mirror": MIRROR, "debian_packages": DEBIAN_PACKAGES,
@@ -309,7 +339,7 @@ def build(log=print) -> Image:
         work.rename(image.root)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    log(f"[image] torchfleet-trainer:{TAG}: mmdebstrap {SUITE} + pip + umoci -> {image.root} "
+    log(f"[image] torchfleet-trainer:{TAG}: {made} -> {image.root} "
         f"({time.monotonic() - started:.0f} s, {size_mib(image.rootfs):.0f} MiB unpacked)")
     return image
 
