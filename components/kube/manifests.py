@@ -14,6 +14,8 @@ from components.spec import LABEL_JOB, LABEL_ROLE, ROLE_TRAINING
 
 ETCD_NAME = "etcd"  # the StatefulSet and the client Service in k8s/base/etcd/
 ETCD_PEERS = "etcd-peers"  # the headless Service that names the members
+# The Service of the gate in front of etcd (k8s/base/etcd-gate/): the only way training pods reach it.
+ETCD_GATE_NAME = "etcd-gate"
 ETCD_CLIENT_PORT = 2379
 ETCD_PEER_PORT = 2380
 NFS_PORT = 2049
@@ -34,8 +36,10 @@ def etcd_initial_cluster(replicas: int) -> str:
 
 
 def etcd_endpoint(namespace: str) -> str:
-    """host:port jobs pass as rdzvEndpoint / --rdzv_endpoint (the etcdEndpoint stack output)."""
-    return f"{ETCD_NAME}.{namespace}.svc:{ETCD_CLIENT_PORT}"
+    """host:port jobs pass as rdzvEndpoint / --rdzv_endpoint (the etcdEndpoint stack output): the etcd
+    gate's Service, which serves etcd's v2 keys API on etcd's client port, each pod only its own run's
+    keys (policies/etcd-ingress.yaml admits no training pod to etcd itself)."""
+    return f"{ETCD_GATE_NAME}.{namespace}.svc:{ETCD_CLIENT_PORT}"
 
 
 def shared_volume_name(namespace: str, claim: str) -> str:

@@ -35,6 +35,16 @@ def test_job_uses_the_layer_etcd_and_exit_code_restarts(name):
 
 
 @pytest.mark.parametrize("name", JOBS)
+def test_pods_name_the_rendezvous_the_etcd_gate_lets_them_use(name):
+    # The controller passes --rdzv_id=<the job's name> (no later --rdzv_id in the examples' args); the
+    # gate refuses a pod without this annotation everything (elastic_trainer/etcd_gate/resolvers.py).
+    job, pod = job_and_pod(name)
+    args = pod["spec"]["containers"][0]["args"]
+    assert not [a for a in args if a.startswith("--rdzv_id")]
+    assert pod["metadata"]["annotations"] == {"torchfleet.io/rdzv-id": job["metadata"]["name"]}
+
+
+@pytest.mark.parametrize("name", JOBS)
 def test_pods_carry_the_labels_the_policies_select(name):
     _, pod = job_and_pod(name)
     assert pod["metadata"]["labels"] == manifests.training_pod_labels(name)

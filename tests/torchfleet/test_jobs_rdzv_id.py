@@ -53,6 +53,19 @@ def test_every_submission_gets_its_own_rendezvous_id(operator):
         assert _rdzv_ids(container["args"]) == [req.rdzv_id]
         assert container["args"].index(f"--rdzv_id={req.rdzv_id}") < container["args"].index("train.py")
         assert obj["metadata"]["annotations"][pod_template.ANNOTATION_RDZV_ID] == req.rdzv_id
+        # and on the pods of every operator: the etcd gate resolves a pod's run from it
+        # (an ElasticJob's or PyTorchJob's pods have no batch/v1 Job to read it from)
+        template = manifests.worker_spec(obj)["template"]
+        assert template["metadata"]["annotations"] == {pod_template.ANNOTATION_RDZV_ID: req.rdzv_id}
+        # and the rendezvous endpoint every operator is given is the gate's Service, never etcd's
+        endpoint = "etcd-gate.elastic-job.svc:2379"
+        if operator == "kubeflow":
+            policy = obj["spec"]["elasticPolicy"]
+            assert (policy["rdzvHost"], policy["rdzvPort"]) == ("etcd-gate.elastic-job.svc", 2379)
+        elif operator == "torchelastic":
+            assert obj["spec"]["rdzvEndpoint"] == endpoint
+        else:
+            assert f"--rdzv_endpoint={endpoint}" in container["args"]
     if operator == "kubeflow":  # the operator's PET_RDZV_ID says the same
         assert job["spec"]["elasticPolicy"]["rdzvId"] == first.rdzv_id
 
@@ -72,6 +85,7 @@ def test_an_inplace_job_has_no_rendezvous():
     )
     job = manifests.build(req, t)
     assert req.rdzv_id == "" and pod_template.ANNOTATION_RDZV_ID not in job["metadata"]["annotations"]
+    assert pod_template.ANNOTATION_RDZV_ID not in job["spec"]["template"]["metadata"].get("annotations", {})
     assert not _rdzv_ids(job["spec"]["template"]["spec"]["containers"][0]["args"])
 
 

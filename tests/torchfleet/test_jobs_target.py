@@ -14,7 +14,7 @@ def test_defaults_are_the_platform_defaults():
     t = targets.defaults()
     assert (t.operator, t.namespace, t.claim, t.cloud, t.pools) == ("job", "elastic-job", "shared-data",
                                                                     "aws", None)
-    assert t.grace_s == 120 and t.etcd_endpoint == "etcd.elastic-job.svc:2379"
+    assert t.grace_s == 120 and t.etcd_endpoint == "etcd-gate.elastic-job.svc:2379"
 
 
 @pytest.mark.parametrize(("cloud", "grace"), [("aws", 120), ("gcp", 15), ("azure", 30)])

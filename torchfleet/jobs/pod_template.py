@@ -228,7 +228,14 @@ def pod_template(req: JobRequest, target: Target, worker: dict[str, Any]) -> dic
         # operators set the pods' policy from the replica spec's ExitCode themselves and record a
         # Warning event for every pod whose template sets one (kubeflow/common pod.go, used by both).
         spec["restartPolicy"] = "Never"
-    return {"metadata": {"labels": labels(req)}, "spec": spec}
+    metadata: dict[str, Any] = {"labels": labels(req)}
+    if req.recovery == "restart":
+        # On every operator's pods, not only on the Job: the etcd gate tells a pod's run by this
+        # annotation (training-image/elastic_trainer/etcd_gate/resolvers.py), and an ElasticJob's or a
+        # PyTorchJob's pods have no batch/v1 Job to read it from. The operators copy the template's
+        # metadata onto the pods they create.
+        metadata["annotations"] = {ANNOTATION_RDZV_ID: req.rdzv_id}
+    return {"metadata": metadata, "spec": spec}
 
 
 def job_metadata(req: JobRequest, target: Target) -> dict[str, Any]:

@@ -29,8 +29,9 @@ def test_initial_cluster_refuses_even_or_zero_members(replicas):
         manifests.etcd_initial_cluster(replicas)
 
 
-def test_etcd_endpoint_is_the_client_service_in_the_namespace():
-    assert manifests.etcd_endpoint("jobs") == "etcd.jobs.svc:2379"
+def test_etcd_endpoint_is_the_gates_service_in_the_namespace():
+    # training pods reach etcd only through the gate (k8s/base/etcd-gate/, policies/etcd-ingress.yaml)
+    assert manifests.etcd_endpoint("jobs") == "etcd-gate.jobs.svc:2379"
 
 
 EFS = {"csi": {"driver": "efs.csi.aws.com", "volumeHandle": "fs-123"}}

@@ -31,6 +31,8 @@ JOB = "kubernetes:batch/v1:Job"
 ETCD_LABELS = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/component": "rendezvous",
                "app.kubernetes.io/part-of": "torchfleet"}
 TRAINING_POD = {LABEL_ROLE: ROLE_TRAINING, LABEL_JOB: "any-job"}
+GATE_LABELS = {"app.kubernetes.io/name": "etcd-gate"}
+GATE_POD = {**GATE_LABELS, "app.kubernetes.io/component": "rendezvous", "app.kubernetes.io/part-of": "torchfleet"}
 # The labels every GPU node carries (README.md, "Names, labels, taints").
 GPU_NODE = {LABEL_POOL: "gpu", LABEL_GPU: "t4", LABEL_CAPACITY: "spot", LABEL_GPU_PRESENT: "true"}
 
@@ -181,21 +183,21 @@ def test_etcd_is_cluster_internal(result):
     assert not [s for s in objects(result, "Service") if s["spec"].get("type") in ("NodePort", "LoadBalancer")]
 
 
-def test_etcd_accepts_only_training_pods_and_its_members(result):
+def test_etcd_accepts_only_the_gate_and_its_members(result):
     rules = [r for p in policies_for(result, ETCD_LABELS, "Ingress") for r in p["spec"].get("ingress", [])]
     assert rules, "etcd has no ingress policy: default deny would cut rendezvous off"
     for rule in rules:
         for peer in rule["from"]:
             assert set(peer) == {"podSelector"}, f"etcd reachable from outside the namespace: {peer}"
             labels = peer["podSelector"]["matchLabels"]
-            if labels == {LABEL_ROLE: ROLE_TRAINING}:
+            if labels == GATE_LABELS:
                 assert rule["ports"] == [{"protocol": "TCP", "port": 2379}]
             else:
                 assert labels == {"app.kubernetes.io/name": "etcd"}
-    # A pod that is neither training nor etcd matches no allowing rule.
-    other = {"app.kubernetes.io/name": "elasticjob-controller"}
-    assert not any(selects(peer["podSelector"], other) for rule in rules for peer in rule["from"])
-    assert any(selects(peer["podSelector"], TRAINING_POD) for rule in rules for peer in rule["from"])
+    # Neither a training pod nor the controller matches an allowing rule: only the gate does.
+    for other in (TRAINING_POD, {"app.kubernetes.io/name": "elasticjob-controller"}):
+        assert not any(selects(peer["podSelector"], other) for rule in rules for peer in rule["from"])
+    assert any(selects(peer["podSelector"], GATE_POD) for rule in rules for peer in rule["from"])
 
 
 def test_etcd_has_probes_budget_and_is_non_root(result):
@@ -218,10 +220,10 @@ def test_rbac_has_no_wildcard_and_no_secrets(result, local_torchelastic):
     roles = objects(result, "ClusterRole") + objects(result, "Role")
     if result.outputs["operator"] == "job":
         # Kubernetes' own Job controller runs the jobs: the layer grants nothing but the researchers' Role
-        # (k8s/base/jobs/role-researcher.yaml), which is namespaced, and the node healer's get/list/watch/patch
-        # on nodes (components/kube/node_healer.py), which cannot be.
-        assert [(r["kind"], r["metadata"]["name"]) for r in roles] == [
-            ("ClusterRole", "torchfleet-node-healer"), ("Role", "torchfleet-researcher")]
+        # (k8s/base/jobs/role-researcher.yaml), which is namespaced.
+        # and the etcd gate's (k8s/base/etcd-gate/role.yaml), which is namespaced too.
+        assert {("Role", "torchfleet-etcd-gate"), ("Role", "torchfleet-researcher")} <= {
+            (r["kind"], r["metadata"]["name"]) for r in roles}
         roles = objects(local_torchelastic, "ClusterRole") + objects(local_torchelastic, "Role")
     assert roles
     for role in roles:
@@ -283,11 +285,14 @@ def test_every_pod_may_use_dns_only_in_kube_system(result):
     assert {(p["protocol"], p["port"]) for p in rule["ports"]} == {("UDP", 53), ("TCP", 53)}
 
 
-def test_training_pods_reach_etcd_on_2379(result):
+def test_training_pods_reach_the_etcd_gate_on_2379_and_never_etcd(result):
     rules = [r for p in policies_for(result, TRAINING_POD, "Egress") for r in p["spec"].get("egress", [])]
+    to_gate = [r for r in rules for peer in r.get("to", []) if "podSelector" in peer
+               and selects(peer["podSelector"], GATE_POD)]
+    assert to_gate and all(r["ports"] == [{"protocol": "TCP", "port": 2379}] for r in to_gate)
     to_etcd = [r for r in rules for peer in r.get("to", []) if "podSelector" in peer
                and selects(peer["podSelector"], ETCD_LABELS)]
-    assert to_etcd and all(r["ports"] == [{"protocol": "TCP", "port": 2379}] for r in to_etcd)
+    assert to_etcd == []
 
 
 def test_training_pods_reach_the_store_on_nfs_where_it_is_remote(result):
@@ -326,7 +331,7 @@ def test_jobs_get_an_account_without_a_token(result):
 def test_outputs(result):
     namespace = result.outputs["namespace"]
     assert namespace == "elastic-job"
-    assert result.outputs["etcdEndpoint"] == f"etcd.{namespace}.svc:2379"
+    assert result.outputs["etcdEndpoint"] == f"etcd-gate.{namespace}.svc:2379"
     assert result.outputs["operator"] in OPERATORS
     assert result.outputs["sharedClaim"] == "shared-data"
 
@@ -382,7 +387,7 @@ def renamed() -> SynthResult:
 
 def test_namespace_and_members_follow_config(renamed):
     assert renamed.outputs["namespace"] == "ml"
-    assert renamed.outputs["etcdEndpoint"] == "etcd.ml.svc:2379"
+    assert renamed.outputs["etcdEndpoint"] == "etcd-gate.ml.svc:2379"
     for obj in renamed.kubernetes_objects():
         if is_store_owner(obj) or node_healer.NAMESPACE in (obj["metadata"].get("namespace"), obj["metadata"]["name"]):
             continue  # a fixed namespace; its objects' names follow the training namespace (test_training_store)
