@@ -1,28 +1,72 @@
-"""etcd-gate's resolver (elastic_trainer/etcd_gate/resolvers.py Pods) against the real API server.
+"""etcd-gate's resolver (elastic_trainer/etcd_gate/resolvers.py Pods) against the real API server, as the
+layer deploys it (k8s/base/etcd-gate/): with the gate's own ServiceAccount token (`kubectl create token`,
+signed by the tier's sa.key), so the API server's RBAC decides what the Role lets it see.
 
-The gate tells pods apart by source IP: the Running training pod holding that IP, and the rendezvous
-id the CLI wrote on its Job (torchfleet/jobs/pod_template.py job_metadata, ANNOTATION_RDZV_ID). Here
-the pods are the tier's (kwok gives them IPs from the pod CIDR); the lookups are the resolver's own
-HTTP requests to kube-apiserver, as the gate makes them in a cluster (there with its service
-account's token).
+The gate tells pods apart by source IP: the Running training pod holding that IP, and the rendezvous id
+the CLI wrote on its pod template (torchfleet/jobs/pod_template.py, ANNOTATION_RDZV_ID) for every
+operator. Here the pods are the tier's (kwok gives them IPs from the pod CIDR): an Indexed Job's, and a
+PyTorchJob's made by Kubeflow's real training-operator (which has no batch/v1 Job to read an annotation
+from: the pod's own must survive the operator's copy of the template).
 """
 
 from __future__ import annotations
 
+import json
+import ssl
+import urllib.error
+import urllib.request
+
+import pytest
 from elastic_trainer.etcd_gate.resolvers import Pods
 
-from tests.controlplane.cluster import ADMIN_TOKEN
-from tests.controlplane.layer import get
+from tests.controlplane import nodes, operators
+from tests.controlplane import test_operators as ops
+from tests.controlplane.layer import get, kubectl, wait_for
 from tests.controlplane.test_jobs import delete, running, submit
 from torchfleet.jobs.pod_template import ANNOTATION_RDZV_ID
 
+GATE_ACCOUNT = "etcd-gate"  # k8s/base/etcd-gate/serviceaccount.yaml
 
-def resolver(layer) -> Pods:
-    return Pods(layer.cp.server, layer.namespace, token=ADMIN_TOKEN, ca_file=str(layer.cp.workdir / "pki" / "ca.crt"),
+
+def gate_token(layer) -> str:
+    return kubectl(layer.cp, "create", "token", GATE_ACCOUNT, "-n", layer.namespace, "--duration=1h").strip()
+
+
+def resolver(layer, token: str) -> Pods:
+    return Pods(layer.cp.server, layer.namespace, token=token, ca_file=str(layer.cp.workdir / "pki" / "ca.crt"),
                 cache_s=0)  # fmt: skip
 
 
-def test_a_training_pod_resolves_to_its_jobs_rendezvous_id(training_layer, capsys):
+def status_of(layer, token: str, path: str) -> int:
+    """The HTTP status the API server answers the gate's identity for GET path."""
+    context = ssl.create_default_context(cafile=str(layer.cp.workdir / "pki" / "ca.crt"))
+    request = urllib.request.Request(layer.cp.server + path, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=context) as response:  # noqa: S310 (the tier's https)
+            json.load(response)
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+@pytest.fixture(scope="module")
+def token(training_layer) -> str:
+    return gate_token(training_layer)
+
+
+def test_the_gates_pods_are_admitted_under_restricted_on_the_manager_pool(training_layer):
+    cp, ns = training_layer.cp, training_layer.namespace
+    def both_running() -> list[dict]:
+        listed = get(cp, "pods", "-n", ns, "-l", "app.kubernetes.io/name=etcd-gate")["items"]
+        return listed if len([p for p in listed if p["status"].get("phase") == "Running"]) == 2 else []
+
+    pods = wait_for("the gate's 2 pods running", both_running, 120)
+    for pod in pods:
+        node = get(cp, "node", pod["spec"]["nodeName"])
+        assert node["metadata"]["labels"].get(nodes.LABEL_MANAGER) == nodes.MANAGER_POOL_NAME, node["metadata"]["labels"]
+
+
+def test_a_training_pod_resolves_to_its_jobs_rendezvous_id(training_layer, capsys, token):
     name = submit(training_layer, capsys, "restart")
     try:
         pods = running(training_layer, name, 2)
@@ -30,12 +74,50 @@ def test_a_training_pod_resolves_to_its_jobs_rendezvous_id(training_layer, capsy
             ANNOTATION_RDZV_ID
         ]
         assert rdzv_id.startswith(f"{name}-")
-        gate = resolver(training_layer)
+        gate = resolver(training_layer, token)
         for pod in pods:
+            assert pod["metadata"]["annotations"][ANNOTATION_RDZV_ID] == rdzv_id
             assert gate(pod["status"]["podIP"]) == rdzv_id
         # An address no pod holds, and the platform's own pods (etcd: no training role), resolve to nothing.
         assert gate("127.0.0.254") is None
         etcd_ip = get(training_layer.cp, "pod", "etcd-0", "-n", training_layer.namespace)["status"]["podIP"]
         assert gate(etcd_ip) is None
+        # The Job-owner path (a pod without its own annotation): the Role's jobs get.
+        assert status_of(training_layer, token, f"/apis/batch/v1/namespaces/{training_layer.namespace}/jobs/{name}") == 200
     finally:
         delete(training_layer, capsys, name)
+
+
+def test_the_gates_identity_is_refused_everything_else(training_layer, token):
+    ns = training_layer.namespace
+    assert status_of(training_layer, token, f"/api/v1/namespaces/{ns}/pods") == 200  # what the resolver does
+    refused = [
+        f"/api/v1/namespaces/{ns}/pods/etcd-0",  # get: not granted (list only)
+        f"/api/v1/namespaces/{ns}/secrets",
+        f"/api/v1/namespaces/{ns}/configmaps",
+        f"/apis/batch/v1/namespaces/{ns}/jobs",  # list jobs: not granted (get only)
+        "/api/v1/namespaces/kube-system/pods",  # another namespace
+        "/api/v1/pods",  # every namespace
+        "/api/v1/nodes",
+    ]
+    assert {path: status_of(training_layer, token, path) for path in refused} == dict.fromkeys(refused, 403)
+
+
+@pytest.fixture(scope="module")
+def training_operator(control_plane, training_layer, tmp_path_factory):
+    with operators.training_operator(control_plane, tmp_path_factory.mktemp("kubeflow")) as operator:
+        yield operator
+
+
+def test_a_pytorchjob_pod_resolves_to_its_rendezvous_id(training_layer, training_operator, token):
+    cp, ns, name = training_layer.cp, training_layer.namespace, "pt-gate"
+    job = ops.submit(cp, name, "kubeflow", ns)
+    try:
+        workers = wait_for(f"{name}'s 2 workers running", lambda: ops.running(cp, name, ns, 2), ops.WAIT_S)
+        rdzv_id = job["spec"]["elasticPolicy"]["rdzvId"]
+        gate = resolver(training_layer, token)
+        for pod in workers:
+            assert [o["kind"] for o in pod["metadata"]["ownerReferences"]] == ["PyTorchJob"]
+            assert gate(pod["status"]["podIP"]) == rdzv_id
+    finally:
+        ops.delete(cp, "pytorchjob", name, ns)

@@ -3,7 +3,10 @@
 - ``Static``: a fixed table (local runs, where every node is a loopback address of its own).
 - ``Pods``: in a cluster, the Running pod of the namespace that holds the address, if it is a
   training pod (label torchfleet.io/role=training) with a torchfleet.io/rdzv-id annotation, on
-  itself or on the batch/v1 Job that controls it (torchfleet/jobs/pod_template.py job_metadata).
+  itself (the CLI writes it on every operator's pod template: torchfleet/jobs/pod_template.py; an
+  ElasticJob's or PyTorchJob's pods have no batch/v1 Job) or on the batch/v1 Job that controls it
+  (job_metadata; Jobs submitted before the pods carried it). Its Role: list pods, get jobs
+  (k8s/base/etcd-gate/role.yaml).
   Training pods run with no API token (k8s/base/cluster/validatingadmissionpolicy-researcher-limits.yaml),
   so a pod's code cannot change what it resolves to; pod IPs are the CNI's, not the pod's to choose
   (hostNetwork pods are refused by Pod Security "restricted"). An address held by no such pod, or by
