@@ -121,8 +121,11 @@ class AwsCluster(pulumi.ComponentResource):
             node_groups,
             # On destroy the EBS controller still deletes volumes while the settle step waits: it
             # resolves the EC2 endpoint through CoreDNS and gets its credentials from the Pod Identity
-            # agent, so both go only after the wait (issue 29).
-            [coredns, control.pod_identity_agent],
+            # agent, so both go only after the wait (issue 29). The wait itself reads the API server as
+            # the deployer: its access entries, their cluster-admin policies and the private path's 443
+            # rules (control.admins) go only after it too, or the last Kubernetes object's delete frees
+            # them while the wait still polls, and every poll is refused (401/403) until it times out.
+            [coredns, control.pod_identity_agent, *control.admins],
             pulumi.ResourceOptions(parent=self),
         )
         # Buckets jobs mount read-only (torchfleet:datasets): the S3 CSI add-on runs on the nodes,

@@ -59,3 +59,26 @@ def test_the_settle_wait_outlives_coredns_and_the_pod_identity_agent(aws_example
     waits_for = aws_example.depends_on(settle)
     assert addons["coredns"].key in waits_for
     assert addons["eks-pod-identity-agent"].key in waits_for
+
+
+def test_the_settle_wait_keeps_the_deployers_access_until_it_ends():
+    """Destroy runs dependencies backwards: the wait polls the API server as the deployer, so the admins'
+    access entries, their cluster-admin policies and the private path's 443 rules must be deleted after it.
+    Before, only the Kubernetes provider depended on them: once the last Kubernetes object was gone they
+    were deleted while the wait still polled, each poll got 401/403, and destroy failed after 10 minutes."""
+    from tests.harness import synth_config
+
+    admin = "arn:aws:iam::123456789012:role/platform"
+    result = synth_config("ebs-admins", {
+        "aws:region": "us-west-2", "torchfleet:cloud": "aws", "torchfleet:zones": ["us-west-2a", "us-west-2b"],
+        "torchfleet:gpuPools": [{"gpu": "t4", "maxNodes": 2}],
+        "torchfleet:admins": [admin, "arn:aws:iam::123456789012:user/deployer"],
+        "torchfleet:network": {"privateOnly": True, "privateAccessCidrs": ["10.8.0.0/16"]},
+    })
+    settle = next(r for r in result.of_type("pulumi-python:dynamic:Resource") if r.name.endswith("-csi-settle"))
+    waits_for = result.depends_on(settle)
+    access = [*result.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation"),
+              *result.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")]
+    assert len(access) == 3
+    for r in access:
+        assert r.key in waits_for, r.name
