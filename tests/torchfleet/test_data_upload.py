@@ -18,7 +18,8 @@ STACK = """
 config:
   aws:region: us-east-1
   torchfleet:cloud: aws
-  torchfleet:zones: [us-east-1a]
+  torchfleet:zones: [us-east-1a, us-east-1b]
+  torchfleet:network: {publicAccessCidrs: [203.0.113.0/24]}
   torchfleet:gpuPools: [{gpu: t4, maxNodes: 4}]
   torchfleet:datasets: [{name: imagenet, bucket: corp-imagenet, prefix: train/}]
 """

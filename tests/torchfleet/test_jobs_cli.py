@@ -270,7 +270,7 @@ def test_dry_run_with_stack_reads_the_stack_file_only(capsys):
     assert code == 0, err
     job, _ = _docs(out)
     assert job["kind"] == "PyTorchJob" and job["metadata"]["namespace"] == "research"
-    assert job["spec"]["elasticPolicy"]["rdzvHost"] == "etcd.research.svc"
+    assert job["spec"]["elasticPolicy"]["rdzvHost"] == "etcd-gate.research.svc"  # 1ca85a9: the gate fronts etcd
     assert job["metadata"]["annotations"]["torchfleet.io/machine"] == "g4dn.12xlarge"
     assert "note:" not in err  # the stack names the pool: nothing assumed
 
