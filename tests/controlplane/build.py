@@ -46,6 +46,8 @@ _PULUMI_VERSION = "github.com/pulumi/pulumi/sdk/v3/go/common/version.Version"
 _KUBE_VERSION = "k8s.io/component-base/version.gitVersion"
 TOOLS = (
     Tool("etcd", "etcd", "go.etcd.io/etcd/server/v3"),
+    # etcdctl 3.5, as the etcd image has it, for the start script's test (tests/k8s/test_etcd_bootstrap.py).
+    Tool("etcdctl", "etcdctl", "go.etcd.io/etcd/etcdctl/v3"),
     # Kubernetes' release builds link their version in (hack/lib/version.sh); without it the API
     # server's /version says v0.0.0-master, which clients (kubectl, the Pulumi provider) compare.
     Tool("kube-apiserver", "kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver", _KUBE_VERSION),

@@ -9,7 +9,7 @@ The members are the StatefulSet's own flags (with three members, as the program 
 bash with a PATH holding etcd and etcdctl only: the image (registry.k8s.io/etcd) has nothing else,
 so a script that used another program would fail here too. etcd is the control-plane tier's 3.5
 build when it is there (tests/controlplane/build.py), else Debian's etcd-server (3.4), unless
-$TORCHFLEET_ETCD_BINARY names one; etcdctl is Debian's etcd-client.
+$TORCHFLEET_ETCD_BINARY names one; etcdctl is the tier's 3.5 build (tests/controlplane/modules/etcdctl).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import pytest
 from elastic_trainer.local import ENV_ETCD_BINARY
 
 from components.kube import static, transforms
+from tests.controlplane import build as controlplane_build
 from tests.harness import REPO
 
 SCRIPT = static.load("etcd/configmap-bootstrap.yaml")["data"]["bootstrap.sh"]
@@ -45,10 +46,13 @@ def etcd_binary() -> str:
 
 
 def etcdctl_binary() -> str:
-    found = shutil.which("etcdctl")
-    if not found:
-        pytest.fail("etcdctl is missing: apt-get install etcd-client (Debian's etcdctl)")
-    return found
+    """The tier's etcdctl 3.5 (tests/controlplane/modules/etcdctl), as the etcd image has 3.5: Debian's
+    3.4.23 answers some commands differently (3.4's member list is not linearizable, 3.5's is), so the
+    script would run other branches here than in a pod. Built by .ci/run before pytest; missing fails."""
+    found = controlplane_build.path("etcdctl")
+    if not found.exists():
+        pytest.fail(f"etcdctl is missing at {found}: .venv/bin/python -m tests.controlplane.build etcdctl")
+    return str(found)
 
 
 def free_on_every_address() -> int:
