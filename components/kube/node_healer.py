@@ -27,6 +27,12 @@ CLUSTER_ROLE = "torchfleet-node-healer"
 # The training image's user (training-image/Dockerfile USER 10001).
 UID = 10001
 API_SERVER_PORTS = (443, 6443)
+# No probes, said next to the checks that would flag them (checkov reads `checkov.io/skip<n>:
+# <check>=<reason>` annotations, as store_owner.py does).
+CHECKOV_SKIPS = {
+    "CKV_K8S_8": "a polling loop with no listener to probe; each API call times out after 10 s and the loop goes on",
+    "CKV_K8S_9": "no Service sends it traffic, so readiness gates nothing",
+}
 
 
 def namespace() -> dict[str, Any]:
@@ -122,7 +128,12 @@ def deployment(image: str, threshold_s: int, node_selector: dict[str, str] | Non
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": dict(APP)},
+        "metadata": {
+            "name": NAME,
+            "namespace": NAMESPACE,
+            "labels": dict(APP),
+            "annotations": {f"checkov.io/skip{i}": f"{c}={why}" for i, (c, why) in enumerate(CHECKOV_SKIPS.items(), 1)},
+        },
         "spec": {
             "replicas": 1,
             # Never two at once: Recreate stops the old pod before the new one starts.

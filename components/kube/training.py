@@ -47,6 +47,8 @@ def layer_settings(spec: PlatformSpec, cluster: ClusterHandle) -> transforms.Lay
 # would send a bigger storage.sizeGb as an in-place update of the request, failing the `up` there. The
 # volume's capacity follows the store (mutable); Kubernetes enforces neither on NFS.
 CLAIM_KEEPS_ITS_REQUEST = ("spec.resources",)
+# The PriorityClass the node healer's pods use (k8s/base/cluster/priorityclass-control.yaml).
+PRIORITY_CONTROL = "cluster/priorityclass-control.yaml"
 
 
 def static_transformations(
@@ -132,7 +134,9 @@ class TrainingLayer(pulumi.ComponentResource):
             self._create_kubeflow(ready)
         self._create_researchers(spec, [*ready, *first])
         if training.node_healer.enabled:
-            self._create_node_healer(spec, settings, [*ready, *first])
+            # Its pods name the torchfleet-control PriorityClass: admission refuses them before it exists.
+            priority = [object_of(created[f]) for f in (PRIORITY_CONTROL,) if f in created]
+            self._create_node_healer(spec, settings, [*ready, *first, *priority])
 
         self.outputs: dict[str, pulumi.Input] = {
             "namespace": training.namespace,
@@ -240,8 +244,7 @@ class TrainingLayer(pulumi.ComponentResource):
     def _create_node_healer(
         self, spec: PlatformSpec, settings: transforms.LayerSettings, depends_on: Sequence[pulumi.Resource]
     ) -> k8s.apps.v1.Deployment:
-        """The loop that taints silent GPU nodes out of service (node_healer.py); after k8s/base's
-        PriorityClasses (the `first` files include the namespace, cluster/ the classes)."""
+        """The loop that taints silent GPU nodes out of service (node_healer.py), in a namespace of its own."""
         healer = spec.training.node_healer
         built = node_healer.objects(healer.image, healer.not_ready_seconds, settings.manager_selector)
         ns, sa, role, binding, policy, deployment = built

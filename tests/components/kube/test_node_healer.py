@@ -7,6 +7,7 @@ import pytest
 from components.kube import node_healer
 from components.spec.model import NODE_HEALER_IMAGE
 from tests.components.spec.configs import config, ok, only, problems
+from tests.harness import synth_config, synth_stack
 from tests.k8s.rendered import K8S_VERSIONS, problems_of
 from torchfleet.jobs.image_ref import DEFAULT_IMAGE
 
@@ -83,3 +84,13 @@ def test_an_unknown_key_and_every_problem_at_once():
     found = problems(training(period=3, notReadySeconds=-1, image="x"))
     assert {"torchfleet:training.nodeHealer.notReadySeconds", "torchfleet:training.nodeHealer.image"} <= set(found)
     assert any("period" in k or any("period" in m for m in v) for k, v in found.items()), found
+
+
+def test_the_layer_deploys_it_after_its_priority_class_and_only_when_enabled():
+    layer = synth_stack("local")
+    (deployment,) = [r for r in layer.of_type("kubernetes:apps/v1:Deployment") if r.name.endswith("-node-healer")]
+    # The PriorityClass object itself (k8s/base/cluster/priorityclass-control.yaml), not its ConfigFile.
+    wanted = "kubernetes:scheduling.k8s.io/v1:PriorityClass::torchfleet-training-torchfleet-control"
+    assert any(d.endswith(wanted) for d in deployment.options["dependencies"]), deployment.options["dependencies"]
+    off = synth_config("off", {"torchfleet:cloud": "local", "torchfleet:training": {"nodeHealer": {"enabled": False}}})
+    assert not [o for o in off.kubernetes_objects() if o["metadata"].get("namespace") == node_healer.NAMESPACE]
