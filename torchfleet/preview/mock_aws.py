@@ -45,10 +45,17 @@ RESOURCES: dict = {
     "aws:ec2/launchTemplate:LaunchTemplate": lambda a: {"latestVersion": 1},
 }
 
-# What DescribeAddonVersions would name for a minor (the mock's stand-in: a real lookup needs AWS).
-MOCK_ADDON_VERSION = "v0.0.0-eksbuild.mock"
-# Add-ons whose version the program checks (clouds/aws/datasets.py wants the S3 driver at v2 or later).
-MOCK_ADDON_VERSIONS = {"aws-mountpoint-s3-csi-driver": "v2.7.0-eksbuild.mock"}
+# What DescribeAddonVersions would name as an add-on's default for a minor (the mock's stand-in: a real
+# lookup needs AWS). Keyed on the minor, as EKS's answer is: one version for every minor hid the add-on
+# updates of a Kubernetes upgrade from `torchfleet plan`. The major: v2 for the S3 driver, whose version
+# the program checks (clouds/aws/datasets.py wants v2 or later), v0 for the others.
+MOCK_ADDON_MAJORS = {"aws-mountpoint-s3-csi-driver": 2}
+
+
+def addon_version(addon: str, kubernetes_version: str) -> str:
+    """The mock's default version of `addon` for the cluster minor `kubernetes_version` ("1.35")."""
+    minor = kubernetes_version.split(".")[1]
+    return f"v{MOCK_ADDON_MAJORS.get(addon, 0)}.{minor}.0-eksbuild.mock"
 
 # The cluster the program reads as running (components/clouds/aws/live.py): none by default, as before
 # the first `up`. Tests of a day-2 change put the cluster of the first config here:
@@ -71,7 +78,8 @@ def running(resources: list) -> Iterator[None]:
             s = g.inputs.get("scalingConfig", {})
             groups[g.inputs.get("nodeGroupName") or g.inputs.get("nodeGroupNamePrefix", "") + NAME_SUFFIX] = {
                 "version": g.inputs.get("version", c.inputs.get("version")),
-                "min": int(s.get("minSize", 0)), "max": int(s.get("maxSize", 1)), "desired": int(s.get("desiredSize", 0)),
+                "min": int(s.get("minSize", 0)), "max": int(s.get("maxSize", 1)),
+                "desired": int(s.get("desiredSize", 0)),
             }
         zones = [by_key[i].inputs["availabilityZone"] for i in c.inputs["vpcConfig"]["subnetIds"] if i in by_key]
         live[c.inputs["name"]] = {
@@ -104,7 +112,9 @@ def _get_cluster(a) -> dict:
         "id": a.args["name"],
         "version": c["version"],
         "vpcConfig": {"subnetIds": [_LIVE_SUBNET + z for z in c["zones"]]},
-        "accessConfigs": [{"authenticationMode": "API", "bootstrapClusterCreatorAdminPermissions": c.get("bootstrap", False)}],
+        "accessConfigs": [
+            {"authenticationMode": "API", "bootstrapClusterCreatorAdminPermissions": c.get("bootstrap", False)}
+        ],
     }
 
 
@@ -122,7 +132,8 @@ def _get_node_group(a) -> dict:
 CALLS: dict = {
     "aws:eks/getClusters:getClusters": lambda a: {"names": sorted(LIVE_CLUSTERS), "id": "us-west-2"},
     "aws:eks/getCluster:getCluster": _get_cluster,
-    "aws:ec2/getSubnet:getSubnet": lambda a: {"id": a.args["id"], "availabilityZone": a.args["id"].removeprefix(_LIVE_SUBNET)},
+    "aws:ec2/getSubnet:getSubnet": lambda a: {
+        "id": a.args["id"], "availabilityZone": a.args["id"].removeprefix(_LIVE_SUBNET)},
     "aws:eks/getNodeGroups:getNodeGroups": lambda a: {
         "clusterName": a.args["clusterName"], "id": a.args["clusterName"],
         "names": sorted(_live(a.args["clusterName"]).get("nodeGroups", {})),
@@ -134,7 +145,7 @@ CALLS: dict = {
     "aws:eks/getAddonVersion:getAddonVersion": lambda a: {
         "addonName": a.args["addonName"],
         "kubernetesVersion": a.args["kubernetesVersion"],
-        "version": MOCK_ADDON_VERSIONS.get(a.args["addonName"], MOCK_ADDON_VERSION),
+        "version": addon_version(a.args["addonName"], a.args["kubernetesVersion"]),
         "id": a.args["addonName"],
     },
     # storage.adopt: the file system an earlier destroy kept, found by its creation token.

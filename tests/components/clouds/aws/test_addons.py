@@ -3,7 +3,7 @@ their own Pod Identity role and one managed policy."""
 
 import pytest
 
-from torchfleet.preview.mock_aws import MOCK_ADDON_VERSION
+from torchfleet.preview.mock_aws import addon_version
 
 
 @pytest.mark.parametrize(
@@ -15,7 +15,7 @@ from torchfleet.preview.mock_aws import MOCK_ADDON_VERSION
 )
 def test_csi_driver_is_an_addon_with_its_own_identity(aws_example, addon_name, service_account, policy):
     addon = next(a for a in aws_example.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == addon_name)
-    assert addon.inputs["addonVersion"] == MOCK_ADDON_VERSION
+    assert addon.inputs["addonVersion"] == addon_version(addon_name, "1.35")  # the stack's minor
     [association] = addon.inputs["podIdentityAssociations"]
     assert association["serviceAccount"] == service_account
     role = next(r for r in aws_example.of_type("aws:iam/role:Role") if association["roleArn"].endswith(f"/{r.name}"))
@@ -36,7 +36,7 @@ def test_every_addon_version_comes_from_eks_for_the_cluster_minor(aws_example):
         "vpc-cni", "eks-pod-identity-agent", "aws-efs-csi-driver", "aws-ebs-csi-driver", "kube-proxy", "coredns"
     }
     for addon in addons:
-        assert addon.inputs["addonVersion"] == MOCK_ADDON_VERSION, addon.name  # the lookup's answer
+        assert addon.inputs["addonVersion"] == addon_version(addon.inputs["addonName"], "1.35"), addon.name
         assert addon.inputs["resolveConflictsOnUpdate"] == "OVERWRITE"
 
 

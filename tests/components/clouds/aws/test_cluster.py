@@ -4,7 +4,7 @@ import pytest
 
 from components.clouds.aws.cluster import CONTROL_PLANE_LOGS, kubeconfig
 from components.clouds.aws.options import CLUSTER_TIMEOUTS, cluster_options
-from torchfleet.preview.mock_aws import MOCK_ADDON_VERSION
+from torchfleet.preview.mock_aws import addon_version
 
 
 def test_control_plane_is_encrypted_logged_and_private(aws_example):
@@ -114,7 +114,7 @@ def test_vpc_cni_enforces_network_policies_before_nodes_join(aws_example):
     """Regression (review): without enableNetworkPolicy the namespace's default-deny was ignored on EKS."""
     cni = next(a for a in aws_example.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "vpc-cni")
     assert json.loads(cni.inputs["configurationValues"]) == {"enableNetworkPolicy": "true"}
-    assert cni.inputs["addonVersion"] == MOCK_ADDON_VERSION  # EKS's default for the minor (addons.py)
+    assert cni.inputs["addonVersion"] == addon_version("vpc-cni", "1.35")  # EKS's default for the minor (addons.py)
     for group in aws_example.of_type("aws:eks/nodeGroup:NodeGroup"):
         assert any(dep.endswith(f"::{cni.name}") for dep in group.options["dependencies"]), group.name
 

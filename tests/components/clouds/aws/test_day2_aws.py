@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.clouds.aws import day2 as aws_day2
 from components.clouds import day2 as refusal_rules
+from components.clouds.aws import day2 as aws_day2
 from components.clouds.day2 import ConfigChange
 from components.spec import ConfigError
 from tests.components.spec.configs import config, ok
@@ -48,8 +48,9 @@ def live_from(result, desired=None):
         s = g.inputs["scalingConfig"]
         groups[name] = {"version": g.inputs["version"], "min": int(s["minSize"]), "max": int(s["maxSize"]),
                         "desired": (desired or {}).get(pool, int(s["desiredSize"]))}
+    bootstrap = cluster.inputs["accessConfig"]["bootstrapClusterCreatorAdminPermissions"]
     return {cluster.inputs["name"]: {"version": cluster.inputs["version"], "zones": zones,
-                                     "bootstrap": cluster.inputs["accessConfig"]["bootstrapClusterCreatorAdminPermissions"],
+                                     "bootstrap": bootstrap,
                                      "nodeGroups": groups}}
 
 
@@ -87,7 +88,7 @@ def with_(**keys):
 
 
 def test_zone_added_keeps_the_control_plane_on_its_subnets_and_adds_the_zone():
-    p, _, new = plan(BASE, with_(zones=["us-west-2a", "us-west-2b", "us-west-2c"]))
+    p, _, _ = plan(BASE, with_(zones=["us-west-2a", "us-west-2b", "us-west-2c"]))
     assert changed(p, "replace") == [] and changed(p, "delete") == []
     assert p[("aws:eks/cluster:Cluster", "torchfleet-aws-control-eks")][0] == "unchanged"
     created = changed(p, "create")
@@ -186,7 +187,7 @@ def test_min_raised_above_the_running_size_sends_desired_at_the_new_minimum():
 
 
 def test_min_raised_below_the_running_size_keeps_the_nodes_that_run():
-    p, _, new = plan(BASE, with_(gpuPools=[{"gpu": "t4", "minNodes": 1, "maxNodes": 8}]),
+    _, _, new = plan(BASE, with_(gpuPools=[{"gpu": "t4", "minNodes": 1, "maxNodes": 8}]),
                      desired={"gpu-t4-us-west-2a": 5})
     assert _scaling(new, "gpu-t4-us-west-2a") == {"minSize": 1, "maxSize": 8, "desiredSize": 5}
 
@@ -221,6 +222,16 @@ def test_minor_upgraded_moves_control_plane_node_groups_and_addons_in_place_in_e
     assert ("Cluster", "torchfleet-aws-control-eks") in changed(p2, "update")
 
 
+def test_a_minor_upgrade_plans_every_addon_at_the_new_minors_version():
+    """EKS names each add-on's default version per minor (addons.py); the mock answered one version for every
+    minor, so `torchfleet plan` of 1.35 -> 1.36 showed no add-on update. Fails on that mock."""
+    result = day2.plan_configs("day2", with_(kubernetesVersion="1.35"), with_(kubernetesVersion="1.36"))
+    addons = [c for c in result.changes if c.type == "aws:eks/addon:Addon"]
+    assert len(addons) == 6
+    for c in addons:
+        assert c.action == "update" and "addonVersion" in c.paths, (c.name, c.action, c.paths)
+
+
 def test_two_minors_in_one_change_are_refused_at_preview_and_offline():
     with pytest.raises(ConfigError, match=r"torchfleet:kubernetesVersion: .*one minor at a time: set \"1.35\""):
         plan(BASE, with_(kubernetesVersion="1.36"))
@@ -252,7 +263,8 @@ def test_admins_rotated_with_the_deployer_listed_keep_one_entry_per_principal():
 
 
 def test_a_cluster_made_with_the_creator_entry_is_not_replaced_and_gets_no_second_one():
-    assert "accessConfig.bootstrapClusterCreatorAdminPermissions" in RULES["types"]["aws:eks/cluster:Cluster"]["forceNew"]
+    force_new = RULES["types"]["aws:eks/cluster:Cluster"]["forceNew"]
+    assert "accessConfig.bootstrapClusterCreatorAdminPermissions" in force_new
     mock_aws.LIVE_CLUSTERS.clear()
     old = synth_config("day2", BASE)
     live = live_from(old)
