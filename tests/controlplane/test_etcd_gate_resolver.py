@@ -40,7 +40,9 @@ def resolver(layer, token: str) -> Pods:
 def status_of(layer, token: str, path: str) -> int:
     """The HTTP status the API server answers the gate's identity for GET path."""
     context = ssl.create_default_context(cafile=str(layer.cp.workdir / "pki" / "ca.crt"))
-    request = urllib.request.Request(layer.cp.server + path, headers={"Authorization": f"Bearer {token}"})
+    request = urllib.request.Request(  # noqa: S310 (the tier's https URL)
+        layer.cp.server + path, headers={"Authorization": f"Bearer {token}"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=10, context=context) as response:  # noqa: S310 (the tier's https)
             json.load(response)
@@ -63,7 +65,8 @@ def test_the_gates_pods_are_admitted_under_restricted_on_the_manager_pool(traini
     pods = wait_for("the gate's 2 pods running", both_running, 120)
     for pod in pods:
         node = get(cp, "node", pod["spec"]["nodeName"])
-        assert node["metadata"]["labels"].get(nodes.LABEL_MANAGER) == nodes.MANAGER_POOL_NAME, node["metadata"]["labels"]
+        labels = node["metadata"]["labels"]
+        assert labels.get(nodes.LABEL_MANAGER) == nodes.MANAGER_POOL_NAME, labels
 
 
 def test_a_training_pod_resolves_to_its_jobs_rendezvous_id(training_layer, capsys, token):
@@ -83,7 +86,8 @@ def test_a_training_pod_resolves_to_its_jobs_rendezvous_id(training_layer, capsy
         etcd_ip = get(training_layer.cp, "pod", "etcd-0", "-n", training_layer.namespace)["status"]["podIP"]
         assert gate(etcd_ip) is None
         # The Job-owner path (a pod without its own annotation): the Role's jobs get.
-        assert status_of(training_layer, token, f"/apis/batch/v1/namespaces/{training_layer.namespace}/jobs/{name}") == 200
+        job_path = f"/apis/batch/v1/namespaces/{training_layer.namespace}/jobs/{name}"
+        assert status_of(training_layer, token, job_path) == 200
     finally:
         delete(training_layer, capsys, name)
 

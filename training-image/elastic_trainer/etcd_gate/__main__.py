@@ -1,8 +1,8 @@
 """``python -m elastic_trainer.etcd_gate --listen 0.0.0.0:2379 --etcd etcd-0.etcd-peers:2379 ...``
 
 In a cluster, pods are resolved through the API server with the pod's own service account
-(resolvers.Pods.in_cluster: list pods and get jobs in its namespace, k8s/base/etcd-gate/role.yaml); ``--static ADDRESS=RUN_ID``
-(repeatable) replaces that with a fixed table, as local runs and tests use.
+(resolvers.Pods.in_cluster: list pods and get jobs in its namespace, k8s/base/etcd-gate/role.yaml);
+``--static ADDRESS=RUN_ID`` (repeatable) replaces that with a fixed table, as local runs and tests use.
 """
 
 from __future__ import annotations
