@@ -45,6 +45,7 @@ SKIPPED: list[tuple[str, str]] = [
     (r"kind ", "needs Docker to run a kind cluster (none here)"),
     (r"docker ", "needs Docker (none here); tests/checks/test_dockerfile.py lints both Dockerfiles"),
     (r"az ", "needs the Azure CLI and a subscription"),
+    (r"gcloud ", "needs the Google Cloud CLI and a project"),
     (r"python3\.11 -m venv policy/venv", "installs the CrossGuard pack's venv; tests/policy runs the pack in-process"),
     (r"torchfleet (list|status|logs|delete|tensorboard)\b",
      "needs a cluster; tests/torchfleet/test_jobs_cluster.py runs each against a mocked Kubernetes API"),
@@ -65,6 +66,8 @@ SKIPPED: list[tuple[str, str]] = [
      "needs a GPU (the `gpu` tests skip without CUDA); TORCHFLEET_GPU_TESTS_ON_CPU=1 runs the same bodies on a CPU"),
     (r"PYTHONPATH=training-image \.venv/bin/python -m elastic_trainer\.launcher",
      "a real training run: tests/training_image/test_custom_example.py runs the same command (slow)"),
+    (r"\.venv/bin/python -m tests\.containers\.image",
+     "builds the training image (16 min and ~15 GB the first time); tests/containers runs it when named"),
     (r".*\.venv/bin/torchfleet demo", "the demo (real processes, minutes): tests/training_image/test_demo.py"),
     (r".*\.venv/bin/torchfleet (run|status|logs) --local",
      "a local run with a kill (real processes, a minute) and its folder: tests/training_image/test_run_local.py "
