@@ -8,6 +8,7 @@ container resuming from it. Timing: one generous hang detector per wait, nothing
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -119,3 +120,27 @@ def test_sigterm_commits_a_checkpoint_exits_143_and_a_new_container_resumes_from
     assert resumed and resumed[0]["step"] == stopped_at, second.log()
     steps = [e["step"] for e in second.all_events() if e["ev"] == "step"]
     assert steps and min(steps) == stopped_at + 1 and max(steps) == stopped_at + 5, second.log()
+
+
+def test_without_the_launcher_sigterm_is_not_143(image, pod_net, tmp_path):
+    """The same container with torchrun itself as PID 1 instead of the image's entrypoint: SIGTERM
+    does not end it with 143 (torchrun exits 1, or PID 1 ignores the signal until it is killed),
+    so the assertion above pins the launcher's behaviour, not runc's or torch's."""
+    ns, endpoint = pod_net
+    store = tmp_path / "store"
+    runtime.give_store_to_trainer(store)
+    args = ["python", "-m", "torch.distributed.run", *train_args(endpoint, 100_000)]
+    args[args.index("--rdzv_backend=etcd")] = "--rdzv_backend=etcd-v2"  # what the launcher would switch to
+    c = runtime.start(runtime.spec(image, args, store, ns, replace_entrypoint=True), tmp_path)
+    try:
+        events = c.events(HANG_S, lambda e: e["ev"] == "step" and e["step"] >= 2)
+        assert any(e["ev"] == "step" for e in events), c.log()
+        c.kill("TERM")
+        try:
+            code = c.wait(60)
+        except subprocess.TimeoutExpired:
+            c.kill("KILL")
+            code = c.wait(HANG_S)
+    finally:
+        c.delete()
+    assert code != 143, c.log()
