@@ -24,7 +24,6 @@ from typing import Any
 
 from components import limits
 from components.clouds import lifecycle
-from components.clouds.azure import manager_pool
 
 
 @dataclass(frozen=True)
@@ -110,7 +109,15 @@ RANDOM_NAMED = {
 
 # Names that hash every input forcing a replacement: a replacement always has a new name, so Pulumi's
 # create-first order never meets the old one (azure manager_pool.py: the manager pool moves that way).
-HASHED_NAMES = {"azure-native:containerservice:AgentPool": manager_pool.is_hashed_name}
+def _azure_manager_pool_name(name: str | None) -> bool:
+    # Imported here: manager_pool imports pulumi_azure_native, and the CLI's slim install (no `platform`
+    # extra) reaches this module through the sweep's cost check (tests/torchfleet/test_slim_install.py).
+    from components.clouds.azure import manager_pool
+
+    return manager_pool.is_hashed_name(name)
+
+
+HASHED_NAMES = {"azure-native:containerservice:AgentPool": _azure_manager_pool_name}
 
 
 def _path(inputs: dict[str, Any], dotted: str) -> Any:
