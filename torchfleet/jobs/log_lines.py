@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from torchfleet.jobs import worker_error
+from torchfleet.jobs import terminal_text, worker_error
 from torchfleet.jobs.summary import EVENT_PREFIX, events_from_lines
 
 # Events a reader does not need once the result is printed: the checkpoint writer's start (its
@@ -86,9 +86,10 @@ class Readable:
             return None
         if kind in ("start", "resumed"):
             self._last = None  # a new worker group: its speed starts again
+        # an event's fields are the job's to write: escaped before they reach the terminal (terminal_text.py)
         if kind != "step":
-            return f"{_clock(event)}  {_sentence(kind, event)}"
-        return f"{_clock(event)}  {self._step(event)}"
+            return terminal_text.cell(f"{_clock(event)}  {_sentence(kind, event)}")
+        return terminal_text.cell(f"{_clock(event)}  {self._step(event)}")
 
     def _step(self, e: Mapping[str, Any]) -> str:
         step, wall = e.get("step"), e.get("wall")

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from torchfleet.jobs import flag_checks, image_ref, reader_pod, store_access
+from torchfleet.jobs import flag_checks, image_ref, reader_pod, store_access, terminal_text
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs.errors import EXIT_OK, JobNotFoundError, UsageError
 from torchfleet.jobs.session import EXIT_DOC, cluster_options, job_client, resolve_target
@@ -153,8 +153,9 @@ def rows(listing: dict[str, Any], now: float) -> list[tuple[str, ...]]:
             verified = f"NO: {c.get('problem', '?')}"
         created = c.get("created")
         age = "-" if created is None else _age(now - created)
-        out.append((c["name"], str(c["step"]), str(c["generation"]), store_access.human_bytes(c["bytes"]), age,
-                    verified))
+        # names and problems come from the job's folder (its meta.json names the files): escaped, one line each
+        out.append(tuple(terminal_text.cell(x) for x in (
+            c["name"], str(c["step"]), str(c["generation"]), store_access.human_bytes(c["bytes"]), age, verified)))
     return out
 
 
@@ -185,7 +186,7 @@ def run_checkpoints(args: argparse.Namespace) -> int:
         print(json.dumps(listing, indent=1))
     elif not listing["checkpoints"]:
         why = "no checkpoints folder yet" if listing["missing"] else "no committed checkpoint yet"
-        print(f"{args.name or args.local_run}: {why} in {listing['dir']}", file=sys.stderr)
+        print(terminal_text.cell(f"{args.name or args.local_run}: {why} in {listing['dir']}"), file=sys.stderr)
     else:
         print(render(listing, datetime.now(UTC).timestamp()))
     return EXIT_OK

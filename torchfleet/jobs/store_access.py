@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from torchfleet.jobs import store_script, untar
+from torchfleet.jobs import store_script, terminal_text, untar
 from torchfleet.jobs.errors import ClusterError, UsageError
 
 SCRIPT = Path(store_script.__file__).read_bytes()
@@ -76,10 +76,9 @@ def _drain(chunks: Iterator[bytes], sink: Callable[[bytes], None]) -> int | None
             return stop.value
 
 
-def printable(text: str) -> str:
-    """``text`` with every control character escaped (newlines kept): what the reader says names the store's
-    files, which a job names, and an escape sequence in a name must not reach the user's terminal."""
-    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
+# What the reader says names the store's files, which a job names: an escape sequence in a name must not
+# reach the user's terminal (terminal_text.py).
+printable = terminal_text.printable
 
 
 def _failed(what: str, code: int | None, stderr: list[bytes], path: str) -> Exception:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from components import spec as platform
-from torchfleet.jobs import manifests, pod_template
+from torchfleet.jobs import manifests, pod_template, terminal_text
 from torchfleet.jobs import summary as progress_summary
 from torchfleet.jobs.indexed_job import recovery_of
 from torchfleet.jobs.progress import CheckpointInfo
@@ -159,6 +159,8 @@ def job_row(job: dict[str, Any], pods: Sequence[client.V1Pod], node_labels, now:
 
 
 def render(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    # every cell escaped: event messages, image names and labels come from the cluster (terminal_text.py)
+    rows = [[terminal_text.cell(c) for c in row] for row in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(columns, *rows, strict=True)]
     lines = ["   ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
              for row in (columns, *rows)]
@@ -301,4 +303,4 @@ def render_status(
     lines += ["", "EVENTS",
               render(("AGE", "TYPE", "REASON", "OBJECT", "MESSAGE"),
                                 event_rows if all_events else event_rows[-20:]) if event_rows else "  (none)"]
-    return "\n".join(lines)
+    return terminal_text.printable("\n".join(lines))
