@@ -6,6 +6,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.clouds.aws import admins as aws_admins
 from components.clouds.aws import live
 from components.clouds.aws.addons import create_addon
 from components.clouds.aws.autoscaling import EksAutoscaling
@@ -20,9 +21,9 @@ from components.spec import LABEL_POOL, MANAGER_POOL_NAME, ConfigError, Platform
 
 
 def deployer_arn() -> str:
-    """The IAM identity running `pulumi up`, as an access entry names it: the role, not the
-    assumed-role session (terraform-aws-eks main.tf reads aws_iam_session_context's issuer_arn the
-    same way; hashicorp/terraform-provider-aws#28381)."""
+    """The IAM identity running `pulumi up`, as an access entry names it (checked against torchfleet:admins,
+    admins.py; never granted anything by itself): the role, not the assumed-role session (terraform-aws-eks
+    main.tf reads aws_iam_session_context's issuer_arn the same way; hashicorp/terraform-provider-aws#28381)."""
     return aws.iam.get_session_context(arn=aws.get_caller_identity().arn).issuer_arn
 
 
@@ -40,11 +41,15 @@ class AwsCluster(pulumi.ComponentResource):
         partition = aws.get_partition().partition
         # The running cluster, if any (live.py): what EKS would refuse is refused here, in the preview.
         running = live.read(cluster_name)
+        # torchfleet:admins is the one source of cluster admins (admins.py): a real `up` by an identity it
+        # does not list is refused before anything is created; a preview (the CI role's) never asks.
+        caller = aws_admins.caller_problem(deployer_arn(), spec.access.admins) if aws_admins.running_up() else None
         problems = [
             f"{key}: {why}"
             for key, why in (
                 ("torchfleet:kubernetesVersion", live.version_problem(running, spec.kubernetes_version)),
                 ("torchfleet:zones", live.zone_problem(running, spec.zones, spec.network.cluster_zones)),
+                (aws_admins.KEY, caller),
             )
             if why
         ]
@@ -60,7 +65,6 @@ class AwsCluster(pulumi.ComponentResource):
             cluster_name,
             [subnets[z].id for z in sorted(cluster_zones)],  # a set to EKS: sorted, so a reorder is no diff
             partition,
-            None if running and running.bootstrap_creator_admin else deployer_arn(),
             child,
         )
         # Nodes join once the CNI enforces network policies, and once they can reach the internet

@@ -1,6 +1,6 @@
 """The EKS control plane: KMS-encrypted secrets, control-plane logs, private endpoint on, public
-endpoint limited to configured CIDRs, and admin access for the identity that deploys it and for
-every identity in torchfleet:admins (explicit access entries)."""
+endpoint limited to configured CIDRs, and admin access for every identity in torchfleet:admins (explicit
+access entries; the one source of admins, the deployer listed like anyone: admins.py)."""
 
 from __future__ import annotations
 
@@ -99,7 +99,6 @@ class EksControlPlane(pulumi.ComponentResource):
         cluster_name: str,
         subnet_ids: list[pulumi.Input[str]],
         partition: str,
-        deployer_arn: str | None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("torchfleet:clouds:EksControlPlane", name, None, opts)
@@ -140,10 +139,9 @@ class EksControlPlane(pulumi.ComponentResource):
             role_arn=role.arn,
             vpc_config=vpc_config(spec, subnet_ids),
             access_config={
-                # Access entries only (no aws-auth ConfigMap), every admin an explicit entry below, the
-                # deployer included, as terraform-aws-eks v20+ does (main.tf: bootstrap false, and
-                # enable_cluster_creator_admin_permissions adds an entry for the caller's
-                # aws_iam_session_context issuer_arn). With
+                # Access entries only (no aws-auth ConfigMap), every admin of torchfleet:admins an explicit
+                # entry below, the deployer too when listed (terraform-aws-eks v20+: bootstrap false; its
+                # caller helper, enable_cluster_creator_admin_permissions, is not followed: admins.py). With
                 # EKS's own creator entry, an admin list naming the deployer failed with 409
                 # ResourceInUseException, and the creator could never be removed. Create-only
                 # (options.CLUSTER_CREATE_ONLY keeps an older cluster's true).
@@ -199,8 +197,7 @@ class EksControlPlane(pulumi.ComponentResource):
             )
             for cidr in spec.network.private_access_cidrs
         ]
-        admins = tuple(dict.fromkeys([*spec.access.admins, *([deployer_arn] if deployer_arn else [])]))
-        self.admins = [*self._create_admins(name, admins, partition), *self.private_access]
+        self.admins = [*self._create_admins(name, spec.access.admins, partition), *self.private_access]
         self.researchers = self._create_researchers(name, spec.access.researchers)
         region = spec.region or ""
         profile, role_arn = spec.aws_profile, spec.aws_role_arn

@@ -24,7 +24,7 @@ def test_control_plane_is_encrypted_logged_and_private(aws_example):
     # with the private endpoint on: a private-only endpoint made by the same `up` was unreachable.
     assert vpc["endpointPublicAccess"] is True and vpc["publicAccessCidrs"] == ["203.0.113.0/24"]
     assert len(vpc["subnetIds"]) == 2  # the private subnets
-    # Issue 29: no hidden creator entry; the deployer gets an explicit one like every admin.
+    # Issue 29: no hidden creator entry; every admin, the deployer too, is an entry of torchfleet:admins.
     assert cluster.inputs["accessConfig"] == {
         "authenticationMode": "API",
         "bootstrapClusterCreatorAdminPermissions": False,
@@ -88,11 +88,9 @@ def test_provider_profile_and_role_reach_the_kubeconfig_from_config():
     )
     assert result.spec.aws_profile == "team"
     assert result.spec.aws_role_arn == "arn:aws:iam::123456789012:role/deployer"
-    # The listed admin and the deployer (the mock's caller, an explicit entry since issue 29).
+    # The listed admin only: torchfleet:admins is the one source (admins.py), the caller gets nothing implicit.
     entries = result.of_type("aws:eks/accessEntry:AccessEntry")
-    assert sorted(e.inputs["principalArn"] for e in entries) == [
-        "arn:aws:iam::123456789012:role/platform", "arn:aws:iam::123456789012:user/deployer",
-    ]
+    assert [e.inputs["principalArn"] for e in entries] == ["arn:aws:iam::123456789012:role/platform"]
     policies = result.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
     provider = result.one("pulumi:providers:kubernetes")
     for policy in policies:

@@ -262,6 +262,36 @@ def test_admins_rotated_with_the_deployer_listed_keep_one_entry_per_principal():
     assert entry.options["deleteBeforeReplace"]
 
 
+def test_admins_rotated_without_the_deployer_delete_its_entry_and_no_preview_adds_the_caller():
+    """Review: the program added an entry for whoever ran it, so the CI role's preview planned an admin entry
+    for itself and the deletion of the last deployer's. torchfleet:admins is the one source now: the caller
+    (the mock's, DEPLOYER) gets nothing implicit, and rotating the deployer out deletes exactly its entry."""
+    alice, bob = "arn:aws:iam::123456789012:role/alice", "arn:aws:iam::123456789012:role/bob"
+    assert synth_config("day2", BASE).of_type("aws:eks/accessEntry:AccessEntry") == []
+    p, old, new = plan(with_(admins=[DEPLOYER, alice]), with_(admins=[alice, bob]))
+    arns = [sorted(e.inputs["principalArn"] for e in r.of_type("aws:eks/accessEntry:AccessEntry")) for r in (old, new)]
+    assert arns == [[alice, DEPLOYER], [alice, bob]]
+    entries = {a for (t, _), (a, _) in p.items() if t == "aws:eks/accessEntry:AccessEntry"}
+    assert entries == {"unchanged", "create", "delete"}
+    assert changed(p, "replace") == []
+
+
+def test_up_by_an_identity_not_in_admins_is_refused_before_anything_and_preview_is_not(monkeypatch):
+    """At `pulumi up` (never at preview, the CI role's) the caller's role must be in torchfleet:admins, or the
+    up would create the cluster and be refused on every Kubernetes resource after it."""
+    from components.clouds.aws import admins as aws_admins
+
+    assert aws_admins.running_up() is False  # the offline synth stands in for a preview
+    alice = "arn:aws:iam::123456789012:role/alice"
+    synth_config("day2", with_(admins=[alice]))  # preview: no refusal
+    monkeypatch.setattr(aws_admins, "running_up", lambda: True)
+    with pytest.raises(ConfigError, match=r"torchfleet:admins: does not list arn:aws:iam::123456789012:user/deployer"
+                                          r".*pulumi config set --path 'torchfleet:admins\[1\]'"):
+        synth_config("day2", with_(admins=[alice]))
+    result = synth_config("day2", with_(admins=[alice, DEPLOYER]))
+    assert len(result.of_type("aws:eks/accessEntry:AccessEntry")) == 2
+
+
 def test_a_cluster_made_with_the_creator_entry_is_not_replaced_and_gets_no_second_one():
     force_new = RULES["types"]["aws:eks/cluster:Cluster"]["forceNew"]
     assert "accessConfig.bootstrapClusterCreatorAdminPermissions" in force_new
