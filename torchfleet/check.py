@@ -19,7 +19,7 @@ from typing import Any
 
 from components import policy
 from components.clouds import preflight
-from torchfleet import azure_admins, cost, output_paths, reach
+from torchfleet import aws_admins, azure_admins, cost, output_paths, reach
 from torchfleet.synth import required_stack, stack_option, synth_or_report
 
 
@@ -87,5 +87,8 @@ def run(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     # Azure grants cluster admin to torchfleet:admins only: is the caller one? (issue 29); advice too.
     for line in azure_admins.report(result.spec):
+        print(line, file=sys.stderr)
+    # So does AWS: is $TORCHFLEET_AWS_CALLER in torchfleet:admins? (`pulumi up` refuses otherwise); advice.
+    for line in aws_admins.report(result.spec):
         print(line, file=sys.stderr)
     return 1 if violations else 0

@@ -60,6 +60,51 @@ GCP_DEPLOYER_ROLES = (
     ("roles/cloudkms.admin", "the key ring, the Secrets key and its grant to the GKE service agent"),
     ("roles/serviceusage.serviceUsageAdmin", "the GKE service agent (generateServiceIdentity) and enabling the APIs"),
 )
+# What the AWS identity running `pulumi up` (and `destroy`) must be allowed, by service, derived from the resource
+# types the stack registers (torchfleet/preview/force_new/aws.yaml; the provider's Create/Read/Update/Delete of
+# each, terraform-provider-aws internal/service/<service>/). IAM: no managed policy is this narrow, so
+# docs/deploy-aws.md gives these as the policy to attach; `check` prints them and the simulate command.
+AWS_DEPLOYER_ACTIONS = (
+    ("eks", ("CreateCluster", "DescribeCluster", "ListClusters", "UpdateClusterConfig", "UpdateClusterVersion",
+             "DeleteCluster", "TagResource", "CreateNodegroup", "DescribeNodegroup", "ListNodegroups",
+             "UpdateNodegroupConfig", "UpdateNodegroupVersion", "DeleteNodegroup", "CreateAddon", "DescribeAddon",
+             "DescribeAddonVersions", "UpdateAddon", "DeleteAddon", "CreateAccessEntry", "DescribeAccessEntry",
+             "DeleteAccessEntry", "AssociateAccessPolicy", "ListAssociatedAccessPolicies",
+             "DisassociateAccessPolicy", "CreatePodIdentityAssociation", "DescribePodIdentityAssociation",
+             "DeletePodIdentityAssociation"),
+     "the cluster, its node groups, add-ons, admins' access entries and the add-ons' Pod Identity associations"),
+    ("ec2", ("CreateVpc", "ModifyVpcAttribute", "DeleteVpc", "CreateSubnet", "ModifySubnetAttribute",
+             "DeleteSubnet", "CreateInternetGateway", "AttachInternetGateway", "DetachInternetGateway",
+             "DeleteInternetGateway", "CreateRouteTable", "CreateRoute", "AssociateRouteTable",
+             "DisassociateRouteTable", "DeleteRouteTable", "AllocateAddress", "ReleaseAddress",
+             "DisassociateAddress", "CreateNatGateway", "DeleteNatGateway", "CreateVpcEndpoint",
+             "ModifyVpcEndpoint", "DeleteVpcEndpoints", "CreateSecurityGroup", "DeleteSecurityGroup",
+             "AuthorizeSecurityGroupIngress", "AuthorizeSecurityGroupEgress", "RevokeSecurityGroupEgress",
+             "RevokeSecurityGroupIngress", "CreateLaunchTemplate", "CreateLaunchTemplateVersion",
+             "ModifyLaunchTemplate", "DeleteLaunchTemplate", "CreateNetworkInterface",
+             "CreateTags", "DeleteTags", "Describe*"),
+     "the VPC, subnets, NAT, the S3 gateway endpoint, security group rules, the nodes' launch templates "
+     "and the network interfaces of EFS mount targets"),
+    ("iam", ("CreateRole", "GetRole", "DeleteRole", "TagRole", "UpdateAssumeRolePolicy", "PutRolePolicy",
+             "GetRolePolicy", "DeleteRolePolicy", "AttachRolePolicy", "DetachRolePolicy", "ListRolePolicies",
+             "ListAttachedRolePolicies", "ListInstanceProfilesForRole", "PassRole", "CreateServiceLinkedRole"),
+     "the cluster, node and add-on roles; PassRole to EKS (cluster and node roles) and to pods.eks.amazonaws.com; "
+     "EKS's and Auto Scaling's service-linked roles on an account's first cluster"),
+    ("kms", ("CreateKey", "DescribeKey", "GetKeyPolicy", "GetKeyRotationStatus", "EnableKeyRotation",
+             "ListResourceTags", "TagResource", "CreateGrant", "ScheduleKeyDeletion"),
+     "the Secrets key; CreateGrant and DescribeKey for EKS's envelope encryption with it"),
+    ("logs", ("CreateLogGroup", "DescribeLogGroups", "PutRetentionPolicy", "ListTagsForResource", "TagResource"),
+     "the control plane's log group (kept on destroy)"),
+    ("elasticfilesystem", ("CreateFileSystem", "DescribeFileSystems", "DeleteFileSystem", "CreateMountTarget",
+                           "DescribeMountTargets", "DescribeMountTargetSecurityGroups", "DeleteMountTarget",
+                           "CreateAccessPoint", "DescribeAccessPoints", "DeleteAccessPoint", "PutBackupPolicy",
+                           "DescribeBackupPolicy", "PutFileSystemPolicy", "DescribeFileSystemPolicy",
+                           "DeleteFileSystemPolicy", "TagResource"),
+     "the shared store, its mount targets, access points, backup and file system policies"),
+    ("autoscaling", ("CreateOrUpdateTags", "DeleteTags", "DescribeTags", "DescribeAutoScalingGroups"),
+     "the cluster autoscaler's node-template tags on each node group's Auto Scaling group"),
+    ("sts", ("GetCallerIdentity",), "who runs `pulumi up` (checked against torchfleet:admins)"),
+)
 GCP_DATASET_ROLES = (
     ("roles/dns.admin", "the private zone for Cloud Storage (datasets)"),
     ("roles/storage.admin", "the dataset buckets' IAM grants (datasets)"),
@@ -104,6 +149,12 @@ def _aws(spec: PlatformSpec) -> list[Need]:
     out = [Need(f"EC2 quota {name} ({spec.region})", n, "vCPUs") for name, n in sorted(vcpus.items())]
     m = spec.manager_pool
     out.append(Need(f"EC2 quota {_AWS_STANDARD} ({spec.region}): room for {m.max_nodes} x {m.machine_type}", None))
+    out += [Need(f"deployer actions {svc}:{', '.join(actions)}: {why}", None)
+            for svc, actions, why in AWS_DEPLOYER_ACTIONS]
+    names = " ".join(f"{svc}:{a}" for svc, actions, _ in AWS_DEPLOYER_ACTIONS for a in actions if "*" not in a)
+    out.append(Need("check: aws iam simulate-principal-policy --policy-source-arn \"$TORCHFLEET_AWS_CALLER\" "
+                    f"--query \"EvaluationResults[?EvalDecision!='allowed'].EvalActionName\" --action-names {names}"
+                    "   # lists the deployer actions above your role is denied", None))
     return out
 
 

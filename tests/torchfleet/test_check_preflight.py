@@ -121,3 +121,30 @@ def test_deploy_gcp_doc_lists_the_same_roles_and_apis_as_check():
         assert f"`{role}`" in doc, role
     for api in preflight.APIS["gcp"]:
         assert f"`{api.removesuffix('.googleapis.com')}`" in doc, api
+
+
+def test_aws_lists_the_deployers_actions_for_every_service_the_stack_registers():
+    """Review: deploy-aws.md's permissions named VPCs, EKS, IAM, KMS and EFS, not the Auto Scaling tags, launch
+    templates, VPC endpoints, logs, PassRole, Pod Identity or the key grant the `up` also needs."""
+    import yaml
+
+    from tests.harness import REPO
+
+    needs = needs_of("aws-usw2")
+    listed = {w.split(":")[0].removeprefix("deployer actions ") for w in needs if w.startswith("deployer actions ")}
+    assert listed == {svc for svc, _, _ in preflight.AWS_DEPLOYER_ACTIONS}
+    # every provider module of a type the stack registers (force_new/aws.yaml) maps to a listed service
+    iam_prefix = {"eks": "eks", "ec2": "ec2", "vpc": "ec2", "iam": "iam", "kms": "kms", "cloudwatch": "logs",
+                  "efs": "elasticfilesystem", "autoscaling": "autoscaling"}
+    types = yaml.safe_load((REPO / "torchfleet/preview/force_new/aws.yaml").read_text())["types"]
+    assert {iam_prefix[t.split(":")[1].split("/")[0]] for t in types} <= listed
+    actions = {f"{svc}:{a}" for svc, acts, _ in preflight.AWS_DEPLOYER_ACTIONS for a in acts}
+    assert {"autoscaling:CreateOrUpdateTags", "ec2:CreateLaunchTemplate", "ec2:CreateVpcEndpoint",
+            "logs:PutRetentionPolicy", "iam:PassRole", "eks:CreatePodIdentityAssociation", "kms:CreateGrant",
+            "kms:DescribeKey"} <= actions
+    [simulate] = [w for w in needs if "simulate-principal-policy" in w]
+    assert "autoscaling:CreateOrUpdateTags" in simulate and "iam:PassRole" in simulate
+    doc = (REPO / "docs" / "deploy-aws.md").read_text()
+    for svc, acts, _ in preflight.AWS_DEPLOYER_ACTIONS:
+        row = next(line for line in doc.splitlines() if line.startswith(f"| `{svc}` |"))
+        assert all(f"`{a}`" in row for a in acts), svc
