@@ -169,3 +169,18 @@ def test_the_gcp_preview_says_whether_it_reached_the_cluster(tmp_path, case, cod
     assert "gcp-usc1" in summary.read_text()
     if case == "unreachable":
         assert "client-side diff" in proc.stdout and "gke-gcloud-auth-plugin not found" in proc.stdout
+
+
+def test_the_azure_preview_says_its_kubernetes_part_is_client_side(tmp_path):
+    """Review (day 2): a hosted runner is outside network.publicAccessCidrs, so every Azure preview's Kubernetes
+    part is a client-side diff, and pulumi-kubernetes says nothing: the step says it, after the preview."""
+    steps = _preview_steps()
+    (index, step), = [(i, s) for i, s in enumerate(steps) if "azure-" in s.get("if", "") and "run" in s]
+    assert index > _step_index(steps, "pulumi/actions")
+    assert step["if"] == "always() && startsWith(matrix.stack, 'azure-')"
+    summary = tmp_path / "summary.md"
+    proc = subprocess.run(["bash", "-e", "-c", step["run"]], capture_output=True, text=True, timeout=30, check=False,
+                          env={"PATH": "/usr/bin:/bin", "GITHUB_STEP_SUMMARY": str(summary), "STACK": "azure-eus"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("::notice title=azure-eus: cluster not reached::") and "client-side" in proc.stdout
+    assert "azure-eus" in summary.read_text()
