@@ -242,6 +242,13 @@ def _azure(spec: PlatformSpec) -> list[Need]:
     out.append(Need(f"vCPU quota of the {m.machine_type} family ({spec.region}): room for {m.max_nodes}+1", None))
     at_host = any(p.encryption_at_host for p in (m, *spec.gpu_pools))
     out += [Need(f"registered: {rp}", None) for rp in APIS["azure"] if at_host or "EncryptionAtHost" not in rp]
+    # Capacity, not quota: "API Server VNet Integration has limited availability and capacity in certain regions"
+    # (create or update fails "currently unavailable in region ... due to high demand"), and "stopping your
+    # cluster deallocates the control plane and releases the capacity ... customers may be unable to start a
+    # stopped cluster" (aks-docs api-server-vnet-integration.md @0154c991, "Limited availability").
+    out.append(Need(f"API Server VNet Integration capacity in {spec.region} (limited in some regions: a failed "
+                    "create says 'currently unavailable in region'; retry later or see aka.ms/AksVnetIntegration); "
+                    "never `az aks stop` the cluster: a stopped one may not start again (docs/deploy-azure.md)", None))
     return out + [Need(f"check: {line}", None) for line in azure_commands(spec)]
 
 

@@ -148,3 +148,10 @@ def test_aws_lists_the_deployers_actions_for_every_service_the_stack_registers()
     for svc, acts, _ in preflight.AWS_DEPLOYER_ACTIONS:
         row = next(line for line in doc.splitlines() if line.startswith(f"| `{svc}` |"))
         assert all(f"`{a}`" in row for a in acts), svc
+
+
+def test_azure_check_names_the_vnet_integration_capacity_and_never_stop():
+    """Review (day 2): API Server VNet Integration has limited capacity in some regions, and a stopped cluster
+    gives its control plane's capacity back (aks-docs api-server-vnet-integration.md @0154c991)."""
+    (line,) = [w for w in needs_of("azure-eus") if w.startswith("API Server VNet Integration capacity")]
+    assert "eastus" in line and "currently unavailable in region" in line and "never `az aks stop`" in line
