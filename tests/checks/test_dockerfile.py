@@ -76,7 +76,8 @@ def test_the_custom_image_builds_on_the_pinned_training_image_and_ends_as_its_us
     base = _instructions(DOCKERFILE)
     custom = _instructions(CUSTOM_DOCKERFILE)
     from_line = next(arg for op, arg in custom if op == "FROM")
-    assert from_line == "ghcr.io/torchfleet/torchfleet-trainer:0.1.0"  # the tag README's build commands give the base image
+    # the tag README's build commands give the base image
+    assert from_line == "ghcr.io/torchfleet/torchfleet-trainer:0.1.0"
     assert [arg for op, arg in custom if op == "USER"][-1] == [arg for op, arg in base if op == "USER"][-1] \
         == "10001:10001"
     assert not any(op in ("ENTRYPOINT", "CMD") for op, _ in custom), "the launcher must stay the entrypoint"
@@ -92,3 +93,53 @@ def test_both_tools_do_report_a_bad_dockerfile(tmp_path):
     bad.write_text(BAD_DOCKERFILE)
     assert "DL3007" in {f["code"] for f in hadolint(str(bad))}
     assert {"CKV_DOCKER_7", "CKV_DOCKER_4"} <= {c["check_id"] for c in checkov(str(bad))}
+
+
+IMAGE_PYPROJECT = REPO / "training-image" / "pyproject.toml"
+
+
+def test_the_image_installs_elastic_trainer_as_the_package_not_a_copy_of_its_sources():
+    """Issue 32: the image installs the same package `pip install torchfleet` brings (pip install of
+    training-image/, its pyproject naming elastic_trainer), never elastic_trainer/ copied into
+    /workspace, and the entrypoint stays the launcher module."""
+    steps = _instructions(DOCKERFILE)
+    copies = [arg.split() for op, arg in steps if op == "COPY"]
+    assert not [c for c in copies if c[0].startswith("elastic_trainer") and not c[1].startswith("/tmp/")], copies
+    staged = {target.rstrip("/").rsplit("/", 1)[0] for source, target in copies if target.startswith("/tmp/")
+              and source.rstrip("/") in ("pyproject.toml", "elastic_trainer")}
+    assert len(staged) == 1, copies
+    (folder,) = staged
+    runs = [arg for op, arg in steps if op == "RUN"]
+    assert any(f"pip install --no-cache-dir --no-deps {folder}" in run for run in runs), runs
+    assert ("ENTRYPOINT", '["python", "-m", "elastic_trainer.launcher"]') in steps
+
+
+def test_the_image_package_is_this_release_and_holds_every_module(tmp_path):
+    """The training-image/ package builds (pip, this venv's setuptools) to a wheel of the repository's
+    version that holds every file of elastic_trainer/: nothing the launcher imports is left out."""
+    import shutil
+    import subprocess
+    import sys
+    import tomllib
+    import zipfile
+
+    image = tomllib.loads(IMAGE_PYPROJECT.read_text())
+    repo = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert image["project"]["version"] == repo["project"]["version"]
+    assert image["project"]["requires-python"] == repo["project"]["requires-python"]
+    assert all("==" in req for req in image["build-system"]["requires"])  # the image build fetches it: pinned
+    # built from a copy, as the Dockerfile stages it: setuptools writes build/ and egg-info beside it
+    staged = tmp_path / "src"
+    shutil.copytree(IMAGE_PYPROJECT.parent / "elastic_trainer", staged / "elastic_trainer",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(IMAGE_PYPROJECT, staged / "pyproject.toml")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                            "--no-index", "-w", str(tmp_path), str(staged)],
+                           capture_output=True, text=True, check=False)
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = tmp_path.glob("*.whl")
+    names = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("elastic_trainer/")}
+    source = REPO / "training-image"
+    expected = {str(p.relative_to(source)) for p in (source / "elastic_trainer").rglob("*")
+                if p.is_file() and "__pycache__" not in p.parts}
+    assert names == expected, sorted(names ^ expected)

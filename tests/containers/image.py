@@ -5,8 +5,9 @@
 training-image/Dockerfile starts FROM a CUDA base that only a registry serves. This builds the
 same image on a Debian root file system made here instead: mmdebstrap (Debian's packages) with
 python3.11, then the Dockerfile's own instructions read from the file, not restated: its ENV,
-the groupadd/useradd commands of its RUN, its WORKDIR, its COPYs (elastic_trainer/, examples/,
-root-owned), its USER, ENTRYPOINT and CMD, so the two cannot drift apart silently
+the groupadd/useradd commands of its RUN, its WORKDIR, its COPYs (examples/, root-owned; the
+elastic_trainer package's sources it stages in /tmp/ and pip-installs into site-packages), its USER,
+ENTRYPOINT and CMD, so the two cannot drift apart silently
 (tests/containers/test_image_config.py compares them with the built image's config). The Python
 packages are the Dockerfile's requirements.txt plus the torch and numpy pyproject's `train` extra
 pins, installed from wheels pip fetched (PyPI) and kept in a wheelhouse.
@@ -33,6 +34,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +72,10 @@ class Dockerfile:
     user_commands: list[list[str]] = field(default_factory=list)  # groupadd/useradd of RUN, as argv
     workdir: str = "/"
     copies: list[tuple[str, str]] = field(default_factory=list)  # (source in training-image/, target)
+    # COPYs into /tmp/ are a package's sources, which a RUN pip install then installs and rm removes:
+    # staged the same way here and installed into the code layer's site-packages
+    staged: list[tuple[str, str]] = field(default_factory=list)  # (source in training-image/, /tmp/ target)
+    packages: list[str] = field(default_factory=list)  # the /tmp/ folders RUN pip install names
     user: str = ""
     entrypoint: list[str] = field(default_factory=list)
     cmd: list[str] = field(default_factory=list)
@@ -99,15 +105,23 @@ def read_dockerfile(path: Path = DOCKERFILE) -> Dockerfile:
                 argv = shlex.split(command)
                 if argv[:1] in (["groupadd"], ["useradd"]):
                     out.user_commands.append(argv)
+                elif argv[:2] == ["pip", "install"] and argv[-1].startswith("/tmp/") and "-r" not in argv:
+                    out.packages.append(argv[-1])  # a package folder staged by COPYs into /tmp/
                 elif argv[:2] == ["pip", "install"] or argv[:2] == ["rm", "/tmp/requirements.txt"]:
                     continue
+                elif argv[:2] == ["rm", "-r"] and all(a.startswith("/tmp/") for a in argv[2:]):
+                    continue  # the staged sources, never in the image here either
                 else:
                     raise ImageError(f"{path}: RUN {command.strip()!r} is not repeated by tests/containers/image.py")
         elif op == "WORKDIR":
             out.workdir = arg
         elif op == "COPY":
             source, target = arg.split()
-            if source != "requirements.txt":  # installed from the wheelhouse instead
+            if source == "requirements.txt":  # installed from the wheelhouse instead
+                continue
+            if target.startswith("/tmp/"):
+                out.staged.append((source.rstrip("/"), target))
+            else:
                 out.copies.append((source.rstrip("/"), target))
         elif op == "USER":
             out.user = arg
@@ -134,7 +148,7 @@ def train_pins() -> list[str]:
 def _code_files() -> list[Path]:
     spec = read_dockerfile()
     files = []
-    for source, _ in spec.copies:
+    for source, _ in [*spec.copies, *spec.staged]:
         root = IMAGE_DIR / source
         files += [p for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts] \
             if root.is_dir() else [root]
@@ -243,10 +257,29 @@ def _code(dest: Path) -> None:
         out = dest / target.lstrip("/")
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(src, out, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+    if spec.packages:
+        _packages(spec, dest)
     for path in [dest, *dest.rglob("*")]:
         os.chown(path, 0, 0, follow_symlinks=False)
         if not path.is_symlink():
             path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def _packages(spec: Dockerfile, dest: Path) -> None:
+    """The Dockerfile's COPYs into /tmp/ staged outside the image, then its `pip install --no-deps
+    /tmp/...` into the code layer's site-packages (the build backend from this venv: no index here)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        for source, target in spec.staged:
+            src, out = IMAGE_DIR / source, Path(scratch) / target.lstrip("/")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            if src.is_dir():
+                shutil.copytree(src, out, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy(src, out)
+        for package in spec.packages:
+            _run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index",
+                  "--no-deps", "--no-build-isolation", "--no-compile", "--target", str(dest / SITE_PACKAGES),
+                  str(Path(scratch) / package.lstrip("/"))])
 
 
 def _layer(layout: Path, tree: Path, history: str) -> None:
