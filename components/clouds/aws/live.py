@@ -9,7 +9,8 @@ Some changes depend on the cluster as it is, which the stack config cannot say:
   https://docs.aws.amazon.com/eks/latest/userguide/network-reqs.html);
 - a node group's desired size belongs to the cluster autoscaler, but UpdateNodegroupConfig sends
   min, max and desired together (terraform-provider-aws internal/service/eks/node_group.go,
-  expandNodegroupScalingConfig), and EKS refuses a minimum above the desired size.
+  expandNodegroupScalingConfig), and EKS refuses a minimum above the desired size: the live size is
+  sent only with a change of min or max (keeps_recorded_size).
 Each is read with the provider's own data sources (DescribeCluster, ListNodegroups,
 DescribeNodegroup, DescribeSubnets); a stack whose cluster does not exist yet reads nothing.
 The pure functions below decide from what was read, and are tested without AWS.
@@ -97,6 +98,25 @@ def desired_size(live: LiveCluster | None, pool_name: str, min_size: int, max_si
     current = [g.desired_size for g in (live.node_groups if live else ())
                if g.name.startswith(f"{pool_name}-") and len(g.name) == len(pool_name) + 1 + _SUFFIX]
     return max(min_size, min(max_size, max(current))) if current else min_size
+
+
+def keeps_recorded_size(live: LiveCluster | None, pool_name: str, min_size: int, max_size: int) -> bool:
+    """Whether the group's desired size should stay what the provider's state recorded (ignoreChanges on
+    scalingConfig.desiredSize), not the live size read now.
+
+    The provider sends min, max and desired together whenever any of them differs from its state, and runs
+    UpdateNodegroupVersion before UpdateNodegroupConfig (terraform-provider-aws internal/service/eks/
+    node_group.go@012e0a32 resourceNodeGroupUpdate, expandNodegroupScalingConfig): a live size read when
+    `up` starts and sent as a change would reach EKS after a long rolling upgrade, undoing what the
+    autoscaler did meanwhile, and every preview would show it as a change. So the live size is sent only
+    when it must be: min or max changes, or the size falls outside the range; otherwise nothing of the
+    scaling differs from the state, and the provider sends none of it."""
+    current = [g for g in (live.node_groups if live else ())
+               if g.name.startswith(f"{pool_name}-") and len(g.name) == len(pool_name) + 1 + _SUFFIX]
+    if len(current) != 1:
+        return False  # a new group, or one being replaced: its size is sent
+    g = current[0]
+    return (g.min_size, g.max_size) == (min_size, max_size) and min_size <= g.desired_size <= max_size
 
 
 def read(cluster_name: str) -> LiveCluster | None:

@@ -14,7 +14,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.clouds.aws import iam
-from components.clouds.aws.live import LiveCluster, desired_size
+from components.clouds.aws.live import LiveCluster, desired_size, keeps_recorded_size
 from components.clouds.aws.options import nodegroup_options
 from components.spec import GPU_RESOURCE, GPU_TAINT, LABEL_POOL, MANAGER_POOL_NAME, GpuPoolSpec, PlatformSpec
 
@@ -264,5 +264,6 @@ class EksNodeGroups(pulumi.ComponentResource):
             labels=labels,
             taints=taints,
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},
-            opts=nodegroup_options(self, self._deps),
+            opts=nodegroup_options(
+                self, self._deps, keeps_recorded_size(self._running, pool_name, min_nodes, max_nodes)),
         )

@@ -40,13 +40,21 @@ def named_options(parent: pulumi.Resource, depends_on: list[pulumi.Resource] | N
     return pulumi.ResourceOptions(parent=parent, depends_on=depends_on, delete_before_replace=True)
 
 
-def nodegroup_options(parent: pulumi.Resource, depends_on: list[pulumi.Resource]) -> pulumi.ResourceOptions:
-    # The desired size is not ignored: the provider sends min, max and desired together on any
-    # scaling change, and an ignored desired size is the one in the state, stale once the autoscaler
-    # moved it (a raised minNodes above it fails, a lowered maxNodes resets a busy group). The
-    # program sends the group's live size instead (live.py desired_size). Node groups are
-    # name-prefixed (nodegroups.py), so a replacement is created before the old one goes.
-    return pulumi.ResourceOptions(parent=parent, depends_on=depends_on, custom_timeouts=NODEGROUP_TIMEOUTS)
+# The state's desired size, repeated (Pulumi sends the recorded value of an ignored path).
+DESIRED_SIZE = "scalingConfig.desiredSize"
+
+
+def nodegroup_options(
+    parent: pulumi.Resource, depends_on: list[pulumi.Resource], keep_recorded_size: bool = False
+) -> pulumi.ResourceOptions:
+    # The provider sends min, max and desired together on any scaling change. With min and max unchanged
+    # the desired size is ignored (keep_recorded_size, live.py keeps_recorded_size): nothing of the scaling
+    # differs, nothing is sent, and no preview shows the autoscaler's moves. With min or max changed it is
+    # not: the state's value is stale once the autoscaler moved it (a raised minNodes above it fails, a
+    # lowered maxNodes resets a busy group), so the program sends the group's live size (live.py
+    # desired_size). Node groups are name-prefixed (nodegroups.py), so a replacement is created first.
+    return pulumi.ResourceOptions(parent=parent, depends_on=depends_on, custom_timeouts=NODEGROUP_TIMEOUTS,
+                                  ignore_changes=[DESIRED_SIZE] if keep_recorded_size else None)
 
 
 def kept_options(parent: pulumi.Resource, keep: bool, import_id: str | None) -> pulumi.ResourceOptions:

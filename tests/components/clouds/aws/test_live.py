@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from components.clouds.aws.live import LiveCluster, LiveNodeGroup, cluster_zones, desired_size, version_problem, zone_problem
+from components.clouds.aws.live import (
+    LiveCluster,
+    LiveNodeGroup,
+    cluster_zones,
+    desired_size,
+    version_problem,
+    zone_problem,
+)
 
 SUFFIX = "2" * 26  # EKS's 26-character suffix on a name prefix
 
@@ -46,7 +53,8 @@ def test_desired_size_follows_the_live_group_within_the_new_bounds():
 
 
 def test_a_replacement_group_starts_at_the_size_of_the_one_it_replaces():
-    two = cluster(groups=[group("manager-us-west-2a", 2), LiveNodeGroup("manager-us-west-2a-" + "3" * 26, "1.35", 0, 3, 1)])
+    replacement = LiveNodeGroup("manager-us-west-2a-" + "3" * 26, "1.35", 0, 3, 1)
+    two = cluster(groups=[group("manager-us-west-2a", 2), replacement])
     assert desired_size(two, "manager-us-west-2a", 0, 3) == 2
 
 
@@ -58,3 +66,15 @@ def test_control_plane_zones_come_from_the_config_then_the_cluster_then_all():
     assert zone_problem(live, zones, ()) is None
     assert "us-west-2a" in zone_problem(live, ("us-west-2b", "us-west-2c"), ())
     assert "network.clusterZones" in zone_problem(live, zones, ("us-west-2b", "us-west-2c"))
+
+
+def test_the_recorded_size_is_kept_unless_min_or_max_changes_or_it_falls_outside():
+    from components.clouds.aws.live import keeps_recorded_size
+
+    one = cluster(groups=[group("gpu-t4-us-west-2a", 5)])
+    g = one.node_groups[0]
+    assert keeps_recorded_size(one, "gpu-t4-us-west-2a", g.min_size, g.max_size)  # a minor upgrade, say
+    assert not keeps_recorded_size(one, "gpu-t4-us-west-2a", g.min_size + 1, g.max_size)
+    assert not keeps_recorded_size(one, "gpu-t4-us-west-2a", g.min_size, g.max_size + 1)
+    assert not keeps_recorded_size(None, "gpu-t4-us-west-2a", 0, 8)  # created: its size is sent
+    assert not keeps_recorded_size(one, "gpu-a10g-us-west-2a", 0, 8)
