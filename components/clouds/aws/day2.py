@@ -6,6 +6,8 @@ The program refuses the same at preview from the running cluster (live.py); thes
 
 from __future__ import annotations
 
+from typing import Any
+
 from components.clouds.aws import live
 from components.clouds.day2 import ConfigChange, Refusal
 
@@ -51,3 +53,40 @@ def control_plane_zone_removed(change: ConfigChange) -> list[Refusal]:
 
 
 RULES = [minor_step, control_plane_zone_removed]
+
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+DESIRED, MIN, MAX = "scalingConfig.desiredSize", "scalingConfig.minSize", "scalingConfig.maxSize"
+
+
+def max_below_running_size(changes: list[Any], old_inputs: dict[str, dict[str, Any]]) -> list[Refusal]:
+    """A node group whose new maxSize is below the nodes it runs: EKS terminates the extra ones. A zone added
+    re-splits managerPool's totals (nodegroups.py manager_zone_sizes): with maxNodes 3 over two zones,
+    manager-us-west-2a goes from maxSize 2 to 1, a running manager node is terminated, and an etcd member on
+    it restarts elsewhere while its EBS volume stays in its zone (Pending until a node runs there).
+    The program sends the live size clamped to the new max (live.py desired_size), so a desired size that
+    changes with maxSize while minSize does not is the new max cutting below the running size; the running
+    size is the one the plan read (the old program's, offline)."""
+    out = []
+    for c in changes:
+        if c.type != NODE_GROUP or c.action != "update":
+            continue
+        effective = set(c.paths) - set(c.ignored)
+        if not {DESIRED, MAX} <= effective or MIN in effective:
+            continue
+        before = old_inputs.get(c.key, {})
+        group = str(before.get("nodeGroupNamePrefix", c.name)).rstrip("-")
+        running = int((before.get("scalingConfig") or {}).get("desiredSize", 0))
+        etcd = (" it is a manager group: an etcd member on the terminated node restarts elsewhere and its EBS "
+                "volume stays in this zone, so the member stays Pending until a manager node runs here again;"
+                if group.startswith("manager-") else "")
+        out.append(Refusal(
+            f"{NODE_GROUP}::{c.name}",
+            f"{group}'s maxSize drops below the {running} node(s) it ran when the plan read it, and EKS terminates "
+            f"the extra ones;{etcd} the managerPool totals are split over the zones in letter order, so adding a "
+            "zone lowers the first zones' share",
+            "raise managerPool.maxNodes (and minNodes) with the new zone so no zone's share drops below its "
+            "running nodes (one more node per zone added), or apply between jobs"))
+    return out
+
+
+CAUTIONS = [max_below_running_size]

@@ -97,6 +97,33 @@ def test_zone_added_keeps_the_control_plane_on_its_subnets_and_adds_the_zone():
     assert ("MountTarget", "torchfleet-aws-efs-mt-us-west-2c") in created
 
 
+def test_zone_added_under_two_running_managers_cautions_that_one_is_terminated():
+    """maxNodes 3 over two zones is 2 + 1; over three, 1 + 1 + 1: manager-us-west-2a's maxSize drops to 1, and
+    with two nodes running there EKS terminates one (its etcd member's EBS volume stays in the zone). The
+    plan's caution says so; with one node running nothing is terminated and nothing is said."""
+    three = with_(zones=["us-west-2a", "us-west-2b", "us-west-2c"])
+    for running, expected in ((2, 1), (1, 0)):
+        mock_aws.LIVE_CLUSTERS.clear()
+        old = synth_config("day2", BASE)
+        # the size the last `up` sent and the group runs (torchfleet plan reads the running size from there)
+        old.one("aws:eks/nodeGroup:NodeGroup", "torchfleet-aws-nodes-manager-us-west-2a").inputs[
+            "scalingConfig"]["desiredSize"] = running
+        mock_aws.LIVE_CLUSTERS.update(live_from(old))
+        try:
+            new = synth_config("day2", three)
+        finally:
+            mock_aws.LIVE_CLUSTERS.clear()
+        old_inputs = {f"{r.type}::{r.name}": dict(r.inputs) for r in old.resources if r.custom}
+        key = "aws:eks/nodeGroup:NodeGroup::torchfleet-aws-nodes-manager-us-west-2a"
+        cautions = aws_day2.max_below_running_size(
+            day2.classify(old.resources, new.resources, force_new_rules.shipped()), old_inputs)
+        assert len(cautions) == expected, cautions
+        if expected:
+            assert cautions[0].key == key and "etcd member" in cautions[0].reason
+            assert "manager-us-west-2a's maxSize drops below the 2 node(s)" in cautions[0].reason
+    assert aws_day2.max_below_running_size in aws_day2.CAUTIONS
+
+
 def test_zones_reordered_change_nothing():
     p, _, _ = plan(BASE, with_(zones=["us-west-2b", "us-west-2a"]))
     assert {a for a, _ in p.values()} == {"unchanged"}
@@ -200,6 +227,28 @@ def test_max_lowered_below_the_running_size_clamps_desired():
 def test_max_raised_leaves_a_busy_group_at_its_size():
     _, _, new = plan(BASE, with_(gpuPools=[{"gpu": "t4", "maxNodes": 16}]), desired={"gpu-t4-us-west-2b": 3})
     assert _scaling(new, "gpu-t4-us-west-2b")["desiredSize"] == 3
+
+
+def test_a_size_the_autoscaler_moved_is_no_change_and_an_upgrade_sends_only_the_version():
+    """The provider sends min, max and desired together, after UpdateNodegroupVersion (terraform-provider-aws
+    internal/service/eks/node_group.go@012e0a32): the live size read when `up` started, sent as a change,
+    reached EKS after the rolling upgrade and undid the autoscaler, and every preview showed it. With min and
+    max unchanged the state's desired size is repeated (ignoreChanges): no scaling change is planned."""
+    moved = {"gpu-t4-us-west-2a": 5, "manager-us-west-2a": 1}
+    p, _, new = plan(BASE, BASE, desired=moved)
+    # "ignored": only the ignored desired size differs from the recorded inputs; nothing is sent
+    assert {a for (t, _), (a, _) in p.items() if t == "aws:eks/nodeGroup:NodeGroup"} == {"unchanged", "ignored"}
+    group = new.one("aws:eks/nodeGroup:NodeGroup", "torchfleet-aws-nodes-gpu-t4-us-west-2a")
+    assert "scalingConfig.desiredSize" in group.options["ignoreChanges"]
+    p, _, new = plan(BASE, with_(kubernetesVersion="1.35"), desired=moved)
+    for (t, n), (action, paths) in p.items():
+        if t == "aws:eks/nodeGroup:NodeGroup":
+            ignored = new.one(t, n).options.get("ignoreChanges") or []
+            assert (action, [x for x in paths if x not in ignored]) == ("update", ["version"]), n
+    # min or max changed: the live size is sent, the state's is not repeated
+    _, _, new = plan(BASE, with_(gpuPools=[{"gpu": "t4", "maxNodes": 4}]), desired={"gpu-t4-us-west-2a": 6})
+    group = new.one("aws:eks/nodeGroup:NodeGroup", "torchfleet-aws-nodes-gpu-t4-us-west-2a")
+    assert "scalingConfig.desiredSize" not in (group.options.get("ignoreChanges") or [])
 
 
 # ---------------------------------------------------------------- Kubernetes minor, twice
