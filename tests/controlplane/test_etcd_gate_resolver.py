@@ -125,3 +125,29 @@ def test_a_pytorchjob_pod_resolves_to_its_rendezvous_id(training_layer, training
             assert gate(pod["status"]["podIP"]) == rdzv_id
     finally:
         ops.delete(cp, "pytorchjob", name, ns)
+
+
+def test_a_spoofed_rendezvous_id_resolves_to_nothing(training_layer, capsys, token):
+    """Defence in depth behind the admission policy (test_researcher_crossjob.py): job B's pods annotated with
+    job A's rendezvous id, as an administrator's mistake or a policy gap would leave them, resolve to nothing,
+    not to A's id: the id must be B's own (<B's name>-<8 hex>, B the pod's controller). The same through B's Job
+    (a pod without its own annotation). A still resolves to its own id."""
+    cp, ns = training_layer.cp, training_layer.namespace
+    victim, attacker = submit(training_layer, capsys, "restart"), submit(training_layer, capsys, "restart")
+    try:
+        victim_pods, attacker_pods = running(training_layer, victim, 2), running(training_layer, attacker, 2)
+        victim_id = get(cp, "job", victim, "-n", ns)["metadata"]["annotations"][ANNOTATION_RDZV_ID]
+        gate = resolver(training_layer, token)
+        for pod in attacker_pods:
+            kubectl(cp, "annotate", "--overwrite", "-n", ns, "pod", pod["metadata"]["name"],
+                    f"{ANNOTATION_RDZV_ID}={victim_id}")  # fmt: skip
+        assert {gate(pod["status"]["podIP"]) for pod in attacker_pods} == {None}
+        # Through the Job: the pods' own annotation removed, the Job's set to the victim's id.
+        kubectl(cp, "annotate", "--overwrite", "-n", ns, "job", attacker, f"{ANNOTATION_RDZV_ID}={victim_id}")
+        for pod in attacker_pods:
+            kubectl(cp, "annotate", "-n", ns, "pod", pod["metadata"]["name"], f"{ANNOTATION_RDZV_ID}-")
+        assert {gate(pod["status"]["podIP"]) for pod in attacker_pods} == {None}
+        assert {gate(pod["status"]["podIP"]) for pod in victim_pods} == {victim_id}
+    finally:
+        delete(training_layer, capsys, attacker)
+        delete(training_layer, capsys, victim)

@@ -12,11 +12,20 @@
   (hostNetwork pods are refused by Pod Security "restricted"). An address held by no such pod, or by
   pods that disagree, resolves to nothing and is refused everything. Answers are kept ``cache_s``:
   a pod that ends and whose IP goes to another pod within that time is the one window.
+  The id must be its controlling job's: the pod's controller ownerReference (set by the Job controller
+  or the operator, never by a researcher: the admission policy refuses training-labelled pods and
+  rdzv-id annotations on pods researchers make) names a Job, ElasticJob or PyTorchJob, and the id is
+  ``<that name>-<8 hex>`` (torchfleet/jobs/spec.py new_rdzv_id) or, for an ElasticJob only, the name
+  itself (the controller's own --rdzv_id, as k8s/examples use it). A batch/v1 Job is read and its uid
+  compared with the reference's. So an annotation naming another job's id resolves to nothing even
+  where admission let it through (k8s/base/cluster/validatingadmissionpolicy-researcher-limits.yaml
+  checks the same form).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import ssl
 import threading
 import time
@@ -27,6 +36,28 @@ from urllib.parse import quote
 ANNOTATION = "torchfleet.io/rdzv-id"  # torchfleet/jobs/pod_template.py ANNOTATION_RDZV_ID
 ROLE = ("torchfleet.io/role", "training")  # components/kube/manifests.py training_pod_labels
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+# The kinds whose pods train, by the ownerReference their controller writes (apiVersion's group).
+JOB_OWNERS = {("batch", "Job"), ("elastic.pytorch.org", "ElasticJob"), ("kubeflow.org", "PyTorchJob")}
+SUFFIX = re.compile(r"-[0-9a-f]{8}")
+
+
+def controller(meta: dict) -> dict | None:
+    """The pod's controller ownerReference if it is a training job's (a Job, ElasticJob or PyTorchJob)."""
+    for owner in meta.get("ownerReferences") or []:
+        group = str(owner.get("apiVersion", "")).partition("/")[0]
+        if owner.get("controller") and (group, owner.get("kind")) in JOB_OWNERS:
+            return owner
+    return None
+
+
+def owns(owner: dict, run_id: str) -> bool:
+    """Whether run_id is the owning job's own: <name>-<8 hex>, or an ElasticJob's bare name."""
+    name = str(owner.get("name", ""))
+    if not name:
+        return False
+    if run_id == name:
+        return owner.get("kind") == "ElasticJob"
+    return run_id.startswith(name + "-") and SUFFIX.fullmatch(run_id[len(name) :]) is not None
 
 
 class Static:
@@ -80,14 +111,19 @@ class Pods:
             meta, status = pod["metadata"], pod.get("status", {})
             if status.get("phase") != "Running" or (meta.get("labels") or {}).get(ROLE[0]) != ROLE[1]:
                 continue
+            owner = controller(meta)
+            if owner is None:
+                found.add(None)  # a training-labelled pod no job controls: nothing
+                continue
             run_id = (meta.get("annotations") or {}).get(ANNOTATION)
-            if run_id is None:
-                for owner in meta.get("ownerReferences") or []:
-                    if owner.get("controller") and owner.get("kind") == "Job" and owner.get("apiVersion") == "batch/v1":
-                        job = self._get(f"/apis/batch/v1/namespaces/{ns}/jobs/{quote(owner['name'])}")
-                        if job["metadata"].get("uid") == owner.get("uid"):
-                            run_id = (job["metadata"].get("annotations") or {}).get(ANNOTATION)
-            found.add(run_id)
+            if owner.get("kind") == "Job":
+                job = self._get(f"/apis/batch/v1/namespaces/{ns}/jobs/{quote(str(owner.get('name', '')))}")
+                if job["metadata"].get("uid") != owner.get("uid"):
+                    found.add(None)  # a Job of that name, not this pod's
+                    continue
+                if run_id is None:
+                    run_id = (job["metadata"].get("annotations") or {}).get(ANNOTATION)
+            found.add(run_id if run_id is not None and owns(owner, run_id) else None)
         return found.pop() if len(found) == 1 else None
 
     def __call__(self, address: str) -> str | None:
