@@ -79,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     idle = cost.idle_estimate(result.spec)  # what it costs with no job running (issue 29)
     if idle is not None:
         print(idle.render(f"{result.stack}, idle (no job running)"), file=sys.stderr)
+        print(f"  per month ({cost.HOURS_PER_MONTH} h): {idle.total * cost.HOURS_PER_MONTH:.2f} USD", file=sys.stderr)
     needs = preflight.render(result.spec)  # quotas and APIs the cloud must grant first (issue 20)
     if needs:
         print(needs, file=sys.stderr)

@@ -5,7 +5,7 @@ plus the manager pool at its maxNodes. `torchfleet submit`/`sweep` print a job's
 the priciest machine it can land on, one machine per node. List prices come from
 components/catalog/prices.yaml; spot pools pay less (and never more), but spot prices move too
 often to ship, so the figure is a ceiling, not a forecast. Storage, network and the managed
-control plane are not counted.
+control plane are not counted there; `check`'s idle estimate (idle_estimate) counts them with no job.
 """
 
 from __future__ import annotations
@@ -101,20 +101,59 @@ def stack_estimate(spec: platform.PlatformSpec) -> Estimate | None:
 # AKS Standard tier (azure/cluster.py sku): "$0.10 per cluster per hour"
 # (https://azure.microsoft.com/pricing/details/kubernetes-service/, read 2026-11-28).
 AKS_STANDARD_TIER_USD = 0.10
+# EKS: "$0.10 per cluster per hour" in standard support, $0.60 in extended support
+# (https://aws.amazon.com/blogs/containers/amazon-eks-extended-support-for-kubernetes-versions-pricing/).
+EKS_STANDARD_USD = 0.10
+EKS_EXTENDED_USD = 0.60
+# A NAT gateway's hour in us-east-1 (https://aws.amazon.com/vpc/pricing/, $0.045 per NAT gateway-hour,
+# plus $0.045 per GB processed) and its Elastic IP: every public IPv4 address is $0.005 per hour since
+# 2024-02-01 (https://aws.amazon.com/blogs/aws/new-aws-public-ipv4-address-charge-public-ip-insights/).
+AWS_NAT_GATEWAY_USD = 0.045
+AWS_PUBLIC_IPV4_USD = 0.005
+# GKE Standard's cluster management fee, "$0.10 per cluster per hour"; the free tier's monthly credit
+# covers zonal and Autopilot clusters only, and gcp/cluster.py makes a regional one
+# (https://cloud.google.com/kubernetes-engine/pricing).
+GKE_MANAGEMENT_USD = 0.10
+
+HOURS_PER_MONTH = 730  # the vendors' monthly figures (AWS, Azure and GCP calculators) use 730 hours
 
 
 def idle_estimate(spec: platform.PlatformSpec) -> Estimate | None:
-    """What an Azure stack costs per hour with no job running (issue 29): the fixed system pool, the manager
-    pool at minNodes and the Standard tier; the share (billed per provisioned GiB and kept by destroy while
-    storage.protect) and the load balancer are listed unpriced. None for the other clouds."""
+    """What a stack costs per hour with no job running (issues 29, 32): the managed control plane, the
+    manager pool at minNodes (at least one node: etcd and the controllers run there), the NAT and the
+    store; what is billed by use (GB processed, GiB stored) is listed unpriced with where its price is.
+    None for the local stack."""
+    m = spec.manager_pool
+    manager = _machine_line("manager pool at minNodes", spec.cloud, max(1, m.min_nodes), None, [m.machine_type])
+    if spec.cloud == "aws":
+        extended = spec.kubernetes_support == "EXTENDED"
+        nats = len(spec.zones) if spec.network.nat == "perZone" else 1
+        return Estimate("aws", (
+            Line("EKS control plane", 1, "cluster", EKS_STANDARD_USD),
+            manager,
+            Line("NAT gateway + its public IPv4", nats, "gateway", AWS_NAT_GATEWAY_USD + AWS_PUBLIC_IPV4_USD),
+            *((Line("EKS extended support", 1, "cluster", None,
+                    f"{EKS_EXTENDED_USD:.2f}/hour instead of {EKS_STANDARD_USD:.2f} once the minor leaves "
+                    "standard support (kubernetesSupport EXTENDED)"),) if extended else ()),
+            Line("EFS store", 1, "store", None,
+                 "billed per GB-month stored, nothing when empty: aws.amazon.com/efs/pricing"),
+        ))
+    if spec.cloud == "gcp":
+        return Estimate("gcp", (
+            Line("GKE cluster management (regional)", 1, "cluster", GKE_MANAGEMENT_USD),
+            manager,
+            Line("Cloud NAT", 1, "gateway", None,
+                 "billed per VM using it and per GB processed: cloud.google.com/nat/pricing"),
+            Line(f"{spec.storage.size_gb} GiB Filestore {spec.storage.tier}", 1, "store", None,
+                 "billed per provisioned GiB-month whether used or not: cloud.google.com/filestore/pricing"),
+        ))
     if spec.cloud != "azure":
         return None
     from components.clouds.azure import cluster as aks  # here: pulumi-azure-native, Azure only
 
-    m = spec.manager_pool
     return Estimate("azure", (
         _machine_line("system pool", "azure", aks.SYSTEM_NODES, None, [aks.SYSTEM_VM_SIZE]),
-        _machine_line("manager pool at minNodes", "azure", max(1, m.min_nodes), None, [m.machine_type]),
+        manager,
         Line("AKS Standard tier", 1, "cluster", AKS_STANDARD_TIER_USD),
         Line(f"{spec.storage.size_gb} GiB {spec.storage.tier} share", 1, "share", None,
              "billed per provisioned GiB-month, kept by destroy while storage.protect: "

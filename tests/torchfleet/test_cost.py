@@ -91,7 +91,8 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 def estimate_lines(err: str) -> list[list[str]]:
     # The cost lines only: check prints the quotas a stack needs after them (issue 20), also indented.
-    err = err.split("what the cloud must grant first")[0]
+    # The idle estimate (test_check_idle_cost.py) comes between them.
+    err = err.split("what the cloud must grant first")[0].split(", idle (no job running)")[0]
     return [line.split() for line in err.splitlines() if line.startswith("  ")]
 
 
