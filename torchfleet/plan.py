@@ -84,6 +84,9 @@ def render(plan, show_all: bool = False) -> str:
     if plan.collisions:
         lines.append("COLLISIONS (created before the old one is deleted, under the same name: `up` fails there):")
         lines += [f"  {c.key}: {c.collides}" for c in plan.collisions]
+    if plan.cautions:
+        lines.append("CAUTION (applies, but read this first):")
+        lines += [f"  {r.line()}" for r in plan.cautions]
     sections = [("replace", "replace"), ("unknown", "changed, provider rule unknown"), ("create", "create"),
                 ("delete", "delete"), ("update", "update in place"), ("ignored", "ignored (ignoreChanges)")]
     if show_all:

@@ -89,6 +89,21 @@ def rules_for(cloud: str) -> list[Rule]:
     return [*COMMON_RULES, *rules]
 
 
+def cautions(cloud: str, changes: list[Any], old_inputs: dict[str, dict[str, Any]]) -> list[Refusal]:
+    """What applies but costs something the user should see first (the plan still exits 0): the cloud's
+    CAUTIONS (components/clouds/<cloud>/day2.py), each a function of the planned resource changes
+    (torchfleet/preview/day2.py ResourceChange: action, type, name, key, order) and the old program's inputs
+    by `type::name`, returning Refusal-shaped lines (key, what happens, what to do first)."""
+    try:
+        module = importlib.import_module(f"components.clouds.{cloud}.day2")
+    except ModuleNotFoundError:
+        return []
+    found: list[Refusal] = []
+    for rule in getattr(module, "CAUTIONS", []):
+        found += list(rule(changes, old_inputs))
+    return found
+
+
 def refusals(change: ConfigChange) -> list[Refusal]:
     """Every refusal of the change: the old cloud's rules (a cloud change is refused by the common rule)."""
     found: list[Refusal] = []

@@ -82,6 +82,7 @@ class Day2Plan:
     changes: list[ResourceChange]  # every custom resource, in registration order (old-only ones last)
     refusals: list[refusal_rules.Refusal] = field(default_factory=list)
     described: str = ""  # what changed, as the user gave it
+    cautions: list[refusal_rules.Refusal] = field(default_factory=list)  # applies, but read first (exit 0)
 
     def by_action(self, action: str) -> list[ResourceChange]:
         return [c for c in self.changes if c.action == action]
@@ -101,6 +102,7 @@ class Day2Plan:
             "change": self.described,
             "refused": [{"key": r.key, "reason": r.reason, "instead": r.instead} for r in self.refusals],
             "collisions": [f"{c.key} ({c.collides})" for c in self.collisions],
+            "cautions": [{"key": r.key, "reason": r.reason, "instead": r.instead} for r in self.cautions],
             "counts": {a: len(self.by_action(a)) for a in ACTIONS},
             "resources": [c.to_json() for c in self.changes if c.action != "unchanged"],
         }
@@ -420,7 +422,9 @@ def plan_configs(stack: str, old_config: dict[str, Any], new_config: dict[str, A
     changes = classify(old.resources, new.resources, rules)
     refusals = refusal_rules.refusals(refusal_rules.ConfigChange(old_spec, new_spec, old_config, new_config))
     refusals += store_refusals(changes, old_spec.cloud)
-    return Day2Plan(stack, changes, refusals, described)
+    old_inputs = {f"{r.type}::{r.name}": dict(r.inputs) for r in old.resources if r.custom}
+    cautions = refusal_rules.cautions(old_spec.cloud, changes, old_inputs)
+    return Day2Plan(stack, changes, refusals, described, cautions)
 
 
 def plan_stack_file(stack_file: Path, changes: dict[str, Any] | None = None, against: Path | None = None,

@@ -105,10 +105,12 @@ def system_profile(spec: PlatformSpec, subnet_id: pulumi.Input[str]) -> dict:
     a cluster without one. The manager and GPU pools are separate AgentPool resources, never inline.
 
     Its orchestratorVersion follows kubernetesVersion, so the ManagedCluster update that moves the control
-    plane moves this on-demand pool with it, as `az aks upgrade` does; the separate pools (spot GPU pools
-    among them) follow in their own updates afterwards (they depend on the cluster), which is the order
-    AKS asks for with spot pools ("You can't upgrade the control plane and node pools at the same time":
-    aks-docs spot-node-pool.md).
+    plane moves this on-demand pool with it, as `az aks upgrade` does; the separate pools follow in their own
+    updates afterwards (they depend on the cluster). With spot pools AKS does not take the two together ("You
+    can't upgrade the control plane and node pools at the same time. You must upgrade them separately":
+    aks-docs spot-node-pool.md), so `torchfleet plan` refuses such a minor upgrade and gives the steps (the
+    control plane, then this pool, with `az`; then the `up`): azure/day2.py minor_with_spot_pools says why the
+    program cannot split the PUT itself.
     """
     return {
         "name": SYSTEM_POOL,

@@ -12,8 +12,9 @@ The pool's name hashes those settings (zones as a set: their order means nothing
 name: agentPoolName is a path parameter, hence force-new, and Pulumi creates the new pool first and deletes
 the old one after (no delete-before-replace: the names differ). AKS deletes the old pool without cordon
 and drain (aks-docs create-node-pools.md), so etcd and the controllers restart on the new pool at once
-(etcd's zone-redundant disks reattach): docs/day-2-azure.md says to change it between jobs. It is a User pool: the cluster's one System pool is the
-fixed inline `system` pool (cluster.py), so deleting the old manager pool never leaves AKS without one.
+(etcd's zone-redundant disks reattach): docs/day-2-azure.md says to change it between jobs. It is a
+User pool: the cluster's one System pool is the fixed inline `system` pool (cluster.py), so deleting
+the old manager pool never leaves AKS without one.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def create_manager_pool(
         resource_name_=cluster.name,
         vnet_subnet_id=subnet_id,
         count=node_count(resource_group_name, cluster.name, args["agent_pool_name"], args["min_count"],
-                         args["max_count"]),
+                         args["max_count"], after=cluster),
         **args,
         opts=pulumi.ResourceOptions(
             parent=parent,

@@ -5,13 +5,21 @@ letter, at most 12 characters for Linux pools
 (https://learn.microsoft.com/azure/aks/create-node-pools#limitations). So the contract name
 `gpu-<gpu>-<zone>` (GpuPoolSpec.name) cannot be the pool name. The mapping is:
 
-    GpuPoolSpec gpu-t4-1        -> agent pool t4z1         (first machine type of the pool)
+    GpuPoolSpec gpu-t4-1        -> agent pool t4z1         (the catalog's default machine type of the GPU)
     GpuPoolSpec gpu-a100-80gb-2 -> agent pool a10080gbz2
-    second machine type          -> agent pool t4z1m1, third t4z1m2, ...
+    any other machine type       -> agent pool t4z1 + 4 hex digits of sha256("<gpu>/<zone>/<vm size>"),
+                                    the prefix cut to 8 characters (zone 1, the second A100 80GB type: a10080gbc427)
 
 An AKS scale-set pool has exactly one VM size, so a GpuPoolSpec listing several machine types
 becomes one agent pool per machine type, all with the same labels; the contract name stays on
 every one of them as the `torchfleet-pool-name` tag (Azure tag names cannot hold the label's '/').
+A pool's name depends on its VM size only, never on its place in `machineTypes`: the name is a path
+parameter and `vmSize` is force-new, so a name tied to the position (it was `t4z1m1` for the second
+type) replaced pools whenever the list was reordered or its first entry removed, deleting the old one
+first with its running spot nodes. Reordering now changes nothing; a type added or removed creates or
+deletes its own pool only. Stacks made before keep `<gpu>z<zone>` for the default type; a pool of another
+type that was named `...m<i>` is created under its new name and the old one deleted after (one time;
+docs/day-2-azure.md).
 The autoscaler does not balance pools across zones (cluster.py autoscaler_profile: a job keeps its
 pods in one zone), and it turns scale-set tags into template labels anyway (azure_template.go).
 """
@@ -22,11 +30,13 @@ import hashlib
 import ipaddress
 import re
 
+from components import catalog
 from components.cloud_limits import first_free  # the same pick spec.parse checks a network.cidr with
 from components.clouds.traits import CLOUD_TRAITS
 from components.spec import GpuPoolSpec
 
 POOL_NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+POOL_HASH_CHARS = 4
 MANAGER_AGENT_POOL = "manager"
 # Azure tag names cannot contain '/' (nor <, >, %, &, \, ?), so tags use dashes.
 # https://learn.microsoft.com/azure/azure-resource-manager/management/tag-resources#limitations
@@ -40,9 +50,15 @@ def tags(stack: str, **extra: str) -> dict[str, str]:
 
 
 def agent_pool_name(pool: GpuPoolSpec, machine_index: int = 0) -> str:
-    """The AKS agent pool name for one machine type of a GPU pool (see the module docstring)."""
+    """The AKS agent pool name for one machine type of a GPU pool (see the module docstring): a function of
+    the GPU, the zone and the VM size, never of the type's index in `machineTypes`."""
+    vm_size = pool.machines[machine_index].type
     base = re.sub(r"[^a-z0-9]", "", pool.gpu.lower())
-    name = f"{base}z{pool.zone}" + (f"m{machine_index}" if machine_index else "")
+    name = f"{base}z{pool.zone}"
+    offer = catalog.offering(pool.gpu, "azure")
+    if offer is None or vm_size != offer.default_machine.type:
+        digest = hashlib.sha256(f"{pool.gpu}/{pool.zone}/{vm_size}".encode()).hexdigest()[:POOL_HASH_CHARS]
+        name = name[: 12 - POOL_HASH_CHARS] + digest
     if not POOL_NAME_RE.match(name):
         # Only reachable if the catalog grows a GPU key too long for AKS: fail at synth, loudly.
         raise ValueError(f"AKS agent pool name {name!r} for {pool.name} is not 1-12 lowercase letters/digits")

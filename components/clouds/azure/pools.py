@@ -80,8 +80,9 @@ def pool_options(parent: pulumi.Resource, depends_on: list[pulumi.Resource]) -> 
     return pulumi.ResourceOptions(
         parent=parent,
         depends_on=depends_on,
-        # No ignore_changes on count: the count sent is the live one within the new bounds
-        # (live_count.py), so raising minNodes works and the autoscaler's count is not reverted.
+        # No ignore_changes on count: the count sent is the live one within the new bounds, read just before
+        # this pool's own PUT (live_count.py), so raising minNodes works and the autoscaler's count is not
+        # reverted.
         # The pool name is fixed (agent_pool_name), so a replacement must delete the old pool
         # first, or the create fails on the name.
         delete_before_replace=True,
@@ -95,8 +96,15 @@ def pool_options(parent: pulumi.Resource, depends_on: list[pulumi.Resource]) -> 
 
 
 def agent_pools(spec: PlatformSpec) -> list[tuple[GpuPoolSpec, int]]:
-    """(pool, machine index) for every AKS agent pool the stack needs."""
-    return [(p, i) for p in spec.gpu_pools for i in range(len(p.machines))]
+    """(pool, machine index) for every AKS agent pool the stack needs, in a stable order: by pool name, so a
+    reordered `machineTypes` neither renames a pool (naming.agent_pool_name hashes the VM size) nor moves it
+    in the one-at-a-time chain of pool operations (AksGpuPools)."""
+    out = sorted(((p, i) for p in spec.gpu_pools for i in range(len(p.machines))),
+                 key=lambda pi: (spec.gpu_pools.index(pi[0]), naming.agent_pool_name(*pi)))
+    names = [naming.agent_pool_name(p, i) for p, i in out]
+    if len(set(names)) != len(names):  # a 4-hex-digit hash clash: never with today's catalog (test_azure_naming)
+        raise ValueError(f"two AKS agent pools of the stack would share a name: {sorted(names)}")
+    return out
 
 
 def expander_priorities(spec: PlatformSpec) -> str:
@@ -104,7 +112,7 @@ def expander_priorities(spec: PlatformSpec) -> str:
 
     AKS names each pool's scale set `aks-<pool>-<digits>-vmss`, and that is the node group name
     the expander matches. Unanchored, so a resource-id form of the name matches too; the dashes
-    around the pool name keep t4z1 from matching t4z1m1.
+    around the pool name keep t4z1 from matching t4z17634.
     """
     tiers: dict[int, list[str]] = {}
     for pool, i in agent_pools(spec):
@@ -143,7 +151,8 @@ class AksGpuPools(pulumi.ComponentResource):
                 resource_group_name=resource_group_name,
                 resource_name_=cluster.name,
                 vnet_subnet_id=subnet_id,
-                count=node_count(resource_group_name, cluster.name, short, args["min_count"], args["max_count"]),
+                count=node_count(resource_group_name, cluster.name, short, args["min_count"], args["max_count"],
+                                 after=previous),
                 **args,
                 opts=pool_options(self, depends_on=[cluster, previous]),
             )

@@ -6,9 +6,12 @@ program reads at preview (live_count.py)."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from tests.harness import synth_config
+from torchfleet.plan import render
 from torchfleet.preview import day2, mock_azure, plans
 
 POOL = "azure-native:containerservice:AgentPool"
@@ -117,13 +120,30 @@ def test_gpu_pool_added_and_removed():
     assert changed(removed) == {"torchfleet-azure-gpu-a10080gbz1": ("delete", POOL)}
 
 
-def test_gpu_pool_retyped_is_replaced_delete_first():
-    p = plan(_with(gpuPools=[{"gpu": "t4", "maxNodes": 8, "machineTypes": ["Standard_NC8as_T4_v3"]}]))
+def test_gpu_pool_retyped_creates_the_new_type_pool_first_then_deletes_the_old():
+    """A pool's name is its VM size's (naming.agent_pool_name): another type is another pool, created before the
+    old one is deleted (Pulumi deletes last), never a delete-first replacement of the same name."""
+    p = plan(_with(gpuPools=[{"gpu": "t4", "maxNodes": 8, "machineTypes": ["Standard_NC8as_T4_v3"]}]),
+             live={"t4z1": 2, "t4z2": 0})
     _clean(p)
-    assert changed(p) == {"torchfleet-azure-gpu-t4z1": ("replace", POOL),
-                          "torchfleet-azure-gpu-t4z2": ("replace", POOL)}
-    change = p.get(POOL, "torchfleet-azure-gpu-t4z1")
-    assert change.order == "delete-first" and any(r.startswith("vmSize") for r in change.replaced_by)
+    assert changed(p) == {"torchfleet-azure-gpu-t4z1": ("delete", POOL), "torchfleet-azure-gpu-t4z2": ("delete", POOL),
+                          "torchfleet-azure-gpu-t4z17634": ("create", POOL),
+                          "torchfleet-azure-gpu-t4z28fae": ("create", POOL)}
+    assert not [c for c in p.changes if c.action == "replace" and c.type == POOL]
+
+
+def test_machine_types_reordered_or_first_removed_replaces_no_pool():
+    """Review (day 2): the second type's pool was named by its index (t4z1m1), so reordering the list re-typed both
+    names in place (vmSize is force-new: delete-first, running spot nodes killed)."""
+    both = ["Standard_NC4as_T4_v3", "Standard_NC8as_T4_v3"]
+    old = _with(gpuPools=[{"gpu": "t4", "maxNodes": 8, "machineTypes": both}])
+    reordered = plan(_with(gpuPools=[{"gpu": "t4", "maxNodes": 8, "machineTypes": both[::-1]}]), old=old)
+    _clean(reordered)
+    assert [c.key for c in reordered.changes if c.action != "unchanged"] == []
+    first_removed = plan(_with(gpuPools=[{"gpu": "t4", "maxNodes": 8, "machineTypes": both[1:]}]), old=old)
+    _clean(first_removed)
+    assert changed(first_removed) == {"torchfleet-azure-gpu-t4z1": ("delete", POOL),
+                                      "torchfleet-azure-gpu-t4z2": ("delete", POOL)}
 
 
 def test_gpu_pool_rezoned_deletes_one_zone_and_creates_the_other():
@@ -138,6 +158,29 @@ def test_gpu_pool_disk_change_is_a_replacement_not_a_refused_update():
     _clean(p)
     change = p.get(POOL, "torchfleet-azure-gpu-t4z1")
     assert change.action == "replace" and change.order == "delete-first"
+
+
+def test_a_delete_first_pool_replacement_is_flagged_with_its_running_nodes():
+    """Review (day 2): AKS deletes a pool without cordon and drain; the plan says so for every pool replaced
+    delete-first, with the count it read, and an ordinary update raises no caution."""
+    p = plan(_with(gpuPools=[{"gpu": "t4", "maxNodes": 8, "diskSizeGb": 300}]), live={"t4z1": 3, "t4z2": 0})
+    _clean(p)
+    cautions = {c.key.rsplit("::", 1)[1]: c for c in p.cautions}
+    assert set(cautions) == {"torchfleet-azure-gpu-t4z1", "torchfleet-azure-gpu-t4z2"}
+    assert "3 node(s) ran" in cautions["torchfleet-azure-gpu-t4z1"].reason
+    assert "cannot see" in cautions["torchfleet-azure-gpu-t4z2"].reason
+    assert "az aks nodepool show" in cautions["torchfleet-azure-gpu-t4z1"].instead
+    assert p.to_json()["cautions"] and "CAUTION" in render(p)
+    assert plan(_with(gpuPools=[{"gpu": "t4", "maxNodes": 12}]), live={"t4z1": 3}).cautions == []
+
+
+def test_each_pool_reads_its_count_after_the_operation_before_its_own():
+    """Review (day 2): every count was read when the program started and sent minutes later, after the pools
+    before it; now each pool's count waits for the previous pool (the manager pool's for the cluster)."""
+    new = synth_config("day2", BASE)
+    chain = [new.one(CLUSTER), *new.of_type(POOL)]
+    for before, pool in itertools.pairwise(chain):
+        assert before.urn in pool.options["propertyDependencies"]["count"], (pool.name, before.name)
 
 
 # ---- minNodes / maxNodes while nodes run ------------------------------------------------------------
@@ -179,9 +222,13 @@ def synth_new(config: dict, live: dict):
 
 # ---- Kubernetes minor upgrades ----------------------------------------------------------------------
 
+ON_DEMAND = {"gpuPools": [{"gpu": "t4", "maxNodes": 8, "spot": False}], "guardrails": {"allowOnDemandGpus": True}}
+
+
 def test_minor_upgraded_twice_control_plane_first_then_the_pools():
-    first = plan(_with(kubernetesVersion="1.35"))
-    second = plan(_with(kubernetesVersion="1.36"), old=_with(kubernetesVersion="1.35"))
+    """Without spot pools: the control plane with the system pool in one PUT (as `az aks upgrade`), then each pool."""
+    first = plan(_with(kubernetesVersion="1.35", **ON_DEMAND), old=_with(**ON_DEMAND))
+    second = plan(_with(kubernetesVersion="1.36", **ON_DEMAND), old=_with(kubernetesVersion="1.35", **ON_DEMAND))
     for p in (first, second):
         _clean(p)
         cluster = p.get(CLUSTER, "torchfleet-azure-cluster-aks")
@@ -194,6 +241,19 @@ def test_minor_upgraded_twice_control_plane_first_then_the_pools():
     cluster = new.one(CLUSTER)
     for pool in new.of_type(POOL):
         assert cluster.key in new.depends_on(pool), pool.name
+
+
+def test_minor_upgrade_with_spot_pools_is_refused_with_the_separate_steps():
+    """Review (day 2): with spot pools AKS does not upgrade the control plane and node pools together
+    (aks-docs spot-node-pool.md), and the ManagedCluster PUT carried both the control plane's and the system
+    pool's version."""
+    p = plan(_with(kubernetesVersion="1.35"))
+    assert [r.key for r in p.refusals] == ["torchfleet:kubernetesVersion"]
+    refusal = p.refusals[0]
+    assert "gpu-t4-1" in refusal.reason and "spot" in refusal.reason
+    steps = refusal.instead
+    assert steps.index("--control-plane-only --kubernetes-version 1.35") < steps.index(
+        "-n system --kubernetes-version 1.35") < steps.index("pulumi up")
 
 
 @pytest.mark.parametrize("old,new", [("1.34", "1.36"), ("1.35", "1.34")], ids=["skips a minor", "downgrade"])

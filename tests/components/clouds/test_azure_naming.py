@@ -39,13 +39,25 @@ def test_every_azure_gpu_gets_valid_distinct_pool_names(gpu):
 
 @pytest.mark.parametrize(
     "gpu,zone,index,expected",
-    [("t4", "1", 0, "t4z1"), ("t4", "3", 1, "t4z3m1"), ("a100-80gb", "2", 0, "a10080gbz2"),
-     ("a100-40gb", "1", 0, "a10040gbz1"), ("h100", "3", 2, "h100z3m2")],
+    [("t4", "1", 0, "t4z1"), ("t4", "3", 1, "t4z36693"), ("a100-80gb", "2", 0, "a10080gbz2"),
+     ("a100-40gb", "1", 0, "a10040gbz1"), ("h100", "3", 2, "h100z3dbc6")],
 )
 def test_pool_name_mapping_is_documented_and_stable(gpu, zone, index, expected):
     assert naming.agent_pool_name(_pool(gpu, zone, machines=index + 1), index) == expected
     # The mapping is documented where the names are made.
     assert "gpu-t4-1        -> agent pool t4z1" in naming.__doc__
+
+
+def test_a_pool_name_follows_its_vm_size_not_its_place_in_machine_types():
+    """Review (day 2): the second type was `t4z1m1`, so reordering machineTypes or dropping the first one renamed
+    pools, and a pool whose name stays but whose vmSize changes is replaced delete-first (its spot nodes die)."""
+    offer = catalog.offering("t4", "azure")
+    forward = GpuPoolSpec("t4", "1", offer.machines[:2], 0, 4, True)
+    backward = GpuPoolSpec("t4", "1", tuple(reversed(offer.machines[:2])), 0, 4, True)
+    names = lambda pool: {pool.machines[i].type: naming.agent_pool_name(pool, i) for i in range(2)}  # noqa: E731
+    assert names(forward) == names(backward)
+    only_second = GpuPoolSpec("t4", "1", offer.machines[1:2], 0, 4, True)
+    assert naming.agent_pool_name(only_second, 0) == names(forward)[offer.machines[1].type]
 
 
 def test_the_manager_pool_name_is_valid_too():
@@ -143,14 +155,14 @@ def _spec(**extra):
 def test_priority_expander_prefers_spot_pools():
     priorities = yaml.safe_load(pools.expander_priorities(_spec()))
     assert list(priorities) == [50, 10, 1]
-    assert priorities[50] == [".*aks-t4z1-.*", ".*aks-t4z1m1-.*", ".*aks-t4z2-.*", ".*aks-t4z2m1-.*"]
+    assert priorities[50] == [".*aks-t4z1-.*", ".*aks-t4z17634-.*", ".*aks-t4z2-.*", ".*aks-t4z28fae-.*"]
     assert priorities[10] == [".*aks-h100z2-.*"]
     assert priorities[1] == [".*"]
-    # The scale set names AKS gives: aks-<pool>-<digits>-vmss. t4z1's regex must not take t4z1m1.
+    # The scale set names AKS gives: aks-<pool>-<digits>-vmss. t4z1's regex must not take t4z17634.
     assert re.fullmatch(priorities[50][0], "aks-t4z1-12345678-vmss")
     assert re.fullmatch(priorities[50][0], "/subscriptions/s/resourceGroups/mc/providers/"
                         "Microsoft.Compute/virtualMachineScaleSets/aks-t4z1-12345678-vmss")
-    assert not re.fullmatch(priorities[50][0], "aks-t4z1m1-12345678-vmss")
+    assert not re.fullmatch(priorities[50][0], "aks-t4z17634-12345678-vmss")
     assert not re.fullmatch(priorities[50][0], "aks-manager-12345678-vmss")
 
 
@@ -158,7 +170,7 @@ def test_spot_and_on_demand_pool_args():
     spec = _spec()
     spot, on_demand = spec.gpu_pools[0], spec.gpu_pools[-1]
     a = pools.pool_args(spot, 1, spec)
-    assert (a["agent_pool_name"], a["vm_size"], a["availability_zones"]) == ("t4z1m1", "Standard_NC8as_T4_v3", ["1"])
+    assert (a["agent_pool_name"], a["vm_size"], a["availability_zones"]) == ("t4z17634", "Standard_NC8as_T4_v3", ["1"])
     assert (a["scale_set_priority"], a["scale_set_eviction_policy"], a["spot_max_price"]) == ("Spot", "Delete", -1)
     assert a["node_taints"] == [
         "nvidia.com/gpu=present:NoSchedule",

@@ -305,7 +305,8 @@ def test_one_agent_pool_per_gpu_zone_and_machine(three):
     result = three
     pools = {p.inputs["agentPoolName"]: p for p in _gpu_pools(result)}
     assert sorted(pools) == sorted(
-        ["t4z1", "t4z1m1", "t4z2", "t4z2m1", "t4z3", "t4z3m1", "a10080gbz1", "a10080gbz2", "a10080gbz3"]
+        # The second T4 type's pools are named by its VM size (naming.agent_pool_name), not its index.
+        ["t4z1", "t4z17634", "t4z2", "t4z28fae", "t4z3", "t4z36693", "a10080gbz1", "a10080gbz2", "a10080gbz3"]
     )
     for name, p in pools.items():
         i = p.inputs
@@ -321,9 +322,9 @@ def test_one_agent_pool_per_gpu_zone_and_machine(three):
         assert i["nodeLabels"]["nvidia.com/gpu.present"] == "true"
         assert "nvidia.com/gpu=present:NoSchedule" in i["nodeTaints"]
         assert i["orchestratorVersion"] == "1.35"
-    assert pools["t4z2m1"].inputs["vmSize"] == "Standard_NC8as_T4_v3"
+    assert pools["t4z28fae"].inputs["vmSize"] == "Standard_NC8as_T4_v3"
     assert pools["t4z2"].inputs["tags"]["torchfleet-pool-name"] == "gpu-t4-2"
-    assert pools["t4z2m1"].inputs["tags"] == {"torchfleet-stack": "azure-three", "torchfleet-pool-name": "gpu-t4-2"}
+    assert pools["t4z28fae"].inputs["tags"] == {"torchfleet-stack": "azure-three", "torchfleet-pool-name": "gpu-t4-2"}
 
 
 def test_pools_of_one_gpu_have_identical_labels_across_zones(three):
