@@ -371,7 +371,8 @@ def test_allow_egress_adds_a_policy_for_the_job_only(capsys):
     # in flag order, once each; the cloud metadata endpoint stays closed even to 0.0.0.0/0
     assert egress["spec"]["egress"] == [{"to": [
         {"ipBlock": {"cidr": "52.216.0.0/15"}},
-        {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32", "169.254.169.252/32", "168.63.129.16/32"]}},
+        {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32", "169.254.169.252/32", "168.63.129.16/32",
+                                                    "169.254.170.23/32"]}},
     ]}]
     assert "&id" not in out and "*id" not in out  # plain YAML, no anchors
 

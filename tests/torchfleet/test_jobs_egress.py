@@ -15,17 +15,20 @@ IMDS = "169.254.169.254/32"
 GKE_METADATA = "169.254.169.252/32"
 WIRESERVER = "168.63.129.16/32"
 AWS_IMDS_V6 = "fd00:ec2::254/128"
+POD_IDENTITY = "169.254.170.23/32"  # the EKS Pod Identity Agent
+POD_IDENTITY_V6 = "fd00:ec2::23/128"
 
 # (cidr, the excepts it must get) -- each except strictly inside its cidr, as the API server requires.
 EXCEPTS = [
-    ("0.0.0.0/0", [IMDS, GKE_METADATA, WIRESERVER]),
-    ("::/0", [AWS_IMDS_V6]),
-    ("169.254.0.0/16", [IMDS, GKE_METADATA]),
+    ("0.0.0.0/0", [IMDS, GKE_METADATA, WIRESERVER, POD_IDENTITY]),
+    ("::/0", [AWS_IMDS_V6, POD_IDENTITY_V6]),
+    ("169.254.0.0/16", [IMDS, GKE_METADATA, POD_IDENTITY]),
+    ("169.254.170.0/24", [POD_IDENTITY]),
     ("169.254.169.254/31", [IMDS]),
     ("168.63.0.0/16", [WIRESERVER]),
-    ("128.0.0.0/1", [IMDS, GKE_METADATA, WIRESERVER]),
-    ("fd00::/8", [AWS_IMDS_V6]),
-    ("fd00:ec2::/32", [AWS_IMDS_V6]),
+    ("128.0.0.0/1", [IMDS, GKE_METADATA, WIRESERVER, POD_IDENTITY]),
+    ("fd00::/8", [AWS_IMDS_V6, POD_IDENTITY_V6]),
+    ("fd00:ec2::/32", [AWS_IMDS_V6, POD_IDENTITY_V6]),
     ("52.216.0.0/15", []),
     ("10.0.0.0/8", []),
     ("2600:1f00::/24", []),
@@ -43,7 +46,9 @@ def test_every_metadata_endpoint_inside_a_cidr_is_excepted(cidr, excepts):
 
 
 # Regression (issue 12): --allow-egress 169.254.169.254/32 opened the metadata endpoint README.md says stays closed.
-@pytest.mark.parametrize("cidr", [IMDS, GKE_METADATA, WIRESERVER, AWS_IMDS_V6, "fd00:ec2:0:0:0:0:0:254/128"])
+@pytest.mark.parametrize(
+    "cidr", [IMDS, GKE_METADATA, WIRESERVER, AWS_IMDS_V6, "fd00:ec2:0:0:0:0:0:254/128", POD_IDENTITY, POD_IDENTITY_V6]
+)
 def test_a_metadata_endpoint_itself_is_refused(cidr):
     with pytest.raises(UsageError, match=r"^--allow-egress: .* stays closed to jobs"):
         parse_egress([cidr])

@@ -68,6 +68,14 @@ METADATA_ENDPOINTS = (
     MetadataEndpoint(ipaddress.ip_network("fd00:ec2::254/128"), "AWS instance metadata over IPv6",
                      "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html",
                      "hands out the node's credentials"),
+    # The EKS Pod Identity Agent (a DaemonSet on every node of the AWS stacks: the CSI drivers' and the
+    # autoscaler's roles come through it) listens on these two addresses.
+    MetadataEndpoint(ipaddress.ip_network("169.254.170.23/32"), "the EKS Pod Identity Agent",
+                     "https://docs.aws.amazon.com/eks/latest/userguide/pod-id-agent-setup.html",
+                     "hands out the credentials of any pod identity association's role it is asked for"),
+    MetadataEndpoint(ipaddress.ip_network("fd00:ec2::23/128"), "the EKS Pod Identity Agent over IPv6",
+                     "https://docs.aws.amazon.com/eks/latest/userguide/pod-id-agent-setup.html",
+                     "hands out the credentials of any pod identity association's role it is asked for"),
 )
 
 
