@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 
-from components.clouds.aws.admins import KEY, caller_problem
 from components.spec import PlatformSpec
 
 CALLER_ENV = "TORCHFLEET_AWS_CALLER"
@@ -27,6 +26,10 @@ def role_arn(arn: str) -> str:
 
 def report(spec: PlatformSpec) -> list[str]:
     """What `check` prints about the caller and torchfleet:admins (each line starts with "admins: ")."""
+    # Imported here: components.clouds.aws's __init__ imports pulumi_aws, which the CLI's slim install
+    # (no `platform` extra) lacks, and cli imports check (tests/torchfleet/test_slim_install.py).
+    from components.clouds.aws.admins import KEY, caller_problem
+
     named = os.environ.get(CALLER_ENV, "").strip()
     if spec.cloud != "aws" or named.lower() == "off":
         return []
