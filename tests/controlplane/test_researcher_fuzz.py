@@ -175,6 +175,7 @@ def build(layer, kind: str, edits: list) -> dict:
         }
         metadata, spec = {"labels": labels}, pod["spec"]
         spec.pop("activeDeadlineSeconds")
+        spec.get("nodeSelector", {}).pop("torchfleet.io/pool", None)  # a job's pods never run beside etcd
         document = {
             "apiVersion": "batch/v1",
             "kind": "Job",

@@ -20,7 +20,8 @@ pod the API server admits from a researcher is inside. A researcher's pod
   dataset claims, emptyDir and projected ConfigMaps;
 - runs at Pod Security's restricted level (no host namespace or path, non-root, no privilege, no added
   capability but NET_BIND_SERVICE): checked on Pods, the only objects that level is enforced on;
-- runs as training-job or job-reader, the accounts bound to no Role.
+- runs as training-job or job-reader, the accounts bound to no Role;
+- if a job's, never on the manager pool (etcd's nodes): only reader, TensorBoard and store pods go there.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ VISIBLE = "NVIDIA_VISIBLE_DEVICES"
 MANAGED_BY = ("app.kubernetes.io/managed-by", "torchfleet")
 ZONE = "topology.kubernetes.io/zone"
 SHARED_CLAIM = "shared-data"
+POOL = "torchfleet.io/pool"
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 
 
@@ -164,6 +166,8 @@ def outside(kind: str, name: str, labels: dict[str, str] | None, spec: dict[str,
     why += [f"tolerates {t.get('key') or 'every taint'}" for t in spec.get("tolerations") or []
             if t.get("key") not in TOLERABLE]  # fmt: skip
     why += _gpu_visibility(spec) + _secrets(spec)
+    if kind in ("Job", "ElasticJob", "PyTorchJob") and (spec.get("nodeSelector") or {}).get(POOL) == "manager":
+        why.append("a job's pods on the manager pool, beside etcd")  # only readers, TensorBoard, Lighthouses
     if kind == "Pod":
         # Pod Security Admission enforces on pods only: a workload's template gets a warning, and the pods its
         # controller makes are refused (https://kubernetes.io/docs/concepts/security/pod-security-admission/,
