@@ -12,9 +12,11 @@ import pytest
 
 URL_ENV = "TORCHFLEET_MY_IP_URL"  # torchfleet.reach.URL_ENV (test_check_reach holds them equal)
 AZURE_CALLER_ENV = "TORCHFLEET_AZURE_CALLER"  # torchfleet.azure_admins.CALLER_ENV
+AWS_CALLER_ENV = "TORCHFLEET_AWS_CALLER"  # torchfleet.aws_admins.CALLER_ENV
 
 
 @pytest.fixture(autouse=True)
 def _no_ip_lookup(monkeypatch):
     monkeypatch.setenv(URL_ENV, "off")
     monkeypatch.setenv(AZURE_CALLER_ENV, "off")
+    monkeypatch.setenv(AWS_CALLER_ENV, "off")  # test_check_aws_admins sets its own
