@@ -2,9 +2,12 @@
 
 `torchfleet check` prints a stack's: every GPU pool at its maxNodes on its priciest machine type,
 plus the manager pool at its maxNodes. `torchfleet submit`/`sweep` print a job's: its most nodes on
-the priciest machine it can land on, one machine per node. List prices come from
-components/catalog/prices.yaml; spot pools pay less (and never more), but spot prices move too
-often to ship, so the figure is a ceiling, not a forecast. Storage, network and the managed
+the priciest machine it can land on, one machine per node. A job whose pools are all spot is priced
+at the spot price of the stack's region, any other at that region's on-demand price, where
+components/catalog/spot_prices.yaml has a dated row for the machine there (issue 32); else at the
+on-demand list price of components/catalog/prices.yaml (one region per cloud), and a note under the
+lines names the machine, the stack's region and the file without a row for it. Spot prices move, so
+the figure is the dated one printed beside it, not a forecast. Storage, network and the managed
 control plane are not counted there; `check`'s idle estimate (idle_estimate) counts them with no job.
 """
 
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 
 from components import catalog
 from components import spec as platform
-from components.catalog import prices
+from components.catalog import prices, spot_prices
 from torchfleet.jobs.spec import JobRequest
 from torchfleet.jobs.target import Target
 
@@ -29,6 +32,8 @@ class Line:
     machine: str
     usd: float | None
     why_unpriced: str | None = None
+    spot: bool = False  # every pool it can land on is spot
+    regional: str | None = None  # "spot, us-central1, 2025-03-06": priced from spot_prices.yaml
 
     @property
     def total(self) -> float:
@@ -36,7 +41,9 @@ class Line:
 
     @property
     def each(self) -> str:
-        return f"{self.machine} at {usd_text(self.usd)}" if self.usd is not None else self.machine
+        if self.usd is None:
+            return self.machine
+        return f"{self.machine} at {usd_text(self.usd)}" + (f" ({self.regional})" if self.regional else "")
 
     def render(self, width: int, each_width: int) -> str:
         price = f"{self.total:9.2f}" if self.usd is not None else f"{'-':>9}  ({self.why_unpriced})"
@@ -52,6 +59,7 @@ def usd_text(usd: float) -> str:
 class Estimate:
     cloud: str
     lines: tuple[Line, ...]
+    region: str | None = None  # the stack's region; None without a stack
 
     @property
     def total(self) -> float:
@@ -61,27 +69,58 @@ class Estimate:
     def unpriced(self) -> list[Line]:
         return [line for line in self.lines if line.usd is None]
 
-    def render(self, subject: str) -> str:
+    def notes(self) -> list[str]:
+        """One line per machine priced from prices.yaml where the stack's region or its spot price was
+        wanted: never silently another region's figure (issue 32)."""
         basis = prices.of(self.cloud)
-        where = f"{basis.region}, priced {basis.priced}" if basis else "no list prices"
-        head = f"{subject}: at most {self.total:.2f} USD/hour at on-demand list prices ({where})"
+        found = []
+        for line in self.lines:
+            if line.usd is None or line.regional is not None:
+                continue
+            if self.region is not None and basis is not None and self.region != basis.region:
+                found.append(f"{line.machine}: no {self.cloud}/{self.region} price in {SPOT_PRICES_NAME}; "
+                             f"priced at the on-demand list price of {basis.region} ({PRICES_NAME})")
+            elif line.spot:
+                found.append(f"{line.machine}: spot pool, no {self.cloud}/{self.region or basis.region} spot price in "
+                             f"{SPOT_PRICES_NAME}; priced at the on-demand list price, a ceiling")
+        return list(dict.fromkeys(found))
+
+    def render(self, subject: str) -> str:
+        head = f"{subject}: at most {self.total:.2f} USD/hour"
+        if any(line.regional is None for line in self.lines):
+            basis = prices.of(self.cloud)
+            where = f"{basis.region}, priced {basis.priced}" if basis else "no list prices"
+            head += f" at on-demand list prices ({where})"
+        if any(line.regional is not None for line in self.lines):
+            head += f"{';' if ' at on-demand' in head else ''} at {self.region} prices where dated beside a line"
         if self.unpriced:
             head += f"; {len(self.unpriced)} line(s) without a list price not counted"
         width = max(len(line.what) for line in self.lines)
         each_width = max(len(line.each) for line in self.lines)
-        return "\n".join([head, *(line.render(width, each_width) for line in self.lines)])
+        return "\n".join([head, *(line.render(width, each_width) for line in self.lines), *self.notes()])
 
 
-def _machine_line(what: str, cloud: str, nodes: int, gpu: str | None, machine_types: Sequence[str]) -> Line:
-    """The priciest of the machine types (a pool may be given any of them), or the reason none is priced."""
+SPOT_PRICES_NAME = "components/catalog/spot_prices.yaml"
+PRICES_NAME = "components/catalog/prices.yaml"
+
+
+def _machine_line(what: str, cloud: str, nodes: int, gpu: str | None, machine_types: Sequence[str],
+                  region: str | None = None, spot: bool = False) -> Line:
+    """The priciest of the machine types (a pool may be given any of them), or the reason none is priced.
+    Each is priced in ``region`` at spot or on demand from spot_prices.yaml where it has a row, else at
+    its on-demand list price (prices.yaml), which Estimate.notes then names."""
     priced = []
     for machine in machine_types:
+        row = spot_prices.price(cloud, region, machine)
+        if row is not None:
+            priced.append((row.usd(spot), machine, row.basis(spot)))
+            continue
         usd = catalog.list_price(gpu, cloud, machine) if gpu else prices.machine_price(cloud, machine)
-        priced.append((usd, machine))
-    known = [(usd, machine) for usd, machine in priced if usd is not None]
+        priced.append((usd, machine, None))
+    known = [(usd, machine, regional) for usd, machine, regional in priced if usd is not None]
     if known:
-        usd, machine = max(known)
-        return Line(what, nodes, machine, usd)
+        usd, machine, regional = max(known, key=lambda k: k[0])
+        return Line(what, nodes, machine, usd, spot=spot, regional=regional)
     table = prices.of(cloud)
     machine = machine_types[0]
     why = (table.unpriced.get(machine) if table else None) or f"no list price for {machine} in the catalog"
@@ -163,12 +202,33 @@ def idle_estimate(spec: platform.PlatformSpec) -> Estimate | None:
     ))
 
 
-def job_estimate(name: str, cloud: str, gpu: str | None, max_nodes: int, machine_types: Sequence[str]) -> Line | None:
-    """A GPU job at its most nodes, one machine each; None for a CPU job (it runs on the manager
-    pool, which the stack's estimate counts) or where the cloud has no list prices."""
+def job_estimate(name: str, cloud: str, gpu: str | None, max_nodes: int, machine_types: Sequence[str],
+                 region: str | None = None, spot: bool = False) -> Line | None:
+    """A GPU job at its most nodes, one machine each, in ``region`` at spot or on demand; None for a
+    CPU job (it runs on the manager pool, which the stack's estimate counts) or where the cloud has
+    no list prices."""
     if gpu is None or prices.of(cloud) is None or not machine_types:
         return None
-    return _machine_line(name, cloud, max_nodes, gpu, machine_types)
+    return _machine_line(name, cloud, max_nodes, gpu, machine_types, region, spot)
+
+
+def _job_pools(target: Target, req: JobRequest) -> list[platform.GpuPoolSpec]:
+    # req.zone is the node label: eastus-1 on Azure for the pool zone "1".
+    return [p for p in target.pools or () if p.gpu == req.gpu
+            and req.zone in (None, p.zone, f"{target.region}-{p.zone}")]
+
+
+def job_is_spot(target: Target, req: JobRequest) -> bool:
+    """True when every pool the job can land on is spot (it pays spot prices); False with any
+    on-demand pool among them (it may land there) or without a stack (no pools known)."""
+    pools = _job_pools(target, req)
+    return bool(pools) and all(p.spot for p in pools)
+
+
+def job_line(target: Target, req: JobRequest) -> Line | None:
+    """The job at its most nodes, priced in the stack's region at its capacity type (issue 32)."""
+    return job_estimate(req.name, target.cloud, req.gpu, req.max_nodes, job_machine_types(target, req),
+                        target.region if target.pools is not None else None, job_is_spot(target, req))
 
 
 def job_machine_types(target: Target, req: JobRequest) -> list[str]:
@@ -176,14 +236,12 @@ def job_machine_types(target: Target, req: JobRequest) -> list[str]:
     zone, if given); without one, the machine it was sized for."""
     if target.pools is None:
         return [req.sizing.machine]
-    # req.zone is the node label: eastus-1 on Azure for the pool zone "1".
-    pools = [p for p in target.pools if p.gpu == req.gpu
-             and req.zone in (None, p.zone, f"{target.region}-{p.zone}")]
+    pools = _job_pools(target, req)
     return list(dict.fromkeys(m for p in pools for m in p.machine_types)) or [req.sizing.machine]
 
 
 def for_jobs(target: Target, requests: Sequence[JobRequest]) -> Estimate | None:
     """The jobs together (a sweep's run at once), or None when none of them is a priced GPU job."""
-    lines = [job_estimate(r.name, target.cloud, r.gpu, r.max_nodes, job_machine_types(target, r)) for r in requests]
+    lines = [job_line(target, r) for r in requests]
     priced = tuple(line for line in lines if line is not None)
-    return Estimate(target.cloud, priced) if priced else None
+    return Estimate(target.cloud, priced, target.region if target.pools is not None else None) if priced else None

@@ -4,8 +4,10 @@ Both become one absolute time, ``TORCHFLEET_STOP_AT`` in the pods' environment: 
 it every rank stops, the stop checkpoint is committed and the workers exit 0
 (training-image/elastic_trainer/deadline.py says why this and not the Job's activeDeadlineSeconds).
 ``--max-cost USD`` is turned into a duration at the job's hourly ceiling (cost.py: its most nodes on the
-priciest machine it can land on, at on-demand list prices), so the job stops before it could have cost
-more, whatever spot discount or smaller world it ran with; with both flags the earlier limit wins.
+priciest machine it can land on, in the stack's region at spot prices when every pool it can land on is
+spot, else on demand, from components/catalog/spot_prices.yaml where it has a dated row, else the
+on-demand list price: issue 32), so the job stops before it could have cost more at those prices,
+whatever smaller world it ran with; with both flags the earlier limit wins.
 The limit counts from the submit, queueing included: it bounds the bill, not the training time.
 """
 
@@ -35,7 +37,8 @@ def add_options(p: argparse.ArgumentParser) -> None:
                         "Succeeded and resumes when submitted again")
     p.add_argument("--max-cost", type=str, default=None, metavar="USD",
                    help="stop the job with a checkpoint before it could cost more than this, at its most nodes on "
-                        "the priciest machine at on-demand list prices (a GPU job on aws, gcp or azure)")
+                        "the priciest machine, at the stack region's spot price when all its pools are spot, "
+                        "else on demand (a GPU job on aws, gcp or azure; the price and its date are printed)")
 
 
 def parse_duration(text: str) -> float:
@@ -67,14 +70,15 @@ def limit_s(args: argparse.Namespace, target: Target, req: JobRequest) -> tuple[
         found.append((parse_duration(args.max_duration), f"--max-duration {args.max_duration}"))
     if getattr(args, "max_cost", None) is not None:
         usd = parse_cost(args.max_cost)
-        line = cost.job_estimate(req.name, target.cloud, req.gpu, req.max_nodes, cost.job_machine_types(target, req))
+        line = cost.job_line(target, req)  # the stack's region, spot where all its pools are (issue 32)
         if line is None or line.usd is None:
             why = ("a CPU job runs on the manager pool, which the stack pays for anyway" if req.gpu is None else
                    line.why_unpriced if line is not None else f"the {target.cloud} catalog has no list prices")
             raise UsageError(f"--max-cost: job {req.name} has no hourly price to count against ({why}); limit it "
                              "with --max-duration instead")
         hours = usd / line.total
-        found.append((hours * 3600, f"--max-cost {usd:g} USD at most {line.total:.2f} USD/hour"))
+        basis = f" ({line.regional})" if line.regional else f" (on-demand list price, {cost.PRICES_NAME})"
+        found.append((hours * 3600, f"--max-cost {usd:g} USD at most {line.total:.2f} USD/hour{basis}"))
     return min(found) if found else None
 
 
