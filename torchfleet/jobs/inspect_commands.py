@@ -90,7 +90,7 @@ def run_list(args: argparse.Namespace) -> int:
     rows, used = [], []
     for j in found:
         pods = by_job.get(j["metadata"]["name"], [])
-        u = usage.of_job(j, pods, session.target.cloud, jobs.node_labels, now)
+        u = usage.of_job(j, pods, session.target.cloud, jobs.node_labels, now, session.target.region)
         cost = "-" if u.usd is None else f"{u.usd:.2f}"
         rows.append(replace(table.job_row(j, pods, jobs.node_labels, now), gpu_hours=f"{u.gpu_hours:.2f}", cost=cost))
         used.append(u)
@@ -179,7 +179,8 @@ def status_dict(data: StatusData, jobs, now) -> dict[str, Any]:
 def render_status(args: argparse.Namespace, data: StatusData, jobs) -> str:
     now = commands._now()
     cloud = getattr(args, "usage_cloud", None)  # run_status: the target's cloud prices the usage
-    used = None if cloud is None else usage.of_job(data.job, data.pods, cloud, jobs.node_labels, now)
+    used = None if cloud is None else usage.of_job(data.job, data.pods, cloud, jobs.node_labels, now,
+                                                   getattr(args, "usage_region", None))
     if args.output in ("json", "yaml"):
         return _dump({**status_dict(data, jobs, now), **({"usage": used.as_dict()} if used else {})}, args.output)
     return table.render_status(data.job, data.pods, data.events, jobs.node_labels, data.checkpoint, now,
@@ -197,6 +198,7 @@ def run_status(args: argparse.Namespace) -> int:
                          "on this machine")
     session, jobs = connect_session(args)
     args.usage_cloud = session.target.cloud
+    args.usage_region = session.target.region  # issue 32: the stack's region prices the usage
     if not args.watch:
         print(render_status(args, gather(args, jobs), jobs))
         return EXIT_OK

@@ -1,0 +1,39 @@
+"""Issue 32: `list`/`status` price a job's hours in its node's region at its node's capacity type, from
+components/catalog/spot_prices.yaml (gcp/us-central1 g2-standard-4: on demand 0.706832255, spot
+0.279932, priced 2025-03-06), else at prices.yaml's on-demand list price with that basis said."""
+
+from __future__ import annotations
+
+import pytest
+
+from components import catalog
+from components.catalog import prices
+from tests.torchfleet.fake_cluster import NOW, job_object
+from tests.torchfleet.test_jobs_usage import pod
+from torchfleet.jobs import usage
+
+
+def labels(machine="g2-standard-4", **extra):
+    return lambda name: {usage.INSTANCE_TYPE: machine, **extra}
+
+
+@pytest.mark.parametrize(("node", "region", "usd", "basis"), [
+    ({usage.REGION: "us-central1", "cloud.google.com/gke-spot": "true"}, None, 0.279932,
+     "spot, us-central1, 2025-03-06"),
+    ({usage.REGION: "us-central1"}, None, 0.706832255, "on-demand, us-central1, 2025-03-06"),
+    ({"cloud.google.com/gke-spot": "true"}, "europe-west4", 0.253236, "spot, europe-west4, 2025-03-06"),
+    # No row for n1-standard-8 (+ its T4, the job's GPU): prices.yaml's on-demand list price, said so.
+    ({"machine": "n1-standard-8", usage.REGION: "us-central1", "cloud.google.com/gke-spot": "true"}, None,
+     catalog.list_price("t4", "gcp", "n1-standard-8"),
+     f"on-demand list price, {prices.of('gcp').region}, priced {prices.of('gcp').priced}"),
+])
+def test_hours_are_priced_in_the_nodes_region_at_its_capacity_type(node, region, usd, basis):
+    used = usage.of_job(job_object(), [pod("w-0", started_h=2)], "gcp", labels(**node), NOW, region)
+    assert used.usd == pytest.approx(2 * usd)
+    assert used.basis == basis
+    assert ("spot pays less" in used.text()) == ("list price" in basis)
+
+
+@pytest.mark.parametrize(("key", "value"), list(usage.SPOT_LABELS.items()))
+def test_each_clouds_spot_label_is_spot(key, value):
+    assert usage.is_spot({key: value}) and not usage.is_spot({key: "x"}) and not usage.is_spot(None)
