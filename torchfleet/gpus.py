@@ -2,8 +2,11 @@
 
 One row per machine a stack can get: GPU, cloud, machine type, GPUs per machine, memory per GPU,
 vCPUs and memory of the machine, and its on-demand list price (USD/hour, from
-components/catalog/prices.yaml, with the region and date it was read). Retired offerings are not
-listed (a stack cannot use them); the footer names them. Offline: no cloud is asked.
+components/catalog/prices.yaml, with the region and date it was read). With --stack (its cloud and
+region) or --cloud and --region, also that region's on-demand and spot prices from
+components/catalog/spot_prices.yaml with their date (issue 32); a machine without a row there shows
+"-" and the footer names the file and the region. Retired offerings are not listed (a stack cannot
+use them); the footer names them. Offline: no cloud is asked.
 """
 
 from __future__ import annotations
@@ -14,12 +17,13 @@ import sys
 from typing import Any
 
 from components import catalog
-from components.catalog import prices
+from components.catalog import prices, spot_prices
 from torchfleet.cost import usd_text
 from torchfleet.jobs.errors import EXIT_OK, UsageError
 
 CLOUDS = ("aws", "gcp", "azure")
 COLUMNS = ("GPU", "CLOUD", "MACHINE", "GPUS", "GPU MEM", "VCPUS", "MEMORY", "USD/HOUR")
+REGIONAL_COLUMNS = ("ON-DEMAND", "SPOT")  # with a region: its prices (spot_prices.yaml)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,12 +36,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--cloud", choices=CLOUDS, help="only this cloud")
     p.add_argument("--gpu", help=f"only this GPU, one of: {', '.join(catalog.gpu_keys())}")
+    p.add_argument("--stack", help="a stack's name (aws-usw2, in stacks/) or its file: its cloud, and its region's "
+                                   "on-demand and spot prices beside the list price")
+    p.add_argument("--region", help="with --cloud: this region's on-demand and spot prices beside the list price")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table", help="default: table")
     p.set_defaults(func=run)
 
 
-def rows(cloud: str | None = None, gpu: str | None = None) -> list[dict[str, Any]]:
-    """One dict per available machine, in catalog order (GPU, then cloud, then machine)."""
+def rows(cloud: str | None = None, gpu: str | None = None, region: str | None = None) -> list[dict[str, Any]]:
+    """One dict per available machine, in catalog order (GPU, then cloud, then machine); with a
+    region, its on-demand and spot prices (None where spot_prices.yaml has no row)."""
     found = []
     for key in catalog.gpu_keys():
         entry = catalog.load()[key]
@@ -57,8 +65,16 @@ def rows(cloud: str | None = None, gpu: str | None = None) -> list[dict[str, Any
                     "priceRegion": basis.region if basis else None,
                     "priced": basis.priced if basis else None,
                     "priceSource": basis.source if basis else None,
+                    **(_regional(name, region, m.type) if region is not None else {}),
                 })
     return found
+
+
+def _regional(cloud: str, region: str, machine: str) -> dict[str, Any]:
+    row = spot_prices.price(cloud, region, machine)
+    return {"region": region, "regionOnDemandUsdPerHour": row.on_demand if row else None,
+            "regionSpotUsdPerHour": row.spot if row else None, "regionPriced": row.priced if row else None,
+            "regionPriceSource": row.source if row else None}
 
 
 def retired(cloud: str | None, gpu: str | None) -> list[str]:
@@ -73,18 +89,25 @@ def retired(cloud: str | None, gpu: str | None) -> list[str]:
     return lines
 
 
+def _usd(value: float | None) -> str:
+    return usd_text(value) if value is not None else "-"
+
+
 def render_table(found: list[dict[str, Any]]) -> str:
+    regional = any("region" in r for r in found)
+    columns = COLUMNS + REGIONAL_COLUMNS if regional else COLUMNS
     cells = [
         (r["gpu"], r["cloud"], r["machine"], str(r["gpus"]), f"{r['gpuMemoryGb']} GB", str(r["vcpus"]),
-         f"{r['memoryGib']} GiB", usd_text(r["usdPerHour"]) if r["usdPerHour"] is not None else "-")
+         f"{r['memoryGib']} GiB", _usd(r["usdPerHour"]),
+         *((_usd(r["regionOnDemandUsdPerHour"]), _usd(r["regionSpotUsdPerHour"])) if regional else ()))
         for r in found
     ]
-    widths = [max(len(c[i]) for c in [COLUMNS, *cells]) for i in range(len(COLUMNS))]
-    right = {3, 4, 5, 6, 7}  # numbers line up on the right
+    widths = [max(len(c[i]) for c in [columns, *cells]) for i in range(len(columns))]
+    right = set(range(3, len(columns)))  # numbers line up on the right
     return "\n".join(
         "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
         .rstrip()
-        for row in [COLUMNS, *cells]
+        for row in [columns, *cells]
     )
 
 
@@ -99,6 +122,14 @@ def footer(found: list[dict[str, Any]], cloud: str | None, gpu: str | None) -> l
         if r["unpriced"]:
             unpriced.setdefault(r["unpriced"], []).append(r["machine"])
     lines += [f"{', '.join(machines)}: no list price ({why})" for why, machines in unpriced.items()]
+    regional = [r for r in found if "region" in r]
+    dated = dict.fromkeys((r["regionPriced"], r["regionPriceSource"]) for r in regional if r["regionPriced"])
+    for priced, source in dated:
+        lines.append(f"ON-DEMAND, SPOT: {regional[0]['region']} prices of {priced} ({source})")
+    missing = [r["machine"] for r in regional if r["regionPriced"] is None]
+    if missing:
+        lines.append(f"{', '.join(missing)}: no {regional[0]['cloud']}/{regional[0]['region']} row in "
+                     "components/catalog/spot_prices.yaml: no regional or spot price (USD/HOUR: the list price above)")
     gone = retired(cloud, gpu)
     if gone:
         lines.append(f"retired, refused in a stack: {'; '.join(gone)}")
@@ -109,16 +140,40 @@ def run(args: argparse.Namespace) -> int:
     gpu = args.gpu.lower() if args.gpu is not None else None
     if gpu is not None and gpu not in catalog.load():
         raise UsageError(f"--gpu: unknown GPU {args.gpu!r}; the catalog has: {', '.join(catalog.gpu_keys())}")
-    found = rows(args.cloud, gpu)
+    cloud, region = _cloud_and_region(args)
+    found = rows(cloud, gpu, region)
     if args.output == "json":
         json.dump(found, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
     if not found:
-        where = f" on {args.cloud}" if args.cloud else ""
-        print(f"no available {gpu} machines{where}; retired: {'; '.join(retired(args.cloud, gpu)) or '-'}")
+        where = f" on {cloud}" if cloud else ""
+        print(f"no available {gpu} machines{where}; retired: {'; '.join(retired(cloud, gpu)) or '-'}")
         return EXIT_OK
     print(render_table(found))
     print()
-    print("\n".join(footer(found, args.cloud, gpu)))
+    print("\n".join(footer(found, cloud, gpu)))
     return EXIT_OK
+
+
+def _cloud_and_region(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """--stack gives its cloud and region; --region needs --cloud and a region that cloud has."""
+    from components.catalog import regions as region_catalog
+
+    if args.stack is not None:
+        if args.region is not None or args.cloud is not None:
+            raise UsageError("--stack: gives the cloud and region itself; leave out --cloud and --region")
+        from torchfleet.jobs import target as targets
+
+        t = targets.from_stack(args.stack)
+        if t.cloud not in CLOUDS:
+            raise UsageError(f"--stack {args.stack}: a {t.cloud} stack has no cloud prices; one of {', '.join(CLOUDS)}")
+        return t.cloud, t.region
+    if args.region is None:
+        return args.cloud, None
+    if args.cloud is None:
+        raise UsageError(f"--region {args.region}: give --cloud too (region names are per cloud)")
+    if region_catalog.region(args.cloud, args.region) is None:
+        raise UsageError(f"--region: {args.region!r} is not a {args.cloud} region; spot_prices.yaml has rows for: "
+                         f"{', '.join(spot_prices.regions(args.cloud)) or 'none'}")
+    return args.cloud, args.region
