@@ -1,8 +1,9 @@
 """On-demand list prices per machine type (prices.yaml): what `torchfleet gpus`, `check` and
 `submit --dry-run` show as the most a machine, a stack or a job can cost per hour (issue 13).
 
-List prices only: spot prices change too often to ship, and a spot pool never pays more than the
-on-demand price. Pure Python: no pulumi import.
+One region per cloud, on demand: the fallback where spot_prices.yaml (dated spot and on-demand
+prices per region, issue 32) has no row for a machine in a stack's region; a spot pool never pays
+more than the on-demand price. Pure Python: no pulumi import.
 """
 
 from __future__ import annotations
