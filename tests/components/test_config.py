@@ -24,7 +24,9 @@ from torchfleet.preview.monitor import RecordingMonitor
 AWS = {
     "torchfleet:cloud": "aws",
     "aws:region": "us-west-2",
-    "torchfleet:zones": ["us-west-2a"],
+    # EKS needs two zones and a reachable API (issue 29): the smallest valid AWS stack
+    "torchfleet:zones": ["us-west-2a", "us-west-2b"],
+    "torchfleet:network": {"publicAccessCidrs": ["203.0.113.0/24"]},
     "torchfleet:gpuPools": [{"gpu": "t4", "maxNodes": 2}],
 }
 
@@ -113,7 +115,8 @@ def test_raw_config_reads_the_pulumi_config_environment(monkeypatch):
 def test_load_builds_the_spec_for_the_running_stack(monitor):
     runtime_config.set_all_config(engine(AWS))
     spec = platform_config.load()
-    assert (spec.stack, spec.cloud, [p.name for p in spec.gpu_pools]) == ("cfg-test", "aws", ["gpu-t4-us-west-2a"])
+    assert (spec.stack, spec.cloud, [p.name for p in spec.gpu_pools]) == (
+        "cfg-test", "aws", ["gpu-t4-us-west-2a", "gpu-t4-us-west-2b"])
 
 
 def test_top_level_typos_are_reported(monitor):

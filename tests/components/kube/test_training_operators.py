@@ -68,20 +68,28 @@ def test_job_operator_installs_no_operator(job):
     # Kubernetes' own Job controller runs batch/v1 Indexed Jobs: no CRD, controller, Kubeflow.
     kinds = {o["kind"] for o in layer_objects(job)}
     assert "CustomResourceDefinition" not in kinds
-    assert "Deployment" not in kinds
+    # The only Deployments are the platform's own: the etcd gate (issue 30: jobs reach etcd through it) and
+    # the node healer (issue 30: a silent GPU node's index is replaced); no training controller.
+    deployments = {o["metadata"]["name"] for o in layer_objects(job) if o["kind"] == "Deployment"}
+    assert deployments == {"etcd-gate", "node-healer"}
     assert job.of_type("kubernetes:kustomize/v2:Directory") == []
     assert job.outputs["operator"] == "job"
 
 
 def test_job_operator_grants_nothing(job):
-    # Training pods never call the API: no Role or binding for any account, and their account mounts no
-    # token. The one Role is the researchers' (k8s/base/jobs/role-researcher.yaml), bound to a group.
+    # Training pods never call the API: no Role or binding for their accounts, which mount no token. The
+    # researchers' Role (k8s/base/jobs/role-researcher.yaml) is bound to a group; the only service accounts
+    # bound to anything are the platform's etcd gate (reads pods and jobs) and node healer (patches nodes).
     rbac = [o for o in layer_objects(job) if o["kind"] in RBAC]
     assert sorted((o["kind"], o["metadata"]["name"]) for o in rbac) == [
-        ("Role", "torchfleet-researcher"), ("RoleBinding", "torchfleet-researchers")]  # order: not the point
-    assert not [s for o in rbac for s in o.get("subjects") or [] if s["kind"] == "ServiceAccount"]
+        ("ClusterRole", "torchfleet-node-healer"), ("ClusterRoleBinding", "torchfleet-node-healer"),
+        ("Role", "torchfleet-etcd-gate"), ("Role", "torchfleet-researcher"),
+        ("RoleBinding", "torchfleet-etcd-gate"), ("RoleBinding", "torchfleet-researchers")]  # order: not the point
+    bound = {s["name"] for o in rbac for s in o.get("subjects") or [] if s["kind"] == "ServiceAccount"}
+    assert bound == {"etcd-gate", "node-healer"}
     accounts = {o["metadata"]["name"]: o for o in layer_objects(job) if o["kind"] == "ServiceAccount"}
-    assert set(accounts) == {"training-job", "job-reader", "etcd"}  # job-reader: the checkpoints/cp pod's
+    # job-reader: the checkpoints/cp pod's
+    assert set(accounts) == {"training-job", "job-reader", "etcd", "etcd-gate", "node-healer"}
     assert accounts["training-job"]["automountServiceAccountToken"] is False
     assert accounts["job-reader"]["automountServiceAccountToken"] is False
 

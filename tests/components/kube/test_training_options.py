@@ -59,6 +59,7 @@ def test_config_file_names(relative, name):
     [
         ({"torchfleet:cloud": "local"}, False, 1),
         ({"torchfleet:cloud": "aws", "aws:region": "us-west-2", "torchfleet:zones": ["us-west-2a", "us-west-2b"],
+          "torchfleet:network": {"publicAccessCidrs": ["203.0.113.0/24"]},
           "torchfleet:gpuPools": [{"gpu": "t4", "maxNodes": 2}]}, True, 3),
     ],
 )
