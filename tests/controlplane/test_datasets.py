@@ -20,7 +20,9 @@ from torchfleet.cli import main
 IMAGE = "registry.example.com/team/train:1.0"
 # One dataset per cloud, each under its own name so the three PV/PVC pairs live side by side.
 CLOUDS = {
-    "aws": ({"aws:region": "us-west-2", "torchfleet:zones": ["us-west-2a"]},
+    # Two zones and a reachable API are required on AWS (issue 29).
+    "aws": ({"aws:region": "us-west-2", "torchfleet:zones": ["us-west-2a", "us-west-2b"],
+             "torchfleet:network": {"publicAccessCidrs": ["203.0.113.0/24"]}},
             {"name": "s3-images", "bucket": "corp-imagenet", "prefix": "train/"}),
     "gcp": ({"gcp:region": "us-central1", "gcp:project": "my-ml-project", "torchfleet:zones": ["us-central1-a"]},
             {"name": "gcs-images", "bucket": "corp-imagenet"}),
@@ -36,6 +38,7 @@ config:
   aws:region: us-west-2
   torchfleet:cloud: aws
   torchfleet:zones: [us-west-2a, us-west-2b]
+  torchfleet:network: {publicAccessCidrs: [203.0.113.0/24]}
   torchfleet:gpuPools: [{gpu: t4, maxNodes: 8, machineTypes: [g4dn.xlarge]}]
   torchfleet:datasets: [{name: s3-images, bucket: corp-imagenet, prefix: train/}]
 """
