@@ -259,7 +259,8 @@ def test_dry_run_without_stack_uses_platform_defaults(capsys):
     assert rdzv_id.startswith("resnet-")
     assert pod["containers"][0]["args"] == [
         "--nproc_per_node=1", "--local-addr=$(POD_IP)", "--rdzv_backend=etcd-v2",
-        "--rdzv_endpoint=etcd-gate.elastic-job.svc:2379", "--nnodes=2:8", f"--rdzv_id={rdzv_id}", "train.py", "--lr", "0.1"]
+        "--rdzv_endpoint=etcd-gate.elastic-job.svc:2379", "--nnodes=2:8", f"--rdzv_id={rdzv_id}",
+        "train.py", "--lr", "0.1"]
     assert "no --stack: accepting any catalog GPU" in err
 
 

@@ -26,9 +26,10 @@ def store_moved(change: ConfigChange) -> list[Refusal]:
     old, new = _identity(change.old), _identity(change.new)
     out = []
     if old["location"] != new["location"]:
+        followed_the_first_zone = not change.new.storage.zone and change.old.zones[:1] != change.new.zones[:1]
         hint = (
             f"the stack's first zone moved ({change.old.zones[0]} -> {change.new.zones[0]}) and storage.zone is not "
-            "set, so the store would follow it" if not change.new.storage.zone and change.old.zones[:1] != change.new.zones[:1]
+            "set, so the store would follow it" if followed_the_first_zone
             else f"the store is in {old['location']}, the config asks for {new['location']}"
         )
         out.append(Refusal(

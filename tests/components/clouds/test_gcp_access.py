@@ -23,7 +23,7 @@ def test_every_credentials_grant_is_conditioned_on_this_cluster():
     result = synth(stack, config, secrets)
     cluster_name = result.one(CLUSTER).name  # the mock's name for the auto-named cluster
     grants = [r for r in result.of_type("gcp:projects/iAMMember:IAMMember") if r.inputs["role"] == CREDENTIALS_ROLE]
-    assert sorted(g.inputs["member"] for g in grants) == sorted(sum(MEMBERS.values(), []))
+    assert sorted(g.inputs["member"] for g in grants) == sorted(m for members in MEMBERS.values() for m in members)
     for grant in grants:
         condition = grant.inputs["condition"]
         assert condition["expression"] == (

@@ -140,7 +140,8 @@ def test_synth_refuses_before_registering_anything(monkeypatch):
 
 @pytest.mark.parametrize("pool, key", [
     ({"gpu": "h100", "maxNodes": 1, "spot": False}, "torchfleet:gpuPools[0].spot"),
-    ({"gpu": "h100", "maxNodes": 1, "spot": False, "machineTypes": ["a3-highgpu-2g"]}, "torchfleet:gpuPools[0].machineTypes"),
+    ({"gpu": "h100", "maxNodes": 1, "spot": False, "machineTypes": ["a3-highgpu-2g"]},
+     "torchfleet:gpuPools[0].machineTypes"),
 ])
 def test_an_on_demand_pool_of_a_spot_only_machine_is_refused(pool, key):
     """Regression (GCP review m6): h100 with spot: false gave a3-highgpu-1g, which GCP sells only as
