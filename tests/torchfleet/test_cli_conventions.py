@@ -167,7 +167,9 @@ def test_bad_defaults_exit_2_naming_the_file_or_variable(text, variables, expect
 def test_the_config_file_is_read_only_by_commands_that_take_its_keys(isolated, capsys):
     write_config(isolated, "imag: broken\n")
     assert run(["completion", "bash"], capsys)[0] == 0
-    assert run(["gpus", "--cloud", "aws"], capsys)[0] == 0
+    # gpus takes --stack since issue 32 (the stack's region prices it), so it reads the file and names the typo
+    code, _, err = run(["gpus", "--cloud", "aws"], capsys)
+    assert code == 2 and "imag" in err
 
 
 @pytest.mark.parametrize(("variables", "expected"), [

@@ -156,10 +156,14 @@ def test_only_the_jobs_own_pods_reach_its_lighthouse():
     assert not can_connect(policies, worker_a, lighthouse_a, 22)  # its port only
     assert not can_connect(policies, worker_b, lighthouse_a, port)  # another job's pods: refused
     assert not can_connect(policies, lighthouse_a, worker_a, 29500)  # the Lighthouse reaches nobody
+    gate = {"app.kubernetes.io/name": "etcd-gate"}
     assert not can_connect(policies, lighthouse_a, etcd, 2379)
+    assert not can_connect(policies, lighthouse_a, gate, 2379)
     assert can_connect(policies, worker_a, dict(worker_a), 29500)  # peers heal from each other on any port
     assert not can_connect(policies, worker_a, worker_b, 29500)
-    assert can_connect(policies, worker_a, etcd, 2379)  # unchanged: training pods may reach etcd
+    # training pods reach the rendezvous through the etcd gate only (issue 30), never etcd itself
+    assert can_connect(policies, worker_a, gate, 2379)
+    assert not can_connect(policies, worker_a, etcd, 2379)
 
 
 def test_checkov_passes_on_the_inplace_documents(tmp_path):

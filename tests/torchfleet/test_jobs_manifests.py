@@ -219,12 +219,13 @@ def test_pytorch_job_fields(case):
 
 
 def test_default_etcd_endpoint_matches_the_training_layer_service():
-    # k8s/base/etcd/service.yaml: Service "etcd", port 2379, in the job namespace.
+    # Jobs reach the rendezvous through the etcd gate (issue 30): k8s/base/etcd-gate/service.yaml, in the
+    # job namespace.
     import yaml
 
     from components.kube import K8S_BASE
 
-    service = yaml.safe_load((K8S_BASE / "etcd" / "service.yaml").read_text())
+    service = yaml.safe_load((K8S_BASE / "etcd-gate" / "service.yaml").read_text())
     port = service["spec"]["ports"][0]["port"]
     assert targets.defaults().etcd_endpoint == f"{service['metadata']['name']}.elastic-job.svc:{port}"
 

@@ -32,7 +32,8 @@ def test_stack_file_is_read_as_the_program_reads_it(tmp_path):
     # Regression: the CLI decoded every value as JSON, so kubernetesVersion "1.30" became 1.3.
     # It now shares components.config's decoding: the version arrives as written (EKS no longer
     # offers 1.30, and the refusal quotes it unchanged).
-    text = ('config:\n  torchfleet:cloud: aws\n  aws:region: us-west-2\n  torchfleet:zones: [us-west-2a]\n'
+    text = ('config:\n  torchfleet:cloud: aws\n  aws:region: us-west-2\n  torchfleet:zones: [us-west-2a, us-west-2b]\n'
+            '  torchfleet:network: {{publicAccessCidrs: [203.0.113.0/24]}}\n'
             '  torchfleet:kubernetesVersion: "{}"\n  torchfleet:gpuPools: [{{gpu: t4, maxNodes: 2}}]\n')
     (tmp_path / "Pulumi.v130.yaml").write_text(text.format("1.30"))
     with pytest.raises(UsageError, match=r"kubernetesVersion: .*got '1\.30'"):

@@ -27,8 +27,11 @@ def test_prints_resources_and_outputs_as_json(capsys):
     # The plans the resource options make (issue 20): destroy keeps the store and the log group,
     # nothing blocks it, and no replacement collides on a fixed name.
     assert doc["destroy"]["blocked"] == [] and doc["replaceCollisions"] == []
+    # the store, its backup and access policies (kept with it since issue 29: deleting the backup policy
+    # turns the kept store's backups off) and the log group
     assert sorted(k.split("::")[0] for k in doc["destroy"]["kept"]) == [
-        "aws:cloudwatch/logGroup:LogGroup", "aws:efs/fileSystem:FileSystem"
+        "aws:cloudwatch/logGroup:LogGroup", "aws:efs/backupPolicy:BackupPolicy", "aws:efs/fileSystem:FileSystem",
+        "aws:efs/fileSystemPolicy:FileSystemPolicy",
     ]
     fs = next(r for r in doc["resources"] if r["type"] == "aws:efs/fileSystem:FileSystem")
     assert fs["options"] == {"retainOnDelete": True}
