@@ -162,7 +162,10 @@ def test_job_carries_the_platform_contract(case, operator):
     assert spec["serviceAccountName"] == "training-job" and spec["automountServiceAccountToken"] is False
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in spec["volumes"]}
-    assert volumes[mounts[req.mount]]["persistentVolumeClaim"]["claimName"] == t.claim
+    # Only the job's own folder of the store, where the whole store put it (issue 30: per-job isolation).
+    assert volumes[mounts[f"{req.mount}/{req.name}"]]["persistentVolumeClaim"]["claimName"] == t.claim
+    [shared] = [m for m in container["volumeMounts"] if m["name"] == mounts[f"{req.mount}/{req.name}"]]
+    assert shared["subPath"] == req.name and "subPathExpr" not in shared and req.mount not in mounts
     assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["TORCHFLEET_CHECKPOINT_DIR"] == f"{req.mount}/{req.name}/checkpoints"

@@ -42,7 +42,9 @@ def test_pod_reads_the_store_only_on_the_manager_pool():
     assert spec["nodeSelector"] == {"torchfleet.io/pool": "manager"}
     assert spec["volumes"][0]["persistentVolumeClaim"] == {"claimName": "shared-data", "readOnly": True}
     (container,) = spec["containers"]
-    assert container["volumeMounts"][0] == {"name": "shared", "mountPath": "/mnt/shared", "readOnly": True}
+    # Only the job's folder, read-only, where its pods have it (issue 30: never the whole store)
+    assert container["volumeMounts"][0] == {"name": "shared", "mountPath": "/mnt/shared/resnet", "subPath": "resnet",
+                                            "readOnly": True}
     assert container["command"][:5] == ["python", "-m", "tensorboard.main", "--logdir", "/mnt/shared/resnet"]
     assert container["command"][5:7] == ["--host", "127.0.0.1"]  # reachable through the port-forward only
     assert spec["activeDeadlineSeconds"] == tensorboard.MAX_LIFETIME_S
@@ -184,3 +186,18 @@ def test_serve_pipes_each_connection_to_its_own_stream():
     server.join(5)
     listener.close()
     assert len(remotes) == 2 and not server.is_alive()
+
+
+@pytest.mark.parametrize(
+    ("mount", "root"),
+    [
+        ({"name": "shared", "mountPath": "/data/resnet", "subPath": "resnet"}, "/data"),  # this CLI's jobs
+        ({"name": "shared", "mountPath": "/data"}, "/data"),  # a job submitted before per-job mounts
+        ({"name": "shared", "mountPath": "/data/other", "subPath": "resnet"}, None),  # not the CLI's: the default
+    ],
+)
+def test_the_store_root_is_read_back_from_the_jobs_mount(mount, root):
+    """tensorboard, checkpoints and cp find the job's folder at <root>/<job> from its pods' mount."""
+    job = job_object()
+    job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["volumeMounts"] = [mount]
+    assert tensorboard._from_job(job)[1] == root

@@ -1,9 +1,9 @@
 """The short-lived pod through which `checkpoints` and `cp` read a job's folder on a cluster's shared store.
 
-The store is an NFS claim only the cluster can mount, so each command starts one pod that mounts it
-read-only, runs store_script.py in it through the API server's exec subresource (the websocket
-`kubectl cp` uses, here through the kubernetes client's stream module, binary), and deletes it on the
-way out, Ctrl-C included. The pod:
+The store is an NFS claim only the cluster can mount, so each command starts one pod that mounts the job's
+folder of it (subPath, pod_template.shared_mount) read-only, runs store_script.py in it through the API
+server's exec subresource (the websocket `kubectl cp` uses, here through the kubernetes client's stream
+module, binary), and deletes it on the way out, Ctrl-C included. The pod:
 
 - meets the `restricted` Pod Security level the namespace enforces (non-root as the training image's
   user, whose group can read the store; no privilege escalation, every capability dropped,
@@ -104,7 +104,7 @@ def build_pod(name: str, job: str, mount: str, image: str, target, owner: dict[s
         "workingDir": "/",
         "env": [{"name": "HOME", "value": HOME}, {"name": "TMPDIR", "value": SCRATCH}],
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
-        **store_pod.container_fields(mount, SCRATCH),
+        **store_pod.container_fields(mount, job, SCRATCH),
     }
     spec = store_pod.spec(target, container, lifetime_s=MAX_LIFETIME_S, scratch_limit="256Mi", local=local)
     spec["terminationGracePeriodSeconds"] = 5

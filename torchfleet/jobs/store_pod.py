@@ -2,7 +2,8 @@
 (reader_pod.py) and `tensorboard` (tensorboard.py).
 
 Both run at the training namespace's restricted level as the job pods do (k8s/base/namespace.yaml), as
-the training image's user whose group can read the store, with the claim mounted read-only, a scratch
+the training image's user whose group can read the store, with the job's own folder of the claim mounted
+read-only (never the whole store: the researcher limits refuse that), a scratch
 emptyDir for Python's files, no service-account token, a hard lifetime, and on the manager pool: never
 on a spot GPU node.
 """
@@ -21,13 +22,14 @@ SERVICE_ACCOUNT = "job-reader"
 SCRATCH_VOLUME = "scratch"
 
 
-def container_fields(mount: str, scratch: str) -> dict[str, Any]:
-    """A store-reading container's securityContext and mounts: read-only root, the store read-only at
-    `mount`, the scratch volume at `scratch` (its HOME and TMPDIR)."""
+def container_fields(mount: str, job: str, scratch: str) -> dict[str, Any]:
+    """A store-reading container's securityContext and mounts: read-only root, only JOB's folder of the store,
+    read-only, at `mount`/JOB where the job's pods have it (pod_template.shared_mount), the scratch volume at
+    `scratch` (its HOME and TMPDIR)."""
     return {
         "securityContext": {**pod_template.container_security(), "readOnlyRootFilesystem": True},
         "volumeMounts": [
-            {"name": pod_template.SHARED_VOLUME, "mountPath": mount, "readOnly": True},
+            pod_template.shared_mount(mount, job, read_only=True),
             {"name": SCRATCH_VOLUME, "mountPath": scratch},
         ],
     }

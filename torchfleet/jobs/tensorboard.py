@@ -4,7 +4,8 @@ The trainer writes its scalars to the shared store (``--tensorboard-dir``, rank 
 training-image/elastic_trainer/events.py), which only the cluster can read. So this starts one pod
 on the manager pool (on-demand: never reclaimed under the user) running the job's own image, which
 is built on the training image and so has TensorBoard installed at a pinned version
-(training-image/requirements.txt), with the shared claim mounted read-only; forwards a local port
+(training-image/requirements.txt), with only the job's folder of the shared claim mounted read-only
+(pod_template.shared_mount); forwards a local port
 to it; and deletes the pod on exit (Ctrl-C included). ``--dry-run`` prints the pod and touches nothing.
 
 The pod serves on 127.0.0.1 inside its own network namespace: a port-forward reaches it there through
@@ -76,7 +77,7 @@ def build_pod(job: str, job_dir: str, mount: str, image: str, target, port: int 
         "readinessProbe": {**probe, "initialDelaySeconds": 3},
         "livenessProbe": {**probe, "initialDelaySeconds": 60, "failureThreshold": 6},
         "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
-        **store_pod.container_fields(mount, SCRATCH),
+        **store_pod.container_fields(mount, job, SCRATCH),
     }
     # It reads the store only: the reader account, never training-job with the datasets' cloud identity.
     spec = store_pod.spec(target, container, lifetime_s=MAX_LIFETIME_S, scratch_limit="1Gi", local=local)
@@ -111,9 +112,8 @@ def _from_job(job: dict[str, Any]) -> tuple[str | None, str | None]:
     """(the job's image, where its pods mount the shared claim)."""
     spec = (manifests.worker_spec(job).get("template") or {}).get("spec") or {}
     container = (spec.get("containers") or [{}])[0]
-    mount = next((m.get("mountPath") for m in container.get("volumeMounts") or []
-                  if m.get("name") == pod_template.SHARED_VOLUME), None)
-    return container.get("image"), mount
+    shared = next((m for m in container.get("volumeMounts") or [] if m.get("name") == pod_template.SHARED_VOLUME), None)
+    return container.get("image"), pod_template.store_root(shared) if shared else None
 
 
 def owned_by(pod: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
