@@ -33,7 +33,7 @@ class Line:
     usd: float | None
     why_unpriced: str | None = None
     spot: bool = False  # every pool it can land on is spot
-    regional: str | None = None  # "spot, us-central1, 2025-03-06": priced from spot_prices.yaml
+    regional: str | None = None  # "spot, us-central1, snapshot of 2025-03-06": from spot_prices.yaml
 
     @property
     def total(self) -> float:
@@ -78,11 +78,11 @@ class Estimate:
             if line.usd is None or line.regional is not None:
                 continue
             if self.region is not None and basis is not None and self.region != basis.region:
-                found.append(f"{line.machine}: no {self.cloud}/{self.region} price in {SPOT_PRICES_NAME}; "
+                found.append(f"{spot_prices.missing(self.cloud, self.region, line.machine)}; "
                              f"priced at the on-demand list price of {basis.region} ({PRICES_NAME})")
             elif line.spot:
-                found.append(f"{line.machine}: spot pool, no {self.cloud}/{self.region or basis.region} spot price in "
-                             f"{SPOT_PRICES_NAME}; priced at the on-demand list price, a ceiling")
+                found.append(f"{spot_prices.missing(self.cloud, self.region or basis.region, line.machine)}; "
+                             "spot pool priced at the on-demand list price, a ceiling")
         return list(dict.fromkeys(found))
 
     def render(self, subject: str) -> str:
@@ -100,7 +100,6 @@ class Estimate:
         return "\n".join([head, *(line.render(width, each_width) for line in self.lines), *self.notes()])
 
 
-SPOT_PRICES_NAME = "components/catalog/spot_prices.yaml"
 PRICES_NAME = "components/catalog/prices.yaml"
 
 

@@ -4,9 +4,10 @@ One row per machine a stack can get: GPU, cloud, machine type, GPUs per machine,
 vCPUs and memory of the machine, and its on-demand list price (USD/hour, from
 components/catalog/prices.yaml, with the region and date it was read). With --stack (its cloud and
 region) or --cloud and --region, also that region's on-demand and spot prices from
-components/catalog/spot_prices.yaml with their date (issue 32); a machine without a row there shows
-"-" and the footer names the file and the region. Retired offerings are not listed (a stack cannot
-use them); the footer names them. Offline: no cloud is asked.
+components/catalog/spot_prices.yaml with their date (issue 32), a snapshot; a machine without a row
+there shows "-" and the footer says "no spot price known for <machine> in <cloud>/<region>" and why.
+Retired offerings are not listed (a stack cannot use them); the footer names them. Offline: no cloud
+is asked.
 """
 
 from __future__ import annotations
@@ -126,11 +127,15 @@ def footer(found: list[dict[str, Any]], cloud: str | None, gpu: str | None) -> l
     regional = [r for r in found if "region" in r]
     dated = dict.fromkeys((r["regionPriced"], r["regionPriceSource"]) for r in regional if r["regionPriced"])
     for priced, source in dated:
-        lines.append(f"ON-DEMAND, SPOT: {regional[0]['region']} prices of {priced} ({source})")
-    missing = [r["machine"] for r in regional if r["regionPriced"] is None]
-    if missing:
-        lines.append(f"{', '.join(missing)}: no {regional[0]['cloud']}/{regional[0]['region']} row in "
-                     "components/catalog/spot_prices.yaml: no regional or spot price (USD/HOUR: the list price above)")
+        lines.append(f"ON-DEMAND, SPOT: {regional[0]['region']} prices, a snapshot of {priced} ({source})")
+    missing: dict[str, list[str]] = {}  # why -> machines: "no spot price known for X in Y", never a guess
+    for r in regional:
+        if r["regionPriced"] is None:
+            why = spot_prices.unknown(r["cloud"], r["region"], r["machine"]) or spot_prices.NOT_LISTED
+            missing.setdefault(why, []).append(r["machine"])
+    for why, machines in missing.items():
+        lines.append(f"no spot price known for {', '.join(machines)} in {regional[0]['cloud']}/{regional[0]['region']} "
+                     f"({why}): ON-DEMAND and SPOT show -, USD/HOUR is the list price above")
     gone = retired(cloud, gpu)
     if gone:
         lines.append(f"retired, refused in a stack: {'; '.join(gone)}")

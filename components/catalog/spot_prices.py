@@ -1,6 +1,7 @@
 """Spot and on-demand prices per region (spot_prices.yaml, issue 32): the price of a machine in a
 stack's own region at its pool's capacity type, with the date its source gives. prices.yaml stays the
-one-region on-demand ceiling; a machine or region absent here is None, and the caller says so.
+one-region on-demand ceiling; a machine or region absent here is None, and the caller says "no spot
+price known for <machine> in <cloud>/<region>" with the file's stated reason (unknown()).
 Pure Python: no pulumi import.
 """
 
@@ -11,9 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.catalog.rows import load_rows
+import yaml
 
 SPOT_PRICES_FILE = Path(__file__).with_name("spot_prices.yaml")
+UNKNOWN = "unknown"  # the file's one key that is not a <cloud>/<region> row
+NOT_LISTED = "components/catalog/spot_prices.yaml has no row for it"
 
 
 @dataclass(frozen=True)
@@ -32,14 +35,20 @@ class RegionPrice:
         return self.spot if spot else self.on_demand
 
     def basis(self, spot: bool) -> str:
-        """"spot, us-central1, 2025-03-06": the words printed beside a price taken from this row."""
-        return f"{'spot' if spot else 'on-demand'}, {self.region}, {self.priced}"
+        """"spot, us-central1, snapshot of 2025-03-06": the words printed beside a price taken from this row
+        (a snapshot: spot prices move, the date says how old the figure is)."""
+        return f"{'spot' if spot else 'on-demand'}, {self.region}, snapshot of {self.priced}"
+
+
+@functools.cache
+def _raw() -> dict[str, Any]:
+    return yaml.safe_load(SPOT_PRICES_FILE.read_text())
 
 
 @functools.cache
 def load() -> dict[str, dict[str, RegionPrice]]:
     """{"gcp/us-central1": {machine: RegionPrice}} in file order."""
-    return load_rows(SPOT_PRICES_FILE, _row)
+    return {key: _row(key, row) for key, row in _raw().items() if key != UNKNOWN}
 
 
 def _row(key: str, row: dict[str, Any]) -> dict[str, RegionPrice]:
@@ -60,3 +69,18 @@ def price(cloud: str, region: str | None, machine: str) -> RegionPrice | None:
     if region is None:
         return None
     return load().get(f"{cloud}/{region}", {}).get(machine)
+
+
+def unknown(cloud: str, region: str, machine: str) -> str | None:
+    """Why the file has no price for a machine in a region on purpose (its `unknown:` entries), else None."""
+    for entry in (_raw().get(UNKNOWN) or {}).get(cloud) or []:
+        regions, machines = entry["regions"], entry["machines"]
+        if (regions == "all" or region in regions) and (machines == "all" or machine in machines):
+            return str(entry["why"])
+    return None
+
+
+def missing(cloud: str, region: str | None, machine: str) -> str:
+    """"no spot price known for g4dn.xlarge in aws/us-west-2 (why)": the words for a machine without a row."""
+    why = unknown(cloud, region, machine) if region is not None else None
+    return f"no spot price known for {machine} in {cloud}/{region or '?'} ({why or NOT_LISTED})"

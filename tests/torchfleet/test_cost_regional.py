@@ -45,7 +45,7 @@ def test_a_spot_job_is_priced_at_its_regions_spot_price_with_the_date(capsys, no
     # gcp-usc1's l4 pool is spot (the default) on g2-standard-4. The old code: 4 x 0.70683 = 2.83.
     _, err = dry_run(capsys, "--stack", "gcp-usc1", "--gpu", "l4", "--nodes", "4")
     assert "at most 1.12 USD/hour" in err
-    assert "4 x g2-standard-4 at 0.2799 (spot, us-central1, 2025-03-06)" in err
+    assert "4 x g2-standard-4 at 0.2799 (spot, us-central1, snapshot of 2025-03-06)" in err
     assert "spot_prices.yaml" not in err  # priced from its own row: no note
 
 
@@ -54,21 +54,22 @@ def test_max_cost_counts_the_spot_price(capsys, no_cluster):
     out, err = dry_run(capsys, "--stack", "gcp-usc1", "--gpu", "l4", "--nodes", "4", "--max-cost", "10")
     stops = [int(e["value"]) for doc in yaml.safe_load_all(out) for e in _envs(doc) if e["name"] == limits.ENV_STOP_AT]
     assert stops and stops[0] == pytest.approx(before + 10 / (4 * 0.279932) * 3600, abs=5)
-    assert "--max-cost 10 USD at most 1.12 USD/hour (spot, us-central1, 2025-03-06)" in err
+    assert "--max-cost 10 USD at most 1.12 USD/hour (spot, us-central1, snapshot of 2025-03-06)" in err
 
 
 def test_a_region_without_a_row_is_a_labelled_fallback_naming_the_file_and_region(capsys, no_cluster):
     _, err = dry_run(capsys, "--stack", "aws-usw2", "--gpu", "t4", "--nodes", "2:8", "--max-cost", "10")
-    assert ("g4dn.xlarge: no aws/us-west-2 price in components/catalog/spot_prices.yaml; priced at the on-demand "
-            "list price of us-east-1 (components/catalog/prices.yaml)") in err
+    assert ("no spot price known for g4dn.xlarge in aws/us-west-2 (no dated public source of AWS spot prices was "
+            "found); priced at the on-demand list price of us-east-1 (components/catalog/prices.yaml)") in err
     assert "(on-demand list price, components/catalog/prices.yaml)" in err
 
 
 def test_a_spot_pool_without_a_spot_row_in_the_price_list_region_says_it_is_a_ceiling(capsys, no_cluster):
-    # gcp-usc1's t4 pools (n1-standard-8 + T4) have no spot_prices.yaml row; prices.yaml is us-central1.
+    # gcp-usc1's t4 pools (n1-standard-8 + T4) have no spot_prices.yaml row, on purpose (its source prices the
+    # N1 machine without the GPU); prices.yaml is us-central1.
     _, err = dry_run(capsys, "--stack", "gcp-usc1", "--gpu", "t4", "--nodes", "2")
-    assert ("n1-standard-8: spot pool, no gcp/us-central1 spot price in components/catalog/spot_prices.yaml; "
-            "priced at the on-demand list price, a ceiling") in err
+    assert ("no spot price known for n1-standard-8 in gcp/us-central1 (the dated source prices the N1 machine "
+            "without its attached T4/V100); spot pool priced at the on-demand list price, a ceiling") in err
 
 
 def test_capacity_type_follows_the_pools_the_job_can_land_on():
@@ -81,9 +82,9 @@ def test_capacity_type_follows_the_pools_the_job_can_land_on():
 
 
 @pytest.mark.parametrize(("region", "spot", "usd", "regional"), [
-    ("us-central1", True, 0.279932, "spot, us-central1, 2025-03-06"),
-    ("us-central1", False, 0.706832255, "on-demand, us-central1, 2025-03-06"),
-    ("europe-west4", True, 0.253236, "spot, europe-west4, 2025-03-06"),
+    ("us-central1", True, 0.279932, "spot, us-central1, snapshot of 2025-03-06"),
+    ("us-central1", False, 0.706832255, "on-demand, us-central1, snapshot of 2025-03-06"),
+    ("europe-west4", True, 0.253236, "spot, europe-west4, snapshot of 2025-03-06"),
     ("asia-east1", True, 0.70683, None),  # no row: prices.yaml's on-demand list price
     (None, True, 0.70683, None),  # no stack region
 ])

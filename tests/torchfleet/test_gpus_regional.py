@@ -1,6 +1,7 @@
 """`torchfleet gpus --stack S` / `--cloud C --region R` (issue 32): the region's on-demand and spot prices
 from components/catalog/spot_prices.yaml beside the list price, dated in the footer; a machine without a
-row shows "-" and the footer names the file and the region; bad combinations exit 2 naming the flag."""
+row shows "-" and the footer says "no spot price known for <machines> in <cloud>/<region>" and why; bad
+combinations exit 2 naming the flag."""
 
 from __future__ import annotations
 
@@ -24,9 +25,17 @@ def test_a_stack_shows_its_regions_on_demand_and_spot_prices(capsys):
     rows = {line.split()[2]: line.split() for line in out.splitlines()[1:] if line.startswith("l4 ")}
     assert out.splitlines()[0].split()[-2:] == ["ON-DEMAND", "SPOT"]
     assert rows["g2-standard-4"][-2:] == ["0.7068", "0.2799"]
-    assert rows["g2-standard-8"][-2:] == ["-", "-"]
-    assert "ON-DEMAND, SPOT: us-central1 prices of 2025-03-06 (https://github.com/Cyclenerd/" in out
-    assert "g2-standard-8, " in out and "no gcp/us-central1 row in components/catalog/spot_prices.yaml" in out
+    assert rows["g2-standard-8"][-2:] == ["0.8536", "0.3368"]
+    assert "ON-DEMAND, SPOT: us-central1 prices, a snapshot of 2025-03-06 (https://github.com/Cyclenerd/" in out
+    assert "no spot price known" not in out  # every L4 machine has a row there
+
+
+def test_a_machine_without_a_row_shows_a_dash_and_why(capsys):
+    code, out, _ = run(capsys, "--stack", "gcp-usc1", "--gpu", "t4")
+    rows = {line.split()[2]: line.split() for line in out.splitlines()[1:] if line.startswith("t4 ")}
+    assert code == 0 and rows["n1-standard-8"][-2:] == ["-", "-"]
+    assert ("no spot price known for n1-standard-4, n1-standard-8, n1-standard-16, n1-standard-32 in gcp/us-central1 "
+            "(the dated source prices the N1 machine without its attached T4/V100)") in out
 
 
 def test_json_carries_the_regional_prices_and_their_date(capsys):
@@ -35,12 +44,17 @@ def test_json_carries_the_regional_prices_and_their_date(capsys):
     assert code == 0
     assert (found["g2-standard-4"]["regionSpotUsdPerHour"], found["g2-standard-4"]["regionPriced"]) == (0.253236,
                                                                                                          "2025-03-06")
-    assert found["g2-standard-8"]["regionSpotUsdPerHour"] is None and found["g2-standard-8"]["region"] == "europe-west4"
+    assert (found["g2-standard-8"]["regionSpotUsdPerHour"], found["g2-standard-8"]["region"]) == (0.314972,
+                                                                                                 "europe-west4")
+    _, out, _ = run(capsys, "--cloud", "gcp", "--region", "europe-west4", "--gpu", "t4", "-o", "json")
+    assert all(r["regionSpotUsdPerHour"] is None and r["regionPriced"] is None for r in json.loads(out))
 
 
 def test_a_region_without_rows_says_so_for_every_machine(capsys):
     code, out, _ = run(capsys, "--stack", "aws-usw2", "--gpu", "t4")
-    assert code == 0 and "no aws/us-west-2 row in components/catalog/spot_prices.yaml" in out
+    assert code == 0 and ("no spot price known for g4dn.xlarge, g4dn.2xlarge, g4dn.4xlarge, g4dn.8xlarge, "
+                          "g4dn.16xlarge, g4dn.12xlarge, g4dn.metal in aws/us-west-2 (no dated public source of AWS "
+                          "spot prices was found)") in out
 
 
 def test_without_a_region_the_table_is_unchanged(capsys):

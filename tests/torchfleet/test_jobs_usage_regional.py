@@ -19,9 +19,9 @@ def labels(machine="g2-standard-4", **extra):
 
 @pytest.mark.parametrize(("node", "region", "usd", "basis"), [
     ({usage.REGION: "us-central1", "cloud.google.com/gke-spot": "true"}, None, 0.279932,
-     "spot, us-central1, 2025-03-06"),
-    ({usage.REGION: "us-central1"}, None, 0.706832255, "on-demand, us-central1, 2025-03-06"),
-    ({"cloud.google.com/gke-spot": "true"}, "europe-west4", 0.253236, "spot, europe-west4, 2025-03-06"),
+     "spot, us-central1, snapshot of 2025-03-06"),
+    ({usage.REGION: "us-central1"}, None, 0.706832255, "on-demand, us-central1, snapshot of 2025-03-06"),
+    ({"cloud.google.com/gke-spot": "true"}, "europe-west4", 0.253236, "spot, europe-west4, snapshot of 2025-03-06"),
     # No row for n1-standard-8 (+ its T4, the job's GPU): prices.yaml's on-demand list price, said so.
     ({"machine": "n1-standard-8", usage.REGION: "us-central1", "cloud.google.com/gke-spot": "true"}, None,
      catalog.list_price("t4", "gcp", "n1-standard-8"),

@@ -1,6 +1,8 @@
 """components/catalog/spot_prices.yaml (issue 32): a test walks every row. Each region row is a real
 region of its cloud, sourced by a pinned URL and dated; each machine is one a stack can get, at
-positive prices with spot at most on demand (the clouds never charge more for spot)."""
+positive prices with spot at most on demand (the clouds never charge more for spot). Every available GPU
+machine of the catalog in every shipped region (the stacks' regions and the file's own) has a row or an
+`unknown:` entry saying why none is shipped, so the CLI says "no spot price known" on purpose only."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ import yaml
 from components import catalog
 from components.catalog import machines, spot_prices
 from components.catalog import regions as region_catalog
+from torchfleet.jobs import target as targets
 
 RAW = yaml.safe_load(spot_prices.SPOT_PRICES_FILE.read_text())
+UNKNOWN = RAW.pop(spot_prices.UNKNOWN)
 MACHINES = [(key, machine, p) for key, row in RAW.items() for machine, p in row["machines"].items()]
 
 
@@ -49,3 +53,66 @@ def test_an_absent_region_or_machine_has_no_price():
     assert spot_prices.price("gcp", "us-central1", "no-such-machine") is None
     assert spot_prices.price("aws", "us-west-2", "g4dn.xlarge") is None
     assert spot_prices.price("gcp", None, "g2-standard-4") is None
+
+
+def _shipped_regions() -> dict[str, set[str]]:
+    """{cloud: regions}: each shipped stack's region and each region the file has rows for."""
+    found: dict[str, set[str]] = {}
+    for stack in ("aws-usw2", "gcp-usc1", "azure-eus"):
+        t = targets.from_stack(stack)
+        found.setdefault(t.cloud, set()).add(t.region)
+    for key in RAW:
+        cloud, region = key.split("/", 1)
+        found.setdefault(cloud, set()).add(region)
+    return found
+
+
+SHIPPED = _shipped_regions()
+CATALOG_MACHINES = sorted({(cloud, m.type) for key in catalog.gpu_keys()
+                           for cloud, offer in catalog.load()[key].offerings.items() if offer.available
+                           for m in offer.machines})
+COVERAGE = [(cloud, region, machine) for cloud, machine in CATALOG_MACHINES for region in sorted(SHIPPED[cloud])]
+
+
+def test_the_shipped_regions_are_the_stacks_and_the_files():
+    expected = {"aws": {"us-west-2"}, "azure": {"eastus"},
+                "gcp": {"us-central1", "us-east1", "us-west1", "europe-west4"}}
+    assert expected == SHIPPED
+
+
+@pytest.mark.parametrize("cloud, region, machine", COVERAGE, ids=[f"{c}/{r}-{m}" for c, r, m in COVERAGE])
+def test_every_catalog_gpu_machine_in_a_shipped_region_is_priced_or_unknown_on_purpose(cloud, region, machine):
+    row, why = spot_prices.price(cloud, region, machine), spot_prices.unknown(cloud, region, machine)
+    assert (row is None) != (why is None), f"{machine} in {cloud}/{region}: exactly one of a price or a reason"
+
+
+def test_the_coverage_per_cloud():
+    """What is shipped, counted: GCP's A2/A3/G2 machines in four regions are priced, its N1 (T4/V100)
+    machines are not; AWS and Azure have no dated source yet."""
+    priced = {c: sum(1 for cc, r, m in COVERAGE if cc == c and spot_prices.price(c, r, m)) for c in SHIPPED}
+    unknown = {c: sum(1 for cc, r, m in COVERAGE if cc == c and spot_prices.unknown(c, r, m)) for c in SHIPPED}
+    assert priced == {"aws": 0, "azure": 0, "gcp": 21 * 4}
+    assert unknown == {"aws": 27, "azure": 12, "gcp": 5 * 4}  # 27 EC2 types, 12 VM sizes in one region each
+
+
+def test_every_unknown_entry_is_well_formed():
+    assert set(UNKNOWN) <= {"aws", "gcp", "azure"}
+    for cloud, entries in UNKNOWN.items():
+        for entry in entries:
+            assert set(entry) == {"regions", "machines", "why"} and entry["why"]
+            assert entry["regions"] == "all" or all(region_catalog.region(cloud, r) for r in entry["regions"])
+            assert entry["machines"] == "all" or all(catalog.find_machine(cloud, m) for m in entry["machines"])
+            # an entry never hides a price the file has
+            for key, row in RAW.items():
+                if key.split("/", 1)[0] == cloud and entry["regions"] in ("all", [key.split("/", 1)[1]]):
+                    assert entry["machines"] == "all" or not set(entry["machines"]) & set(row["machines"])
+
+
+def test_a_missing_price_is_said_with_its_reason():
+    assert spot_prices.missing("aws", "us-west-2", "g4dn.xlarge") == (
+        "no spot price known for g4dn.xlarge in aws/us-west-2 (no dated public source of AWS spot prices was found)")
+    assert spot_prices.missing("gcp", "us-central1", "n1-standard-8").endswith(
+        "(the dated source prices the N1 machine without its attached T4/V100)")
+    assert spot_prices.missing("gcp", "asia-east1", "g2-standard-4") == (
+        "no spot price known for g2-standard-4 in gcp/asia-east1 (components/catalog/spot_prices.yaml has no row "
+        "for it)")
