@@ -6,8 +6,8 @@ the priciest machine it can land on, one machine per node. A job whose pools are
 at the spot price of the stack's region, any other at that region's on-demand price, where
 components/catalog/spot_prices.yaml has a dated row for the machine there (issue 32); else at the
 on-demand list price of components/catalog/prices.yaml (one region per cloud), and a note under the
-lines names the machine, the stack's region and the file without a row for it. Spot prices move, so
-the figure is the dated one printed beside it, not a forecast. Storage, network and the managed
+lines says "no spot price known for <machine> in <cloud>/<region>" with the file's reason. Spot prices
+move, so the figure is the dated snapshot printed beside it, not a forecast. Storage, network and the managed
 control plane are not counted there; `check`'s idle estimate (idle_estimate) counts them with no job.
 """
 

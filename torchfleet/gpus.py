@@ -33,8 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="list the GPUs each cloud offers: machine types, GPUs per machine, memory, on-demand price",
         description="List the GPU catalog, offline. Exit codes: 0 ok, 2 an unknown --gpu or a bad --region/--stack.",
         epilog="USD/HOUR is the on-demand list price for one region per cloud (shown under the table). With --stack "
-               "or --cloud and --region, ON-DEMAND and SPOT are that region's dated prices where "
-               "components/catalog/spot_prices.yaml has them (- where it has none).",
+               "or --cloud and --region, ON-DEMAND and SPOT are that region's prices where "
+               "components/catalog/spot_prices.yaml has them, a snapshot dated under the table (- where it has "
+               "none, and the footer says why).",
     )
     p.add_argument("--cloud", choices=CLOUDS, help="only this cloud")
     p.add_argument("--gpu", help=f"only this GPU, one of: {', '.join(catalog.gpu_keys())}")
