@@ -1,6 +1,7 @@
 """Issue 32: `list`/`status` price a job's hours in its node's region at its node's capacity type, from
 components/catalog/spot_prices.yaml (gcp/us-central1 g2-standard-4: on demand 0.706832255, spot
-0.279932, priced 2025-03-06), else at prices.yaml's on-demand list price with that basis said."""
+0.279932, priced 2025-03-06), else at prices.yaml's on-demand list price with that basis said, and a spot
+node without a row says "no spot price known for <machine> in <cloud>/<region>" and why."""
 
 from __future__ import annotations
 
@@ -37,3 +38,25 @@ def test_hours_are_priced_in_the_nodes_region_at_its_capacity_type(node, region,
 @pytest.mark.parametrize(("key", "value"), list(usage.SPOT_LABELS.items()))
 def test_each_clouds_spot_label_is_spot(key, value):
     assert usage.is_spot({key: value}) and not usage.is_spot({key: "x"}) and not usage.is_spot(None)
+
+
+def test_a_spot_node_without_a_row_says_no_spot_price_is_known():
+    node = labels("n1-standard-8", **{usage.REGION: "us-central1", "cloud.google.com/gke-spot": "true"})
+    used = usage.of_job(job_object(), [pod("w-0", started_h=2), pod("w-1", started_h=1)], "gcp", node, NOW)
+    said = ("no spot price known for n1-standard-8 in gcp/us-central1 (the dated source prices the N1 machine "
+            "without its attached T4/V100)")
+    assert used.no_spot_price == (said,) and used.text().endswith(f"; spot pays less; {said})")
+    assert used.as_dict()["noSpotPrice"] == [said]
+    # An on-demand node at its list price, or a spot node with a row, has nothing to say.
+    on_demand = usage.of_job(job_object(), [pod("w-0", started_h=2)], "gcp",
+                             labels("n1-standard-8", **{usage.REGION: "us-central1"}), NOW)
+    spot_row = usage.of_job(job_object(), [pod("w-0", started_h=2)], "gcp",
+                            labels(**{usage.REGION: "us-central1", "cloud.google.com/gke-spot": "true"}), NOW)
+    assert on_demand.no_spot_price == () == spot_row.no_spot_price
+
+
+def test_an_aws_spot_node_says_why_it_has_no_spot_price():
+    node = labels("g4dn.xlarge", **{usage.REGION: "us-west-2", "eks.amazonaws.com/capacityType": "SPOT"})
+    used = usage.of_job(job_object(), [pod("w-0", started_h=2)], "aws", node, NOW)
+    assert used.no_spot_price == ("no spot price known for g4dn.xlarge in aws/us-west-2 (no dated public source of "
+                                  "AWS spot prices was found)",)

@@ -46,17 +46,21 @@ class Usage:
     gpu_hours: float
     usd: float | None  # None: some machine has no list price
     basis: str | None  # where the price comes from; None without one
+    # "no spot price known for n1-standard-8 in gcp/us-central1 (why)": spot nodes priced at the list price
+    no_spot_price: tuple[str, ...] = ()
 
     def text(self) -> str:
         used = f"at least {self.gpu_hours:.2f} GPU-hours ({self.machine_hours:.2f} machine-hours)"
         if self.usd is None:
             return used + (", no list price to cost them" if self.basis is None else ", a machine without a list price")
         ceiling = "; spot pays less" if "list price" in (self.basis or "") else ""
-        return f"{used}, at most {self.usd:.2f} USD so far ({self.basis}{ceiling})"
+        missing = "".join(f"; {line}" for line in self.no_spot_price)
+        return f"{used}, at most {self.usd:.2f} USD so far ({self.basis}{ceiling}{missing})"
 
     def as_dict(self) -> dict[str, Any]:
         return {"machineHours": round(self.machine_hours, 4), "gpuHours": round(self.gpu_hours, 4),
-                "usd": None if self.usd is None else round(self.usd, 4), "priceBasis": self.basis}
+                "usd": None if self.usd is None else round(self.usd, 4), "priceBasis": self.basis,
+                "noSpotPrice": list(self.no_spot_price)}
 
 
 def _started(pod: client.V1Pod) -> datetime | None:
@@ -104,6 +108,7 @@ def of_job(job: dict[str, Any], pods: Sequence[client.V1Pod], cloud: str, node_l
     machine_hours = usd = 0.0
     priced = table is not None
     bases: list[str] = []
+    no_spot: list[str] = []
     for pod in pods:
         hours = pod_hours(pod, now)
         if hours <= 0:
@@ -120,6 +125,8 @@ def of_job(job: dict[str, Any], pods: Sequence[client.V1Pod], cloud: str, node_l
         elif table is not None and machine:
             price = catalog.list_price(gpu, cloud, machine) if gpu else prices.machine_price(cloud, machine)
             bases.append(f"on-demand list price, {table.region}, priced {table.priced}")
+            if is_spot(labels):
+                no_spot.append(spot_prices.missing(cloud, (labels or {}).get(REGION) or region, machine))
         if price is None:
             priced = False
         else:
@@ -127,4 +134,4 @@ def of_job(job: dict[str, Any], pods: Sequence[client.V1Pod], cloud: str, node_l
     if not bases and table is not None:
         bases.append(f"on-demand list price, {table.region}, priced {table.priced}")
     basis = "; ".join(dict.fromkeys(bases)) or None
-    return Usage(machine_hours, machine_hours * gpus, usd if priced else None, basis)
+    return Usage(machine_hours, machine_hours * gpus, usd if priced else None, basis, tuple(dict.fromkeys(no_spot)))
