@@ -17,16 +17,25 @@ from elastic_trainer.local import IMAGE_DIR, SYNTHETIC_EXAMPLE, free_port
 
 
 @pytest.mark.slow
-def test_a_bad_argument_ends_every_node_with_2_at_once(make_job):
+def test_a_bad_argument_ends_every_node_at_once_and_fails_the_run_with_2(make_job):
+    # What holds at any load. Starting its worker, a node's agent can miss heartbeats for over the 3 s window
+    # (load 4 on 2 cores: 2 of 4 runs), and its peer's sync then drops it; it restarts its workers to rejoin
+    # (lost_peer.py), and a peer whose worker exited 2 has closed the run meanwhile, so it ends 75, the
+    # closed-rendezvous exit. The run still fails with 2 (the Indexed Job's pod failure policy fails the job
+    # on the peer's 2), and no node retries the bad argument: each prints the error at most once.
     job = make_job("--total-steps=0", "--global-batch-size=8", nnodes="2:2")  # argparse: must be >= 1
     nodes = [job.start_node(), job.start_node()]
     codes = [node.wait(300) for node in nodes]  # a bound for a loaded machine; one attempt takes seconds
     texts = [node.log_text() for node in nodes]
-    assert codes == [EXIT_BAD_INPUT, EXIT_BAD_INPUT], "\n\n".join(t[-3000:] for t in texts)
-    for text in texts:
-        assert "--total-steps: must be >= 1" in text, text[-3000:]
-        assert text.count("--total-steps: must be >= 1") == 1, text[-3000:]  # one attempt, no restart
-        assert "will restart worker group" not in text, text[-3000:]
+    report = "\n\n".join(t[-3000:] for t in texts)
+    assert EXIT_BAD_INPUT in codes, report
+    for code, text in zip(codes, texts, strict=True):
+        assert text.count("--total-steps: must be >= 1") <= 1, report  # no restart of a bad argument
+        assert "will restart worker group" not in text, report
+        if code == EXIT_BAD_INPUT:
+            assert "--total-steps: must be >= 1" in text, report
+        else:
+            assert code == EXIT_RDZV_UNAVAILABLE and "is closed (RendezvousClosedError)" in text, report
 
 
 @pytest.mark.slow
