@@ -134,8 +134,12 @@ def _tail(log: Path, chars: int = 8000) -> str:
     return log.read_text(errors="replace")[-chars:]
 
 
+# A test's own program instead of the project's __main__.py (tests/controlplane/programs/), named by path.
+PROGRAM_VARIABLE = "TORCHFLEET_ENGINE_PROGRAM"
+
+
 def _program() -> None:
-    runpy.run_path(str(REPO / "__main__.py"), run_name="__main__")
+    runpy.run_path(os.environ.get(PROGRAM_VARIABLE) or str(REPO / "__main__.py"), run_name="__main__")
 
 
 def main(argv: list[str]) -> int:

@@ -24,12 +24,11 @@ a closed port, as a machine that cannot reach it sees a cloud stack's cluster; s
 `engine` fixture for why another file is not that (the first run, 2026-11-28, pointed the engine at
 another file: the provider and every object were replaced in preview, and destroy deleted them all).
 
-Not tested: an endpoint that drops the connection attempts (SYNs) instead of refusing them, which is
-what a runner outside EKS's publicAccessCidrs or AKS's authorized ranges meets. Simulated here by a
-listening socket on 127.0.0.1 with a full accept queue, the preview had not finished after about 7
-minutes (run of 2026-11-28): pulumi-resource-kubernetes was still opening new connections to the port,
-each left to client-go's dial timeout (no overall timeout unless PULUMI_K8S_CLIENT_TIMEOUT). Its duration
-is not bounded here, so it cannot be a CI test; docs/deploy.md says what is known.
+An endpoint that drops the connection attempts (SYNs) instead of refusing them, which is what a runner
+outside EKS's publicAccessCidrs or AKS's authorized ranges meets, is in test_pulumi_preview_offline.py:
+without TORCHFLEET_PREVIEW_WITHOUT_CLUSTER such a preview does not end (still running after about 7
+minutes here on 2026-11-28; that test only shows it has not finished after a minute), with it the
+provider gets a refusing loopback endpoint and the preview ends as the refused one here does.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.clouds import offline_preview
 from components.clouds.aws import admins as aws_admins
 from components.clouds.aws import live
 from components.clouds.aws.addons import create_addon
@@ -100,7 +101,8 @@ class AwsCluster(pulumi.ComponentResource):
         # the identity running this `pulumi up`.
         provider = k8s.Provider(
             f"{name}-k8s",
-            kubeconfig=control.kubeconfig,
+            # A loopback kubeconfig only in a preview asked to run without the cluster (offline_preview.py).
+            kubeconfig=offline_preview.provider_kubeconfig(control.kubeconfig),
             cluster_identifier=control.cluster.arn,  # components/clouds/lifecycle.py, "clusterIdentifier"
             opts=pulumi.ResourceOptions(parent=self, depends_on=[nodes, *control.admins]),
         )

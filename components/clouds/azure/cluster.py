@@ -9,6 +9,7 @@ import pulumi_kubernetes as k8s
 import yaml
 from pulumi_azure_native import authorization, containerservice, managedidentity
 
+from components.clouds import offline_preview
 from components.clouds.azure import naming
 from components.clouds.azure.network import AzureNetwork
 from components.clouds.propagation import AZURE_RBAC_SECONDS, PropagationWait
@@ -290,7 +291,8 @@ class AksCluster(pulumi.ComponentResource):
         )
         self.provider = k8s.Provider(
             f"{name}-k8s",
-            kubeconfig=self.kubeconfig,
+            # A loopback kubeconfig only in a preview asked to run without the cluster (offline_preview.py).
+            kubeconfig=offline_preview.provider_kubeconfig(self.kubeconfig),
             cluster_identifier=self.cluster.id,  # components/clouds/lifecycle.py, "clusterIdentifier"
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.rbac_effective]),
         )
