@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import socket
 import subprocess
+import time
 
 import pytest
 import yaml
@@ -171,16 +174,84 @@ def test_the_gcp_preview_says_whether_it_reached_the_cluster(tmp_path, case, cod
         assert "client-side diff" in proc.stdout and "gke-gcloud-auth-plugin not found" in proc.stdout
 
 
-def test_the_azure_preview_says_its_kubernetes_part_is_client_side(tmp_path):
-    """Review (day 2): a hosted runner is outside network.publicAccessCidrs, so every Azure preview's Kubernetes
-    part is a client-side diff, and pulumi-kubernetes says nothing: the step says it, after the preview."""
+def _probe_step() -> tuple[int, dict]:
     steps = _preview_steps()
-    (index, step), = [(i, s) for i, s in enumerate(steps) if "azure-" in s.get("if", "") and "run" in s]
-    assert index > _step_index(steps, "pulumi/actions")
-    assert step["if"] == "always() && startsWith(matrix.stack, 'azure-')"
-    summary = tmp_path / "summary.md"
-    proc = subprocess.run(["bash", "-e", "-c", step["run"]], capture_output=True, text=True, timeout=30, check=False,
-                          env={"PATH": "/usr/bin:/bin", "GITHUB_STEP_SUMMARY": str(summary), "STACK": "azure-eus"})
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("::notice title=azure-eus: cluster not reached::") and "client-side" in proc.stdout
-    assert "azure-eus" in summary.read_text()
+    (found,) = [(i, s) for i, s in enumerate(steps) if "torchfleet.api_probe" in s.get("run", "")]
+    return found
+
+
+def test_the_aws_and_azure_previews_probe_the_api_before_the_preview():
+    """Issue 29: a hosted runner is outside network.publicAccessCidrs, whose endpoint drops its connections, and
+    the provider's preview then does not end: the probe decides on TORCHFLEET_PREVIEW_WITHOUT_CLUSTER first."""
+    steps = _preview_steps()
+    index, _ = _probe_step()
+    install = next(i for i, s in enumerate(steps) if "pip install -q -e" in s.get("run", ""))
+    cli = next(i for i, s in enumerate(steps)
+               if s.get("uses", "").startswith("pulumi/actions@") and "command" not in s["with"])
+    login = _step_index(steps, "pulumi/auth-actions")
+    preview = next(i for i, s in enumerate(steps) if s.get("with", {}).get("command") == "preview")
+    assert install < cli < index < preview and login < index
+    for i in (cli, index):
+        assert steps[i]["if"] == "startsWith(matrix.stack, 'aws-') || startsWith(matrix.stack, 'azure-')"
+    assert steps[cli]["with"]["pulumi-version"] == steps[preview]["with"]["pulumi-version"]
+    assert not [s for s in steps if "azure-" in s.get("if", "") and "client-side diff (no schema" in s.get("run", "")]
+
+
+def _kubeconfig(port: int) -> str:
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "x", "users": [{"name": "u", "user": {}}],
+        "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+    })
+
+
+NOT_REACHED = "::notice title=azure-eus: cluster not reached::cluster NOT reached (unreachable: 127.0.0.1:"
+
+
+@pytest.mark.parametrize("case, code, switched, says", [
+    ("no-output", 0, False, "::notice title=azure-eus: no cluster::"),
+    ("listening", 0, False, "::notice title=azure-eus: cluster reached::cluster reached (reachable: 127.0.0.1:"),
+    ("refusing", 0, True, NOT_REACHED),
+    ("dropping", 0, True, NOT_REACHED),
+    ("not-a-kubeconfig", 1, False, "::error title=azure-eus: probe failed::"),
+])
+def test_the_probe_step_sets_the_switch_only_when_the_api_cannot_be_reached(tmp_path, case, code, switched, says):
+    """The step's own script, with a pulumi on PATH printing a kubeconfig whose server is a loopback endpoint
+    that listens, refuses or drops (tests/loopback.py), and the real probe (.venv's python, the repository's
+    torchfleet): the switch goes to GITHUB_ENV only when the API cannot be reached, in bounded time."""
+    from tests.loopback import dropping, refusing_port
+
+    _, step = _probe_step()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    env_file, summary = tmp_path / "env", tmp_path / "summary.md"
+    env_file.write_text("")
+    with contextlib.ExitStack() as stack:
+        if case == "listening":
+            server = stack.enter_context(socket.socket())
+            server.bind(("127.0.0.1", 0))
+            server.listen(8)
+            port = server.getsockname()[1]
+        elif case == "dropping":
+            port = stack.enter_context(dropping())
+        else:
+            port = refusing_port()
+        output = {"no-output": "", "not-a-kubeconfig": "[1, 2]"}.get(case, _kubeconfig(port))
+        (bin_dir / "pulumi").write_text(f"#!/bin/sh\nprintf '%s' '{output}'\n[ -n '{output}' ]\n")
+        (bin_dir / "pulumi").chmod(0o755)
+        env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "RUNNER_TEMP": str(tmp_path), "GITHUB_STEP_SUMMARY": str(summary),
+               "GITHUB_ENV": str(env_file), "STACK": "azure-eus", "PULUMI_STACK": "org/torchfleet/azure-eus"}
+        started = time.monotonic()
+        proc = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, cwd=REPO, capture_output=True, text=True,
+                              timeout=120, check=False)
+        elapsed = time.monotonic() - started
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert proc.stdout.startswith(says), proc.stdout
+    assert env_file.read_text() == ("TORCHFLEET_PREVIEW_WITHOUT_CLUSTER=true\n" if switched else "")
+    assert not (tmp_path / "kubeconfig").exists(), "the kubeconfig is deleted after the probe"
+    if case == "dropping":
+        assert elapsed >= 10  # the probe waited out its 10 s: a drop is not a refusal
+    if code == 0:
+        assert "azure-eus" in summary.read_text()
+    if switched:
+        assert "client-side diff" in proc.stdout and "no drift" in proc.stdout
