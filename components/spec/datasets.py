@@ -29,12 +29,16 @@ CLOUDS = ("aws", "gcp", "azure")
 # What a stack that cannot mount buckets offers instead: one hint, which the stack's validation, `submit
 # --dataset` and `upload dataset:NAME` all give and docs/data.md ("Datasets on the local stack") repeats
 # (issue 32: the CLI said "add torchfleet:datasets to the stack file", which the local stack refuses).
-# The local store is the kind node's folder (components/clouds/local.py, LOCAL_STORE_PATH), mounted whole
-# at /mnt/shared in every pod.
+# The local store is the kind node's folder (components/clouds/local.py, LOCAL_STORE_PATH); a job's pods mount
+# only its folder JOB of it, at /mnt/shared/JOB (issue 30: torchfleet/jobs/pod_template.py shared_mount), so the
+# data goes there, into a folder made as the kubelet would make it (the store root's 2775, group 10001: docker cp
+# refuses a missing parent, and a parent it made would be root's 0755, which the job could not write).
 LOCAL_DATA_HINT = (
-    "the local stack mounts no buckets (no object-store CSI driver): put the data on its shared store, "
-    "e.g. `docker cp ./imagenet torchfleet-control-plane:/var/lib/torchfleet/shared/data/`, and read it from "
-    "/mnt/shared/data/imagenet in the job (docs/data.md, \"Datasets on the local stack\")"
+    "the local stack mounts no buckets (no object-store CSI driver): put the data in the job's folder on its "
+    "shared store, e.g. `docker exec torchfleet-control-plane install -d -o 10001 -g 10001 -m 2775 "
+    "/var/lib/torchfleet/shared/JOB && docker cp ./imagenet torchfleet-control-plane:/var/lib/torchfleet/shared/JOB/`"
+    ", and read it from /mnt/shared/JOB/imagenet in job JOB, which sees only its own folder "
+    "(docs/data.md, \"Datasets on the local stack\")"
 )
 
 # S3 general purpose buckets: https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html

@@ -39,4 +39,6 @@ def test_the_doc_shows_what_the_hint_says():
     assert "### Datasets on the local stack" in doc and '"Datasets on the local stack"' in LOCAL_DATA_HINT
     command = LOCAL_DATA_HINT.split("`")[1]
     assert f"\n{command}\n" in doc  # the doc's command is the hint's, word for word
-    assert "/mnt/shared/data/imagenet" in doc and "/mnt/shared/data/imagenet" in LOCAL_DATA_HINT
+    # a job sees only its own folder of the store (issue 30): the data goes there
+    assert "/mnt/shared/JOB/imagenet" in doc and "/mnt/shared/JOB/imagenet" in LOCAL_DATA_HINT
+    assert "/var/lib/torchfleet/shared/JOB/`" in LOCAL_DATA_HINT
