@@ -26,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.controlplane.test_researcher import reader
 from tests.controlplane.threat_model import outside
-from torchfleet.jobs import reader_pod
+from torchfleet.jobs import pod_template, reader_pod
 from torchfleet.jobs import target as targets
 from torchfleet.jobs.kubeconfig import connect
 
@@ -71,6 +71,9 @@ TOLERATIONS = [
 NODE_SELECTORS = [{"torchfleet.io/gpu": "t4"}, {"topology.kubernetes.io/zone": "us-west-2a"},
                   {"torchfleet.io/pool": "manager"}, {"torchfleet.io/pool": "gpu"},
                   {"kubernetes.io/hostname": "tier-fuzz-node"}, {"nvidia.com/gpu.present": "true"}]  # fmt: skip
+OWN_CODE = {"name": "x", "projected": {"sources": [{"configMap": {"name": f"{SELF}-workdir-0123abcd-0"}}]}}
+VICTIM_CODE = {"name": "x", "projected": {"sources": [{"configMap": {"name": "victim-workdir-0123abcd-0"}}]}}
+STORE_AGAIN = {"name": "x", "persistentVolumeClaim": {"claimName": "shared-data"}}  # a second volume, mounted whole
 VOLUMES = [
     {"name": "x", "secret": {"secretName": "anything"}},
     {"name": "x", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}},
@@ -78,6 +81,10 @@ VOLUMES = [
     {"name": "x", "persistentVolumeClaim": {"claimName": "data-etcd-0"}},
     {"name": "x", "persistentVolumeClaim": {"claimName": "dataset-imagenet", "readOnly": True}},
     {"name": "x", "projected": {"sources": [{"configMap": {"name": "code"}}]}},
+    OWN_CODE,
+    VICTIM_CODE,
+    {"name": "x", "projected": {"sources": [{"configMap": {"name": "s1-workdir-0123abcd-0"}}]}},  # a sweep's
+    STORE_AGAIN,
     {"name": "x", "configMap": {"name": "code"}},
     {"name": "x", "emptyDir": {}},
 ]
@@ -91,6 +98,10 @@ ENV = [
     {"env": [{"name": "T", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]},
 ]
 SECURITY = ["root", "privileged", "escalation", "host-network", "net-admin", "no-non-root"]
+# The shared store's mount (the CLI's: subPath <job>, read-only in a reader): another folder, the whole store, a
+# subPathExpr, writable.
+STORE = [("subPath", SELF), ("subPath", "victim"), ("subPath", None), ("subPathExpr", "$(T)"), ("readOnly", False),
+         ("claimReadOnly", False)]  # fmt: skip
 GPUS = ["1", "0"]
 
 
@@ -112,6 +123,7 @@ def changes() -> st.SearchStrategy:
         ("serviceAccountName", st.sampled_from(["training-job", "default", "etcd"])),
         ("automountServiceAccountToken", st.booleans()),
         ("gpu", st.sampled_from(GPUS)),
+        ("store", st.sampled_from(STORE)),
     ])  # fmt: skip
     return st.lists(field.flatmap(lambda f: f[1].map(lambda v: (f[0], v))), max_size=3)
 
@@ -150,11 +162,24 @@ def apply_change(document: dict, metadata: dict, spec: dict, job: str, field: st
             "escalation": lambda: context.update(allowPrivilegeEscalation=True),
             "host-network": lambda: spec.update(hostNetwork=True),
             "net-admin": lambda: context["capabilities"].update(add=["NET_ADMIN"]),
-            "no-non-root": lambda: spec["securityContext"].pop("runAsNonRoot"),
+            "no-non-root": lambda: spec["securityContext"].pop("runAsNonRoot", None),  # twice in one example: once
         }[value]()
     elif field == "gpu":
         for part in ("requests", "limits"):
             container["resources"][part]["nvidia.com/gpu"] = value
+    elif field == "store":
+        key, setting = value
+        mount = next(m for m in container["volumeMounts"] if m["name"] == pod_template.SHARED_VOLUME)
+        if key == "claimReadOnly":
+            next(v for v in spec["volumes"] if v["name"] == pod_template.SHARED_VOLUME)["persistentVolumeClaim"].pop(
+                "readOnly", None)
+        elif key == "subPathExpr":
+            mount.pop("subPath", None)
+            mount["subPathExpr"] = setting
+        elif setting is None:
+            mount.pop(key, None)
+        else:
+            mount[key] = setting
 
 
 def build(layer, kind: str, edits: list) -> dict:
@@ -175,6 +200,8 @@ def build(layer, kind: str, edits: list) -> dict:
         }
         metadata, spec = {"labels": labels}, pod["spec"]
         spec.pop("activeDeadlineSeconds")
+        # The job's own folder of the store, as its pods mount it (pod_template.shared_mount), not the reader's job.
+        spec["containers"][0]["volumeMounts"][0] = pod_template.shared_mount("/mnt/shared", job, read_only=True)
         spec.get("nodeSelector", {}).pop("torchfleet.io/pool", None)  # a job's pods never run beside etcd
         document = {
             "apiVersion": "batch/v1",
@@ -263,6 +290,11 @@ def test_the_clis_pods_are_inside(kind):
         ([("env", ENV[1])], "envFrom"),
         ([("volumes", VOLUMES[1])], "volume x"),
         ([("securityContext", "net-admin")], "adds capabilities"),
+        ([("store", ("subPath", "victim"))], "mounts victim of the store"),
+        ([("store", ("subPath", None))], "mounts the whole store"),
+        ([("store", ("subPathExpr", "$(T)"))], "mounts $(T) of the store"),
+        ([("volumes", VICTIM_CODE)], "projects ConfigMap victim-workdir"),
+        ([("volumes", STORE_AGAIN)], "two volumes of the shared store"),
     ],
 )
 def test_hostile_pods_are_outside(edits, why):
@@ -270,3 +302,13 @@ def test_hostile_pods_are_outside(edits, why):
     for kind in kinds:
         found = outside(*pod_of(build(_Layer, kind, edits)))
         assert any(why in line for line in found), found
+
+
+def test_a_job_writes_its_own_folder_a_reader_only_reads_it():
+    """The store's mount writable is a job's pods' own (they write checkpoints), never a reader's; its own --workdir
+    ConfigMaps are a job's, a reader projects none."""
+    for edits in ([("store", ("readOnly", False))], [("store", ("claimReadOnly", False))]):
+        assert outside(*pod_of(build(_Layer, "Job", edits))) == []
+        assert any("reader" in line for line in outside(*pod_of(build(_Layer, "Pod", edits))))
+    assert outside(*pod_of(build(_Layer, "Job", [("volumes", OWN_CODE)]))) == []
+    assert any("projects ConfigMap" in line for line in outside(*pod_of(build(_Layer, "Pod", [("volumes", OWN_CODE)]))))

@@ -21,11 +21,16 @@ pod the API server admits from a researcher is inside. A researcher's pod
 - runs at Pod Security's restricted level (no host namespace or path, non-root, no privilege, no added
   capability but NET_BIND_SERVICE): checked on Pods, the only objects that level is enforced on;
 - runs as training-job or job-reader, the accounts bound to no Role;
+- reaches only its own job's folder of the shared store (a job's pods: the job's own name; a reader or TensorBoard
+  pod: the job its label names, read-only; any other pod: none of it), through one volume, and projects only
+  its own job's --workdir code (or, for a job <sweep>-<n> of a sweep, the sweep's): every job runs as uid 10001,
+  the owner of every checkpoint, so a wider mount is another job's code and checkpoints;
 - if a job's, never on the manager pool (etcd's nodes): only reader, TensorBoard and store pods go there.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 ACCOUNTS = ("training-job", "job-reader")
@@ -40,6 +45,8 @@ ZONE = "topology.kubernetes.io/zone"
 SHARED_CLAIM = "shared-data"
 POOL = "torchfleet.io/pool"
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+JOB_KINDS = ("Job", "ElasticJob", "PyTorchJob")
+WORKDIR_SUFFIX = re.compile(r"-workdir-[0-9a-f]{8}-[0-9]+")  # after the owner: this submit's nonce, the part
 
 
 def _gpus(container: dict[str, Any]) -> float:
@@ -132,6 +139,48 @@ def _secrets(spec: dict[str, Any]) -> list[str]:
     return why
 
 
+def _store(kind: str, name: str, labels: dict[str, str], spec: dict[str, Any]) -> list[str]:
+    why = []
+    volumes = spec.get("volumes") or []
+    claims = {v.get("name"): v["persistentVolumeClaim"] for v in volumes
+              if (v.get("persistentVolumeClaim") or {}).get("claimName") == SHARED_CLAIM}  # fmt: skip
+    if sum((v.get("persistentVolumeClaim") or {}).get("claimName") == SHARED_CLAIM for v in volumes) > 1:
+        why.append("two volumes of the shared store")
+    if kind in JOB_KINDS:
+        job = name
+    elif kind == "Pod":
+        job = labels.get("torchfleet.io/reader") or labels.get("torchfleet.io/tensorboard")
+    else:
+        job = None
+    reads_only = kind == "Pod"  # a reader or TensorBoard pod: only the job's own pods write its folder
+    if claims and job is None:
+        why.append(f"the shared store mounted by a {kind} of no job")
+    if reads_only and any(not claim.get("readOnly") for claim in claims.values()):
+        why.append("the shared store's volume writable in a reader")
+    for where, container in _containers(spec):
+        for mount in container.get("volumeMounts") or []:
+            if mount.get("name") not in claims:
+                continue
+            if mount.get("subPathExpr") or mount.get("subPath") != job:
+                reach = mount.get("subPathExpr") or mount.get("subPath") or "the whole store"
+                why.append(f"{where} {container.get('name')} mounts {reach} of the store, not job {job}'s folder")
+            if reads_only and not mount.get("readOnly"):
+                why.append(f"{where} {container.get('name')} may write job {job}'s folder from a reader")
+    owners = {name} if kind in JOB_KINDS else set()
+    sweep = labels.get("torchfleet.io/sweep")
+    if owners and sweep and re.fullmatch(re.escape(sweep) + r"-[0-9]+", name):
+        owners.add(sweep)
+    for volume in volumes:
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            config_map = (source.get("configMap") or {}).get("name") if "configMap" in source else None
+            if "configMap" in source and not any(
+                config_map and config_map.startswith(owner) and WORKDIR_SUFFIX.fullmatch(config_map[len(owner):])
+                for owner in owners
+            ):
+                why.append(f"projects ConfigMap {config_map}, not its own job's --workdir code")
+    return why
+
+
 def _restricted(spec: dict[str, Any]) -> list[str]:
     why = [field for field in ("hostNetwork", "hostPID", "hostIPC") if spec.get(field)]
     pod = spec.get("securityContext") or {}
@@ -165,7 +214,7 @@ def outside(kind: str, name: str, labels: dict[str, str] | None, spec: dict[str,
     why += _affinity(kind, name, affinity)
     why += [f"tolerates {t.get('key') or 'every taint'}" for t in spec.get("tolerations") or []
             if t.get("key") not in TOLERABLE]  # fmt: skip
-    why += _gpu_visibility(spec) + _secrets(spec)
+    why += _gpu_visibility(spec) + _secrets(spec) + _store(kind, name, labels or {}, spec)
     if kind in ("Job", "ElasticJob", "PyTorchJob") and (spec.get("nodeSelector") or {}).get(POOL) == "manager":
         why.append("a job's pods on the manager pool, beside etcd")  # only readers, TensorBoard, Lighthouses
     if kind == "Pod":
