@@ -2,10 +2,9 @@
 clone), and a loopback-only network namespace with etcd per test.
 
 Collected only when named (`pytest tests/containers`, or a file in it): the image's first build
-takes about 16 minutes and 15 GB here (the PyPI torch wheel is the CUDA build; docs/benchmarks.md),
-so the README's whole-suite command does not start it; .ci/run does not run it yet (see
-docs/benchmarks.md, "Real containers"). Named, never skipped: without runc, umoci, mmdebstrap, etcd
-or root the tests fail with what is missing.
+takes about 4 minutes and 2.6 GB here (the venv's packages linked, zstd layers; docs/benchmarks.md,
+"Real containers"), so the README's whole-suite command does not start it. Named, never skipped:
+without runc, umoci, mmdebstrap, zstd, containerd, etcd or root the tests fail with what is missing.
 """
 
 from __future__ import annotations
