@@ -1,5 +1,5 @@
 """TORCHFLEET_PREVIEW_WITHOUT_CLUSTER (components/clouds/offline_preview.py): only in a preview, only true or
-false, and the AWS and Azure providers get the refusing loopback kubeconfig then and only then. What the real
+false, and the AWS, Azure and GCP providers get the refusing loopback kubeconfig then and only then. What the real
 engine and provider do with it: tests/controlplane/test_pulumi_preview_offline.py."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def _provider_kubeconfig(stack: str) -> str:
     return provider.inputs["kubeconfig"]
 
 
-@pytest.mark.parametrize("stack", ["aws-usw2", "azure-eus"])
+@pytest.mark.parametrize("stack", ["aws-usw2", "azure-eus", "gcp-usc1"])
 def test_the_cloud_providers_get_the_loopback_kubeconfig_only_in_a_switched_preview(stack, monkeypatch):
     monkeypatch.delenv(SWITCH, raising=False)
     real = _provider_kubeconfig(stack)
@@ -83,3 +83,12 @@ def test_the_cloud_providers_get_the_loopback_kubeconfig_only_in_a_switched_prev
     monkeypatch.setattr(offline_preview, "_dry_run", lambda: True)  # synth's mocks run as `up` does
     switched = _provider_kubeconfig(stack)
     assert switched == offline_preview.loopback_kubeconfig(offline_preview.refusing_port())
+
+
+def test_the_local_stack_is_unchanged_by_it(monkeypatch):
+    """Its provider has no kubeconfig input and no clusterIdentifier (the current context's cluster): the
+    switch would be a replacement of every object there, so it does not apply (docs/deploy.md)."""
+    monkeypatch.setenv(SWITCH, "true")
+    monkeypatch.setattr(offline_preview, "_dry_run", lambda: True)
+    (provider,) = synth_stack("local").of_type("pulumi:providers:kubernetes")
+    assert "kubeconfig" not in provider.inputs or "127.0.0.1" not in str(provider.inputs["kubeconfig"])

@@ -14,6 +14,9 @@ provider inputs in the state: only what answers changes.
   cluster unreachable at once and diffs client-side: the preview finishes, shows the ConfigMap's change,
   and plans the provider as an update (clusterIdentifier unchanged: DiffConfig 408-421), no replacement.
 - `up` with the switch is refused before any resource: the state and the object are unchanged.
+- The control: the same stack without a clusterIdentifier, previewed with the switch, replaces the
+  provider and the ConfigMap (DiffConfig's active-cluster heuristic), so the identifier is what keeps
+  the switch harmless.
 
 Timing: only what holds at any load is asserted (a preview that hangs has not finished after 60 s; the
 switched preview finishes within its generous limit); the seconds are printed.
@@ -35,7 +38,7 @@ from tests.controlplane.test_pulumi_unreachable import EnvEngine
 from tests.loopback import Forwarder, dropping
 
 PROGRAM = REPO / "tests" / "controlplane" / "programs" / "offline_preview_stack.py"
-NAME, NAMESPACE, ANNOTATION = "offline-preview-settings", "default", "torchfleet.io/value"
+NAMESPACE, ANNOTATION = "default", "torchfleet.io/value"
 HANG_S = 60
 
 
@@ -47,52 +50,77 @@ def relay(cluster):  # noqa: F811 (the fixture imported above)
     forwarder.close()
 
 
-@pytest.fixture(scope="module")
-def engine(cluster, relay, tmp_path_factory):  # noqa: F811
-    """The stack deployed through the relay; its kubeconfig's server is the relay's port."""
-    config = yaml.safe_load(cluster.kubeconfig.read_text())
+IDENTIFIED, UNIDENTIFIED = "offline", "offline-noid"
+
+
+def deploy(cp, relay: Forwarder, workdir, stack: str) -> EnvEngine:
+    """STACK deployed through the relay; its kubeconfig's server is the relay's port. UNIDENTIFIED is the
+    control: the same stack without a clusterIdentifier."""
+    config = yaml.safe_load(cp.kubeconfig.read_text())
     for entry in config["clusters"]:
         entry["cluster"]["server"] = f"https://127.0.0.1:{relay.port}"
-    stack = {"config": {
+    settings = {
         "torchfleet:cloud": "local",  # required of every stack by Pulumi.yaml; this program does not read it
         "offline:kubeconfig": yaml.safe_dump(config),
-        "offline:clusterIdentifier": "arn:aws:eks:us-west-2:111122223333:cluster/offline-preview",
         "offline:value": "one",
-    }}
-    base = Engine.create(tmp_path_factory.mktemp("pulumi-offline"), cluster.kubeconfig, stack, stack="offline")
+    }
+    if stack == IDENTIFIED:
+        settings["offline:clusterIdentifier"] = "arn:aws:eks:us-west-2:111122223333:cluster/offline-preview"
+    base = Engine.create(workdir, cp.kubeconfig, {"config": settings}, stack=stack)
     engine = EnvEngine(base.workdir, base.kubeconfig, base.stack, ((PROGRAM_VARIABLE, str(PROGRAM)),))
     engine.pulumi("up", "--yes", "--skip-preview")
-    assert configmap_value(cluster) == "one"
+    assert configmap_value(cp, stack) == "one"
     return engine
 
 
 @pytest.fixture(scope="module")
-def dropped(engine, relay):
-    """The relay's port now drops every connection attempt; the stack's ConfigMap value changed to two."""
+def engines(cluster, relay, tmp_path_factory):  # noqa: F811
+    return {stack: deploy(cluster, relay, tmp_path_factory.mktemp("pulumi-offline"), stack)
+            for stack in (IDENTIFIED, UNIDENTIFIED)}
+
+
+@pytest.fixture(scope="module")
+def dropping_engines(engines, relay):
+    """The relay's port now drops every connection attempt; each stack's ConfigMap value changed to two."""
     relay.close()
     with dropping(relay.port):
-        engine.cli("config", "set", "offline:value", "two", "--stack", engine.stack)
-        yield engine
+        for engine in engines.values():
+            engine.cli("config", "set", "offline:value", "two", "--stack", engine.stack)
+        yield engines
 
 
-def configmap_value(cp) -> str:
+@pytest.fixture
+def dropped(dropping_engines):
+    return dropping_engines[IDENTIFIED]
+
+
+def configmap_value(cp, stack: str = IDENTIFIED) -> str:
     from kubernetes import client
 
-    return client.CoreV1Api(cp.api()).read_namespaced_config_map(NAME, NAMESPACE).metadata.annotations[ANNOTATION]
+    found = client.CoreV1Api(cp.api()).read_namespaced_config_map(f"offline-preview-{stack}", NAMESPACE)
+    return found.metadata.annotations[ANNOTATION]
 
 
 def switched(engine: EnvEngine, value: str = "true") -> EnvEngine:
     return EnvEngine(engine.workdir, engine.kubeconfig, engine.stack, (*engine.extra, (SWITCH, value)))
 
 
-def steps(output: str) -> dict[str, dict]:
-    """`pulumi preview --json`'s steps by resource type and name (the log holds stdout and stderr)."""
+def steps(output: str) -> dict[str, list[dict]]:
+    """`pulumi preview --json`'s steps by resource type and name (the log holds stdout and stderr); a
+    replacement has several (create-replacement, replace, delete-replaced)."""
     document, _ = json.JSONDecoder().raw_decode(output[output.index("{"):])
-    named = {}
+    named: dict[str, list[dict]] = {}
     for step in document["steps"]:
         _, _, types, name = step["urn"].split("::", 3)  # urn:pulumi:STACK::PROJECT::[PARENT$]TYPE::NAME
-        named[f"{types.rsplit('$', 1)[-1]}::{name}"] = step
+        named.setdefault(f"{types.rsplit('$', 1)[-1]}::{name}", []).append(step)
     return named
+
+
+def ops(named: dict[str, list[dict]]) -> dict[str, list[str]]:
+    return {name: [s["op"] for s in found] for name, found in named.items()}
+
+
+CONFIGMAP, PROVIDER = "kubernetes:core/v1:ConfigMap::settings", "pulumi:providers:kubernetes::cluster-k8s"
 
 
 @pytest.mark.timeout(1800)
@@ -110,16 +138,13 @@ def test_with_the_switch_the_preview_finishes_and_shows_the_change(dropped, clus
     seconds = time.monotonic() - started
     print(f"[preview-offline] switch set, dropping endpoint: preview in {seconds:.1f} s")
     by_name = steps(preview.stdout)
-    plan = {name: (s["op"], s.get("diffReasons"), s.get("replaceReasons")) for name, s in by_name.items()}
+    plan = ops(by_name)
     print(f"[preview-offline] {plan}")
-    configmap = by_name["kubernetes:core/v1:ConfigMap::settings"]
-    assert configmap["op"] == "update", plan
+    assert plan == {"pulumi:pulumi:Stack::torchfleet-offline": ["same"], PROVIDER: ["update"], CONFIGMAP: ["update"]}
+    (provider,), (configmap,) = by_name[PROVIDER], by_name[CONFIGMAP]
+    assert provider["diffReasons"] == ["kubeconfig"]  # the clusterIdentifier did not change
     assert configmap["newState"]["inputs"]["metadata"]["annotations"] == {ANNOTATION: "two"}
     assert configmap["oldState"]["inputs"]["metadata"]["annotations"] == {ANNOTATION: "one"}
-    provider = by_name["pulumi:providers:kubernetes::cluster-k8s"]
-    assert provider["op"] == "update", plan  # the kubeconfig changed, the clusterIdentifier did not
-    replaced = {name: s["op"] for name, s in by_name.items() if s["op"] not in ("same", "update")}
-    assert replaced == {}, replaced
     assert configmap_value(cluster) == "one"  # a preview
 
 
@@ -142,3 +167,13 @@ def test_a_value_other_than_true_or_false_is_refused(dropped):
     with pytest.raises(EngineError) as error:
         switched(dropped, "yes").pulumi("preview", timeout=600)
     assert f"{SWITCH}='yes': set it to true" in str(error.value)
+
+
+@pytest.mark.timeout(1800)
+def test_without_a_cluster_identifier_the_same_preview_replaces_every_object(dropping_engines):
+    """The control: the provider's heuristic (DiffConfig: the kubeconfig's active cluster changed) would replace
+    the provider and so every object it manages; what keeps the switched preview an update is the identifier."""
+    preview = switched(dropping_engines[UNIDENTIFIED]).pulumi("preview", "--json", timeout=600)
+    plan = ops(steps(preview.stdout))
+    print(f"[preview-offline] without clusterIdentifier: {plan}")
+    assert "replace" in plan[PROVIDER] and "replace" in plan[CONFIGMAP], plan

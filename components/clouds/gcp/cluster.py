@@ -18,6 +18,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from components.clouds import offline_preview
 from components.clouds.base import ClusterHandle
 from components.clouds.gcp.access import create_admins, create_researchers
 from components.clouds.gcp.datasets import GcsDatasets
@@ -182,7 +183,8 @@ class GcpCluster(pulumi.ComponentResource):
         # moves the kubeconfig's server, which would otherwise replace every Kubernetes resource)
         provider = k8s.Provider(
             f"{name}-k8s",
-            kubeconfig=config,
+            # A loopback kubeconfig only in a preview asked to run without the cluster (offline_preview.py).
+            kubeconfig=offline_preview.provider_kubeconfig(config),
             cluster_identifier=self.cluster.id,
             opts=pulumi.ResourceOptions(parent=self),
         )

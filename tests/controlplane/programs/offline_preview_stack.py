@@ -16,13 +16,13 @@ config = pulumi.Config("offline")
 provider = k8s.Provider(
     "cluster-k8s",
     kubeconfig=offline_preview.provider_kubeconfig(pulumi.Output.secret(config.require("kubeconfig"))),
-    cluster_identifier=config.require("clusterIdentifier"),
+    cluster_identifier=config.get("clusterIdentifier"),  # left out only by the test's control stack
 )
 # The value in an annotation: a change of a ConfigMap's data is a replacement in pulumi-kubernetes (ConfigMaps
 # are immutable to it unless the provider sets enableConfigMapMutable), an annotation's an update.
 k8s.core.v1.ConfigMap(
     "settings",
-    metadata={"name": "offline-preview-settings", "namespace": "default",
+    metadata={"name": f"offline-preview-{pulumi.get_stack()}", "namespace": "default",
               "annotations": {"torchfleet.io/value": config.require("value")}},
     data={"kept": "as is"},
     opts=pulumi.ResourceOptions(provider=provider),
