@@ -28,7 +28,12 @@ NAMESPACE = "torchfleet-system"
 # busybox's chown/chmod/ls and nothing else; an exact release tag (checkov_skips.yaml CKV_K8S_43).
 IMAGE = "busybox:1.37.0"
 MOUNT_PATH = "/store"
-MODE = "2775"  # rwxrwsr-x: setgid so new files and folders get the training group
+# rwxrwsr-x: setgid so new files and folders get the training group. Each job's pods mount only their folder
+# <root>/<job> (torchfleet/jobs/pod_template.py shared_mount), which the kubelet makes when it is missing with
+# this mode, setgid included, as root here (k8s.io/kubernetes v1.35.4 pkg/volume/util/subpath/subpath_linux.go
+# doSafeMakeDir: mkdirat, then fchmod to the root's mode); the setgid root gives it group 10001, so the
+# job's pods write it. Nothing else needs to make the folders first.
+MODE = "2775"
 NAME_PREFIX = "store-owner-"
 APP = {"app.kubernetes.io/name": "store-owner", **manifests.PART_OF}
 # Root's capabilities trimmed to what the two commands need: CHOWN to give the root away, FOWNER to

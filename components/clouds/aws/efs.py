@@ -187,6 +187,8 @@ class EfsStore(pulumi.ComponentResource):
         self.access_point = aws.efs.AccessPoint(
             f"{name}-ap",
             file_system_id=self.file_system.id,
+            # Every NFS call as 10001, the kubelet's too: a job's folder it makes for the job's subPath mount
+            # (torchfleet/jobs/pod_template.py shared_mount) is 10001's, with the root's 2775.
             posix_user={"uid": TRAINING_UID, "gid": TRAINING_UID},
             root_directory={
                 "path": ACCESS_POINT_ROOT,
