@@ -97,3 +97,61 @@ def test_the_launcher_refuses_the_script_before_torchrun_starts(tmp_path):
     line = _line_of(script, "def loss(self")
     assert f"my_train.py:{line}: Task SpiralClassifier has no method loss_sum" in done.stderr
     assert "[torchfleet] torchrun" not in done.stderr  # nothing was started
+
+
+# A shared base with some of the Task's methods, a subclass with the rest: before, the base alone
+# counted as a Task (two of its methods) and was refused for lacking build_model and loss_sum, exit 2,
+# locally and by the cluster's launcher, though the class handed to train has them all.
+SHARED_BASE = '''\
+class BaseTask:
+    def build_optimizer(self, model):
+        return None
+
+    def build_scheduler(self, optimizer, total_steps):
+        return None
+
+
+class SineTask(BaseTask):
+    def build_model(self):
+        return None
+
+    def {loss}(self, model, batch, device):
+        return None
+{tail}'''
+HANDED = "\n\ndef main():\n    return train(SineTask(), None)\n"
+
+
+@pytest.mark.parametrize("tail", [HANDED, "\n\ntask = SineTask()\ntrain(task=task, cfg=None)\n", ""],
+                         ids=["passed-to-train", "task-keyword", "not-passed"])
+def test_a_shared_base_class_defined_in_the_script_is_merged_not_checked_alone(tmp_path, tail):
+    script = tmp_path / "inherit.py"
+    script.write_text(SHARED_BASE.format(loss="loss_sum", tail=tail))
+    assert check_script(script, resolve_imports=False) == []
+
+
+@pytest.mark.parametrize("tail", [HANDED, ""], ids=["passed-to-train", "not-passed"])
+def test_a_misnamed_method_beside_a_shared_base_is_still_named(tmp_path, tail):
+    script = tmp_path / "inherit.py"
+    script.write_text(SHARED_BASE.format(loss="loss", tail=tail))
+    problems = check_script(script, resolve_imports=False)
+    assert [str(p) for p in problems] == [
+        f"{script}:{_line_of(script, 'def loss(')}: Task SineTask has no method loss_sum (the trainer calls "
+        "loss_sum(self, model, batch, device)); rename loss to loss_sum?"]
+
+
+def test_a_base_methods_wrong_signature_is_named_once_at_its_line(tmp_path):
+    script = tmp_path / "inherit.py"
+    source = SHARED_BASE.format(loss="loss_sum", tail="") + "\n\nclass CosTask(SineTask):\n    pass\n"
+    script.write_text(source.replace("build_scheduler(self, optimizer, total_steps)", "build_scheduler(self, optimizer)"))
+    problems = check_script(script, resolve_imports=False)
+    assert len(problems) == 1 and problems[0].line == _line_of(script, "def build_scheduler"), problems
+    assert "calls it as build_scheduler(self, optimizer, total_steps)" in problems[0].message
+
+
+def test_a_base_imported_from_the_users_own_module_may_provide_the_rest(tmp_path):
+    (tmp_path / "tasks_common.py").write_text("class Common: ...\n")
+    script = tmp_path / "inherit.py"
+    script.write_text("from tasks_common import Common\n\n\nclass BaseTask(Common):\n    def build_optimizer(self, m):\n"
+                      "        pass\n\n    def build_scheduler(self, o, n):\n        pass\n\n\nclass SineTask(BaseTask):\n"
+                      "    def build_model(self):\n        pass\n")
+    assert check_script(script) == []

@@ -6,10 +6,11 @@ run gave up, and the cause sat in a node log under torch's own lines. ``check_sc
 parsing the script (never running it), so ``torchfleet run --local``, ``submit``, ``sweep`` and the
 launcher itself refuse it at once, each problem as ``FILE:LINE: what is wrong``.
 
-What is a Task here: a class of the script that defines ``build_model``, or two of the Task's methods
-(trainer.py's ``Task`` protocol), or a class passed as ``train``'s first argument. A class with a base
-that is not defined in the script (a library's class, ``nn.Module``) may inherit the methods it
-lacks, so only the methods it defines are checked. Imports are resolved (``importlib.util.find_spec``
+What is a Task here: the class the script passes as ``train``'s first argument (or ``task=``) where
+that can be read; otherwise a class that defines ``build_model``, or two of the Task's methods
+(trainer.py's ``Task`` protocol), and that no other class of the script extends. A class's methods
+include those of its bases defined in the script; a base that is not (a library's class, one imported
+from the user's own module) may provide the methods it lacks, so only the methods found are checked. Imports are resolved (``importlib.util.find_spec``
 of the top-level name, next to the script first, as Python's ``sys.path[0]`` is) only where asked:
 the command line checks a script bound for a cluster's image on a laptop without torch.
 
@@ -60,12 +61,8 @@ def check_script(path: str | Path, *, resolve_imports: bool = True) -> list[Prob
         return [Problem(shown, exc.lineno or 1, f"SyntaxError: {exc.msg}")]
     problems: list[Problem] = []
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
-    passed = _classes_passed_to_train(tree)
-    for node in classes.values():
+    for node in _task_classes(tree, classes):
         methods = _methods(node, classes)
-        defined = set(methods) & set(TASK_METHODS)
-        if not ("build_model" in defined or len(defined) >= 2 or node.name in passed):
-            continue
         for name, wanted in TASK_METHODS.items():
             if name in methods:
                 problem = _signature_problem(node.name, methods[name], wanted)
@@ -79,7 +76,26 @@ def check_script(path: str | Path, *, resolve_imports: bool = True) -> list[Prob
                                         f"Task {node.name} has no method {name} (the trainer calls {call}){hint}"))
     if resolve_imports:
         problems.extend(_import_problems(tree, shown, path.resolve().parent))
-    return sorted(problems, key=lambda p: p.line)
+    # a base's wrong signature, reached through two of its subclasses, is one problem
+    return sorted(dict.fromkeys(problems), key=lambda p: p.line)
+
+
+def _task_classes(tree: ast.Module, classes: dict[str, ast.ClassDef]) -> list[ast.ClassDef]:
+    """The classes checked as whole Tasks: the ones the script hands to ``train`` where it can be read
+    which; otherwise each class that looks like a Task (``build_model``, or two of the Task's methods,
+    its bases' included) and that no other class of the script extends. A shared base holding
+    ``build_optimizer`` and ``build_scheduler`` is part of a Task, not one: it was checked as one and
+    refused for lacking ``build_model`` and ``loss_sum``, which its subclass defines (issue 32)."""
+    passed = [classes[name] for name in sorted(_classes_passed_to_train(tree)) if name in classes]
+    if passed:
+        return passed
+    extended = {base.id for node in classes.values() for base in node.bases if isinstance(base, ast.Name)}
+    found = []
+    for node in classes.values():
+        defined = set(_methods(node, classes)) & set(TASK_METHODS)
+        if node.name not in extended and ("build_model" in defined or len(defined) >= 2):
+            found.append(node)
+    return found
 
 
 def _classes_passed_to_train(tree: ast.Module) -> set[str]:
@@ -93,8 +109,11 @@ def _classes_passed_to_train(tree: ast.Module) -> set[str]:
     names: set[str] = set()
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name | ast.Attribute)
-                and (node.func.id if isinstance(node.func, ast.Name) else node.func.attr) == "train" and node.args):
-            first = node.args[0]
+                and (node.func.id if isinstance(node.func, ast.Name) else node.func.attr) == "train"):
+            task = [k.value for k in node.keywords if k.arg == "task"]
+            if not node.args and not task:
+                continue
+            first = node.args[0] if node.args else task[0]
             if isinstance(first, ast.Call) and isinstance(first.func, ast.Name):
                 names.add(first.func.id)
             elif isinstance(first, ast.Name) and first.id in made:
