@@ -113,7 +113,7 @@ def test_a_reader_records_its_creator_and_no_one_else_changes_or_deletes_it(trai
     assert code != 0 and OWNER_POLICY in out and "torchfleet.io/created-by: bob" in out, out
     unrecorded = copy.deepcopy(_reader(layer, bob, job))
     del unrecorded["metadata"]["annotations"]
-    code, out = researcher_kubectl(layer, bob, "create", "-f", "-", input=json.dumps(unrecorded))
+    code, out = researcher_kubectl(layer, bob, "create", "-f", "-", input=json.dumps(unrecorded), record=False)
     assert code != 0 and OWNER_POLICY in out, out
     unlabelled = copy.deepcopy(_reader(layer, bob, job))
     del unlabelled["metadata"]["labels"][reader_pod.LABEL_READER]  # a reader's name without the label

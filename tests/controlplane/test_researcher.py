@@ -39,9 +39,27 @@ def as_researcher(layer, kubeconfig, capsys, *argv: str) -> tuple[int, str]:
     return code, captured.out + captured.err
 
 
-def researcher_kubectl(layer, kubeconfig, *args: str, input: str | None = None) -> tuple[int, str]:
+def recorded(kubeconfig, text: str) -> str:
+    """The documents of TEXT with their maker recorded as the CLI records it (torchfleet.io/created-by on the
+    object and its pod templates, validatingadmissionpolicy-owner.yaml), where a test did not set it itself:
+    the kubeconfig's user (alice, bob) is the certificate's CN."""
+    from torchfleet.jobs.cluster import CREATED_BY, pod_templates
+
+    user = yaml.safe_load(kubeconfig.read_text())["users"][0]["name"]
+    documents = [d for d in yaml.safe_load_all(text) if d]
+    for document in documents:
+        for metadata in [document.setdefault("metadata", {}),
+                         *(t.setdefault("metadata", {}) for t in pod_templates(document))]:
+            metadata.setdefault("annotations", {}).setdefault(CREATED_BY, user)
+    return yaml.safe_dump_all(documents)
+
+
+def researcher_kubectl(layer, kubeconfig, *args: str, input: str | None = None, record: bool = True) -> tuple[int, str]:
+    """kubectl as the researcher of KUBECONFIG; what it creates records its maker unless RECORD is false."""
     import subprocess
 
+    if input is not None and record and args and args[0] in ("create", "apply"):
+        input = recorded(kubeconfig, input)
     done = subprocess.run([binary("kubectl"), f"--kubeconfig={kubeconfig}", "-n", layer.namespace, *args],
                           input=input, capture_output=True, text=True, timeout=120)  # fmt: skip
     return done.returncode, done.stdout + done.stderr

@@ -198,7 +198,8 @@ def build(layer, kind: str, edits: list) -> dict:
             "torchfleet.io/job": job,
             "app.kubernetes.io/managed-by": "torchfleet",
         }
-        metadata, spec = {"labels": labels}, pod["spec"]
+        # Who made the Job and so its pods, as the CLI records it (validatingadmissionpolicy-owner.yaml).
+        metadata, spec = {"labels": labels, "annotations": {CREATED_BY: RESEARCHER}}, pod["spec"]
         spec.pop("activeDeadlineSeconds")
         # The job's own folder of the store, as its pods mount it (pod_template.shared_mount), not the reader's job.
         spec["containers"][0]["volumeMounts"][0] = pod_template.shared_mount("/mnt/shared", job, read_only=True)
@@ -206,7 +207,8 @@ def build(layer, kind: str, edits: list) -> dict:
         document = {
             "apiVersion": "batch/v1",
             "kind": "Job",
-            "metadata": {"name": job, "namespace": layer.namespace, "labels": dict(labels)},
+            "metadata": {"name": job, "namespace": layer.namespace, "labels": dict(labels),
+                         "annotations": {CREATED_BY: RESEARCHER}},
             "spec": {"backoffLimit": 0, "template": {"metadata": metadata, "spec": spec}},
         }
     for field, value in edits:

@@ -22,6 +22,7 @@ NOW = datetime.now(UTC)
 EJ = ("elastic.pytorch.org", "v1alpha1", "elastic-job", "elasticjobs")
 PJ = ("kubeflow.org", "v1", "elastic-job", "pytorchjobs")
 TIMEOUT = (10, 60)
+RESEARCHER = "alice@example.org"  # the username the fake cluster authenticates the CLI as
 
 
 @pytest.fixture(autouse=True)
@@ -56,11 +57,15 @@ def api():
         client.AppsV1Api: ["create_namespaced_deployment"],
     }
     names[client.CoreV1Api].append("create_namespaced_service")
+    # Who the CLI is (the SelfSubjectReview every created object records: cluster.py JobClient.creator).
+    names[client.AuthenticationV1Api] = ["create_self_subject_review"]
     patches = {n: mock.patch.object(cls, n, autospec=True) for cls, ns in names.items() for n in ns}
     mocks = {n: p.start() for n, p in patches.items()}
     # No in-place (batch/v1) jobs unless a test says otherwise.
     mocks["read_namespaced_job"].side_effect = not_found()
     mocks["list_namespaced_job"].return_value = client.V1JobList(items=[])
+    mocks["create_self_subject_review"].return_value = client.V1SelfSubjectReview(
+        status=client.V1SelfSubjectReviewStatus(user_info=client.V1UserInfo(username=RESEARCHER)))
     yield mock.Mock(**mocks)
     for p in patches.values():
         p.stop()

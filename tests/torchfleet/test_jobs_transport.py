@@ -33,6 +33,8 @@ JOBS = f"/apis/elastic.pytorch.org/v1alpha1/namespaces/{NS}/elasticjobs"
 BATCH = f"/apis/batch/v1/namespaces/{NS}/jobs"  # --recovery inplace jobs
 POLICIES = f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies"
 PODS = f"/api/v1/namespaces/{NS}/pods"
+WHOAMI = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+USER = "alice@example.org"
 NOW = datetime.now(UTC)
 STAMP = (NOW - timedelta(minutes=90)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -67,12 +69,18 @@ class FakeApiServer:
     def __init__(self):
         self.routes = {}
         self.calls: list[Call] = []
+        self.whoami = 0  # SelfSubjectReviews answered (not in calls)
 
     def on(self, method, path, status=200, payload=None, text=None, chunks=None):
         self.routes[method, path] = (status, payload, text, chunks)
 
     def request(self, _rest, method, url, headers=None, body=None, post_params=None, _request_timeout=None):
         parts = urlsplit(url)
+        if (method, parts.path) == ("POST", WHOAMI):  # who the CLI is, asked once by a command that creates
+            self.whoami += 1
+            return rest.RESTResponse(FakeUrllib3Response(201, json.dumps({
+                "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+                "status": {"userInfo": {"username": USER}}}).encode(), "application/json"))
         self.calls.append(Call(method, parts.path, parse_qs(parts.query), body, _request_timeout,
                                (headers or {}).get("Content-Type"), parts.netloc))
         status, payload, text, chunks = self.routes.get(
@@ -106,6 +114,16 @@ def kubeconfig(tmp_path):
     return str(path)
 
 
+def recorded(document: dict) -> dict:
+    """DOCUMENT as the CLI sends it: its maker recorded on it and its pod templates (cluster.py JobClient.stamped)."""
+    from torchfleet.jobs.cluster import CREATED_BY, pod_templates
+
+    document = json.loads(json.dumps(document))
+    for metadata in [document["metadata"], *(t.setdefault("metadata", {}) for t in pod_templates(document))]:
+        metadata.setdefault("annotations", {})[CREATED_BY] = USER
+    return document
+
+
 def pod_json(name, phase="Running", node="node-a"):
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": NS, "creationTimestamp": STAMP,
@@ -137,7 +155,7 @@ def test_submit_sends_the_dry_run_documents(server, kubeconfig, capsys, monkeypa
                               ("POST", JOBS), ("PATCH", f"{POLICIES}/job-resnet")]
     get, _, netpol, create, adopt = server.calls
     assert get.timeout == (10, 60)  # a dead endpoint fails fast
-    assert create.body == job
+    assert create.body == recorded(job) and server.whoami == 1  # what the dry run printed, with its maker
     assert create.query == {"fieldManager": ["torchfleet"], "fieldValidation": ["Strict"]}
     assert "ownerReferences" not in netpol.body["metadata"]
     assert {k: v for k, v in netpol.body.items() if k != "metadata"} == {k: v for k, v in policy.items()
@@ -265,11 +283,12 @@ def test_submit_inplace_sends_the_job_then_everything_it_owns(server, kubeconfig
                               ("PATCH", f"{POLICIES}/job-pair"), ("PATCH", f"{POLICIES}/job-pair-lighthouse"),
                               ("POST", SERVICES), ("POST", DEPLOYMENTS)]
     policies, (create,), adopted, children = server.calls[1:3], server.calls[3:4], server.calls[4:6], server.calls[6:]
-    assert create.body == job and create.query == {"fieldManager": ["torchfleet"], "fieldValidation": ["Strict"]}
+    assert create.body == recorded(job)
+    assert create.query == {"fieldManager": ["torchfleet"], "fieldValidation": ["Strict"]}
     owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": "pair", "uid": "u-2", "blockOwnerDeletion": False}]
     for call, document in zip(policies + children, owned, strict=True):
         assert call.body["metadata"].get("ownerReferences", owner) == owner  # deleting the job deletes it
-        assert call.body["spec"] == document["spec"]
+        assert call.body["spec"] == recorded(document)["spec"]
         assert call.query == {"fieldManager": ["torchfleet"], "fieldValidation": ["Strict"]}
     assert [c.body["metadata"]["ownerReferences"] for c in adopted] == [owner, owner]
 

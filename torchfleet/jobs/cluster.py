@@ -8,6 +8,7 @@ not exist or a taken name is the user's to fix (2); an unreachable or refusing c
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -17,7 +18,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from torchfleet.jobs import manifests
-from torchfleet.jobs.errors import ClusterError, JobNotFoundError, NameTakenError, UsageError
+from torchfleet.jobs.errors import ClusterError, JobNotFoundError, NameTakenError, NotYoursError, UsageError
 from torchfleet.jobs.indexed_job import BATCH_JOB, LABEL_RECOVERY, RECOVERY_MODES
 from torchfleet.jobs.kubeconfig import api_host
 from torchfleet.jobs.manifests import RESOURCES
@@ -26,6 +27,14 @@ from torchfleet.jobs.manifests import RESOURCES
 TIMEOUT = (10, 60)
 FOLLOW_TIMEOUT = (10, 7 * 24 * 3600)
 FIELD_MANAGER = "torchfleet"
+# Who made an object, as the API server authenticated them: every object the CLI creates carries it (and so do
+# its pod templates), and only that user or an administrator may change or delete it
+# (k8s/base/cluster/validatingadmissionpolicy-owner.yaml). An annotation: a username ('a@b.org', 'x:y') is
+# not a valid label value.
+CREATED_BY = "torchfleet.io/created-by"
+# The policies that refuse another researcher's object or a name of another's job: their refusals are passed
+# on as what they are (the maker and whom to ask), not as a generic 403.
+OWNER_POLICIES = ("'torchfleet-owner'", "'torchfleet-job-names'")
 T = TypeVar("T")
 
 
@@ -44,6 +53,26 @@ class JobClient:
         self.networking = client.NetworkingV1Api(api)
         self.batch = client.BatchV1Api(api)  # the `job` operator's and in-place jobs: Indexed Jobs
         self.apps = client.AppsV1Api(api)  # their Lighthouse
+        self._creator: str | None = None
+
+    # ------------------------------------------------------------ who makes what
+
+    def creator(self) -> str:
+        """This CLI's username as the cluster knows it (a SelfSubjectReview, asked once per command)."""
+        if self._creator is None:
+            from torchfleet.jobs import reader_pod
+
+            self._creator = reader_pod.whoami(self)
+        return self._creator
+
+    def stamped(self, document: dict[str, Any]) -> dict[str, Any]:
+        """A copy of ``document`` recording its maker, on the object and on each of its pod templates (the
+        pods a controller makes from them are the maker's too)."""
+        document = copy.deepcopy(document)
+        me = self.creator()
+        for metadata in [document["metadata"], *(t.setdefault("metadata", {}) for t in pod_templates(document))]:
+            metadata.setdefault("annotations", {})[CREATED_BY] = me
+        return document
 
     # ------------------------------------------------------------ error translation
 
@@ -73,13 +102,20 @@ class JobClient:
                 "is the training layer deployed, and is this the stack's operator (--operator, or --stack)?"
             )
         if error.status == 409 and kind not in (self.resource["kind"], BATCH_JOB["kind"]):
-            return ClusterError(f"a {kind} named {job!r} already exists in namespace {self.namespace} (left from an "
-                                f"earlier job?); `kubectl delete {kind.lower()} {job} -n {self.namespace}` removes it")
+            # A name derived from the job's: first come, and the first may be another researcher (a squat) or
+            # an earlier job of one's own; only its maker or an administrator may delete it (owner policy).
+            return NameTakenError(
+                f"NAME: a {kind} named {job!r} already exists in namespace {self.namespace}: this job's name is "
+                "taken for its objects (left from an earlier job of yours, or made by another researcher); "
+                "nothing of this submit was left; choose another job name, or, if it is yours, "
+                f"`kubectl delete {kind.lower()} {job} -n {self.namespace}` (else an administrator may)")
         if error.status == 409:
             return NameTakenError(
                 f"NAME: a job named {job!r} already exists in namespace {self.namespace}; choose another name "
                 f"or `torchfleet delete {job}` first"
             )
+        if error.status == 403 and any(p in _message(error) for p in OWNER_POLICIES):
+            return NotYoursError(_message(error).partition("denied request: ")[2] or _message(error))
         if error.status in (401, 403):
             return ClusterError(f"the cluster refused the request ({error.status} {error.reason}): {_message(error)}")
         if error.status in (400, 422):
@@ -98,6 +134,7 @@ class JobClient:
 
     def create(self, job: dict[str, Any]) -> dict[str, Any]:
         name = job["metadata"]["name"]
+        job = self.stamped(job)
         # Strict: the server refuses fields it would otherwise prune, instead of dropping them.
         if manifests.is_indexed_job(job):
             return self._as_dict(self._call(
@@ -183,8 +220,9 @@ class JobClient:
         """A document that belongs to the job (a network policy, the Lighthouse's Service and
         Deployment), created with an owner reference to it: deleting the job deletes it. Without an
         owner (a policy made before its job exists) it gets one later (``adopt``)."""
+        document = self.stamped(document)
         if owner is not None:
-            document = {**document, "metadata": {**document["metadata"], "ownerReferences": _owner_references(owner)}}
+            document["metadata"]["ownerReferences"] = _owner_references(owner)
         create = {
             "NetworkPolicy": self.networking.create_namespaced_network_policy,
             "Service": self.core.create_namespaced_service,
@@ -211,8 +249,9 @@ class JobClient:
 
     def create_config_map(self, document: dict[str, Any]) -> None:
         name = document["metadata"]["name"]
-        self._call(self.core.create_namespaced_config_map, self.namespace, document, field_manager=FIELD_MANAGER,
-                   field_validation="Strict", job=name, creating=True, resource=_resource_of(document))
+        self._call(self.core.create_namespaced_config_map, self.namespace, self.stamped(document),
+                   field_manager=FIELD_MANAGER, field_validation="Strict", job=name, creating=True,
+                   resource=_resource_of(document))
 
     def add_owner(self, document: dict[str, Any], owner: dict[str, Any]) -> None:
         """One more owner: a strategic merge patch adds to ownerReferences (merged by uid), so the
@@ -232,8 +271,8 @@ class JobClient:
     # ------------------------------------------------------------ pods, nodes, events, logs
 
     def create_pod(self, pod: dict[str, Any]) -> None:
-        """A pod of torchfleet's own (the TensorBoard pod), refused fields and all (Strict)."""
-        self._call(self.core.create_namespaced_pod, self.namespace, pod, field_manager=FIELD_MANAGER,
+        """A pod of torchfleet's own (a reader, the TensorBoard pod), refused fields and all (Strict)."""
+        self._call(self.core.create_namespaced_pod, self.namespace, self.stamped(pod), field_manager=FIELD_MANAGER,
                    field_validation="Strict", job=pod["metadata"]["name"], creating=True)
 
     def read_pod(self, name: str) -> client.V1Pod:
@@ -325,6 +364,20 @@ class JobClient:
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise ClusterError(f"no cluster reachable at {api_host(self.api)}: {error}") from None
         yield from (text or "").splitlines()
+
+
+def pod_templates(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod templates of a workload (a Job's, a Deployment's, each replica's of an ElasticJob/PyTorchJob)."""
+    spec = document.get("spec") or {}
+    if document["kind"] in ("Job", "Deployment") and "template" in spec:
+        return [spec["template"]]
+    replicas = spec.get("replicaSpecs") or spec.get("pytorchReplicaSpecs") or {}
+    return [r["template"] for r in replicas.values() if "template" in r]
+
+
+def maker(obj: dict[str, Any]) -> str:
+    """Who made an object, as recorded (CREATED_BY), or ''."""
+    return ((obj.get("metadata") or {}).get("annotations") or {}).get(CREATED_BY) or ""
 
 
 def _owner_references(owner: dict[str, Any]) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ from torchfleet.jobs import datasets as job_datasets
 from torchfleet.jobs import flag_checks, image_ref, limits, manifests, schema, script_flags, workdir, workdir_pack
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs import target as targets
-from torchfleet.jobs.errors import EXIT_OK, JobError, NameTakenError, UsageError
+from torchfleet.jobs.errors import EXIT_OK, JobError, JobNotFoundError, NameTakenError, UsageError
 from torchfleet.jobs.session import EXIT_DOC, cluster_options, job_client, resolve_target
 from torchfleet.jobs.workdir_submit import Code, create_config_maps, remove_config_maps
 
@@ -267,11 +267,11 @@ def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Plann
     planned = plan(session.target)  # the deployed stack's outputs may name another namespace or claim
     t = session.target
     jobs = job_client(args, session)
-    taken = [req.name for req, _, _ in planned if jobs.exists(req.name)]
+    taken = [t for t in (_taken(jobs, req.name) for req, _, _ in planned) if t]
     if taken:
         raise NameTakenError(
             f"NAME: job(s) {', '.join(taken)} already exist in namespace {t.namespace}; choose another name "
-            "or delete them first (nothing was submitted)"
+            "or delete yours first (only a job's maker or an administrator may delete it; nothing was submitted)"
         )
     maps = create_config_maps(jobs, code.config_maps(planned[0][0], t.namespace))
     owned = False  # whether a job owns the ConfigMaps yet: until then a failure removes them here
@@ -284,6 +284,17 @@ def _submit_all(args: argparse.Namespace, plan: Callable[[targets.Target], Plann
             remove_config_maps(jobs, maps)
         raise
     return EXIT_OK
+
+
+def _taken(jobs, name: str) -> str:
+    """A taken job name, with who made it (the owner policy's record) when it says; '' if it is free."""
+    from torchfleet.jobs.cluster import maker
+
+    try:
+        who = maker(jobs.get(name))
+    except JobNotFoundError:
+        return ""
+    return f"{name} (made by {who})" if who else name
 
 
 def _submit_one(jobs, req: jobspec.JobRequest, job: dict[str, Any], owned: list[dict[str, Any]],

@@ -43,6 +43,11 @@ class ClusterError(JobError):
     exit_code = EXIT_CLUSTER
 
 
+class NotYoursError(ClusterError):
+    """The cluster refused to change or delete another researcher's object, or to make a name of another's job
+    (k8s/base/cluster/validatingadmissionpolicy-owner.yaml, -job-names.yaml); the message names its maker (exit 1)."""
+
+
 class Problems:
     """Runs independent checks and keeps every UsageError, so one run lists all that is wrong."""
 

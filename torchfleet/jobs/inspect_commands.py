@@ -23,7 +23,7 @@ import yaml
 
 from components import spec as platform
 from torchfleet.jobs import commands, flag_checks, manifests, progress, summary, table, usage
-from torchfleet.jobs.errors import EXIT_OK, ClusterError, JobNotFoundError, Problems, UsageError
+from torchfleet.jobs.errors import EXIT_OK, ClusterError, JobNotFoundError, NotYoursError, Problems, UsageError
 from torchfleet.jobs.indexed_job import recovery_of
 from torchfleet.jobs.inplace_job import LABEL_LIGHTHOUSE
 from torchfleet.jobs.session import EXIT_DOC, cluster_options, connect_session
@@ -283,16 +283,22 @@ def run_delete(args: argparse.Namespace) -> int:
             return EXIT_OK
         if args.all and not args.yes:
             _confirm_all(len(names), namespace)
-    missing = []
+    missing, not_yours = [], []
     for name in dict.fromkeys(names):
         try:
             kind = jobs.delete(name)
         except JobNotFoundError:
             missing.append(name)
             continue
+        except NotYoursError as refusal:  # another researcher's job: the others are still deleted
+            not_yours.append(str(refusal))
+            continue
         print(f"deleted {kind} {name} from namespace {namespace}")
-    if len(names) > len(missing):
+    if len(names) > len(missing) + len(not_yours):
         print("their checkpoints and outputs stay on the shared store")
+    if not_yours:
+        absent = [f"no {jobs.resource['kind']} {n!r} in namespace {namespace}" for n in missing]
+        raise NotYoursError("not deleted: " + "; ".join([*not_yours, *absent]))
     if missing:
         raise JobNotFoundError(f"NAME: no {jobs.resource['kind']} {', '.join(map(repr, missing))} in namespace "
                                f"{namespace}; `torchfleet list` shows the jobs there")
