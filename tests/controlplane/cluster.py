@@ -34,6 +34,7 @@ import yaml
 from tests.controlplane import build, kwok_stages
 
 ADMIN_TOKEN = "torchfleet-test-admin"  # a loopback test cluster's own token
+KUBELET_CLIENT = "kube-apiserver-kubelet-client"  # the API server's user at kubelets (kubeadm's name)
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 # How long one component may take to come up on a loaded 2-core machine (CI's size).
@@ -114,6 +115,12 @@ def make_pki(folder: Path) -> None:
     )
     openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
              "-out", "apiserver.crt", "-days", "3", "-extfile", "san.ext", cwd=folder)  # fmt: skip
+    # The API server's client certificate to kubelets (logs, exec, port-forward on the real node,
+    # node.py), as kubeadm makes it: CN kube-apiserver-kubelet-client, bound to system:kubelet-api-admin.
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "kubelet-client.key", "-out", "kubelet-client.csr",
+            "-subj", f"/CN={KUBELET_CLIENT}", cwd=folder)  # fmt: skip
+    openssl("x509", "-req", "-in", "kubelet-client.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "kubelet-client.crt", "-days", "3", cwd=folder)  # fmt: skip
     openssl("genrsa", "-out", "sa.key", "2048", cwd=folder)
     openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=folder)
     (folder / "tokens.csv").write_text(f"{ADMIN_TOKEN},torchfleet-test-admin,1000,system:masters\n")
@@ -218,6 +225,8 @@ class ControlPlane:
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--kubelet-client-certificate={pki / 'kubelet-client.crt'}",
+            f"--kubelet-client-key={pki / 'kubelet-client.key'}",
             # Pod Security Admission is on by default (GA since 1.25); the namespaces' labels choose
             # the level, as on EKS, GKE and AKS.
             f"--cert-dir={pki}",

@@ -52,3 +52,19 @@ def researcher(training_layer, tmp_path_factory):
     path.write_text(yaml.safe_dump(config))
     path.chmod(0o600)
     return path
+
+
+@pytest.fixture(scope="session")
+def real_node(control_plane, tmp_path_factory):
+    """The real node (node.py): kubelet, containerd, CNI bridge, kube-proxy and CoreDNS in a network
+    namespace, labelled and tainted as a GPU pool's node. Fails (never skips) with the reason when
+    it cannot start."""
+    from tests.controlplane.cluster import ControlPlaneError
+    from tests.controlplane.node import NodeError, RealNode
+
+    try:
+        with RealNode.start(control_plane, tmp_path_factory.mktemp("node")) as node:
+            print(f"[node] {node.name} Ready in {node.started_s:.1f} s")
+            yield node
+    except (NodeError, ControlPlaneError) as err:
+        pytest.fail(f"the real node cannot start: {err}")

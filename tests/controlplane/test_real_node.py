@@ -1,0 +1,179 @@
+"""The real node (node.py, issue 31 item 1): a pod of a small image made here runs as uid 10001 on a
+read-only root, its logs and `kubectl exec` come through the API server, it finds a Service by name
+through CoreDNS and reaches the pod behind its ClusterIP through kube-proxy, and deleting it sends
+SIGTERM, which it gets within the grace period. The node start and the image import are timed
+(printed; the figures go in docs/benchmarks.md, asserted nowhere).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.request
+
+import pytest
+import yaml
+
+from components.spec import GPU_TAINT, TRAINING_UID
+from tests.controlplane import node_images
+from tests.controlplane.cluster import binary, free_port
+
+NS = "node-smoke"
+GRACE_S = 30
+
+
+@pytest.fixture(scope="module")
+def smoke(real_node):
+    image = node_images.smoke()
+    names, seconds = real_node.import_archive(image.archive, image.name.rsplit(":", 1)[0])
+    print(f"[node] imported {names} ({image.archive.stat().st_size / 2**20:.1f} MiB) in {seconds:.1f} s")
+    assert image.name in names
+    real_node.kubectl("create", "namespace", NS)
+    yield image.name
+    real_node.kubectl("delete", "namespace", NS, "--wait=false")
+
+
+def pod(name: str, image: str, node: str, script: str, labels: dict | None = None, volumes=()) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": labels or {}},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "tolerations": [{"key": GPU_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}],
+            "terminationGracePeriodSeconds": GRACE_S,
+            "enableServiceLinks": False,
+            "securityContext": {"runAsUser": TRAINING_UID, "runAsGroup": TRAINING_UID, "runAsNonRoot": True,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "main", "image": image, "imagePullPolicy": "Never", "args": ["-c", script],
+                "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
+                                    "capabilities": {"drop": ["ALL"]}},
+                "volumeMounts": [{"name": v["name"], "mountPath": f"/{v['name']}"} for v in volumes],
+            }],
+            "volumes": list(volumes),
+        },
+    }  # fmt: skip
+
+
+def wait_running(node, name: str, timeout: float = 180) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = json.loads(node.kubectl("get", "pod", "-n", NS, name, "-o", "json"))
+        if got["status"].get("phase") == "Running" and all(
+            s.get("ready") for s in got["status"].get("containerStatuses", [])
+        ):
+            return got
+        assert got["status"].get("phase") not in ("Failed", "Succeeded"), got["status"]
+        time.sleep(1)
+    raise AssertionError(
+        f"pod {name} not running after {timeout} s: {got['status']}\n"
+        + node.kubectl("describe", "pod", "-n", NS, name, check=False)
+    )
+
+
+HTTP_GET = 'exec 3<>/dev/tcp/web/80; printf "GET / HTTP/1.0\\r\\nHost: web\\r\\n\\r\\n" >&3; cat <&3'
+MAIN = """
+trap 'date +%s.%N > /out/sigterm; echo got SIGTERM; exit 143' TERM
+echo "uid=$(id -u) gid=$(id -g)"
+if touch /probe 2>/dev/null; then echo "root writable"; else echo "root read-only"; fi
+echo ready
+while true; do sleep 1 & wait $!; done
+"""
+
+
+def test_a_pod_runs_talks_and_ends_on_the_real_node(real_node, smoke, tmp_path):
+    node = real_node
+    info = json.loads(node.kubectl("get", "node", node.name, "-o", "json"))
+    # The GPU pool's identity, no GPU, and the one loopback address the API server dials.
+    assert {"key": GPU_TAINT["key"], "value": GPU_TAINT["value"], "effect": "NoSchedule"} in info["spec"]["taints"]
+    assert info["metadata"]["labels"]["torchfleet.io/pool"] != "manager"
+    assert "nvidia.com/gpu" not in info["status"]["capacity"]
+    assert info["status"]["addresses"] == [{"type": "InternalIP", "address": node.host_ip}]
+
+    # A web pod behind a ClusterIP Service.
+    node.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
+        pod("web", smoke, node.name, "exec busybox httpd -f -p 8080 -h /srv", labels={"app": "web"}),
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": NS},
+         "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}},
+    ]))  # fmt: skip
+    out = tmp_path / "out"  # where the pod writes when it gets SIGTERM (a hostPath: it outlives the pod)
+    out.mkdir()
+    os.chown(out, TRAINING_UID, TRAINING_UID)
+    node.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=yaml.safe_dump(
+            pod(
+                "main",
+                smoke,
+                node.name,
+                MAIN,
+                volumes=[{"name": "out", "hostPath": {"path": str(out), "type": "Directory"}}],
+            )
+        ),
+    )
+    main = wait_running(node, "main")
+    wait_running(node, "web")
+    assert main["spec"]["nodeName"] == node.name
+    assert main["status"]["podIP"].startswith("10.244.255.")
+
+    # Logs through the API server -> kubelet: the user and the read-only root.
+    logs = node.kubectl("logs", "-n", NS, "main")
+    assert f"uid={TRAINING_UID} gid={TRAINING_UID}" in logs
+    assert "root read-only" in logs
+
+    # exec through the API server -> kubelet -> containerd's stream server.
+    assert node.kubectl("exec", "-n", NS, "main", "--", "id", "-u").strip() == str(TRAINING_UID)
+    # The Service by its short name (the pod's resolv.conf search list, CoreDNS behind kube-dns).
+    resolved = node.kubectl("exec", "-n", NS, "main", "--", "getent", "hosts", "web").split()
+    cluster_ip = json.loads(node.kubectl("get", "svc", "-n", NS, "web", "-o", "json"))["spec"]["clusterIP"]
+    assert resolved[:2] == [cluster_ip, f"web.{NS}.svc.cluster.local"]
+    # The pod behind it, through kube-proxy's nftables DNAT (bash's /dev/tcp: glibc's resolver again).
+    page = node.kubectl("exec", "-n", NS, "main", "--", "timeout", "20", "bash", "-c", HTTP_GET)
+    assert page.startswith("HTTP/1.1 200 OK") and page.endswith("\n\n" + node_images.SMOKE_PAGE), page
+    # port-forward: this machine's loopback -> API server -> kubelet -> containerd -> the pod's port.
+    port = free_port()
+    forward = subprocess.Popen(
+        [binary("kubectl"), f"--kubeconfig={node.cp.kubeconfig}", "port-forward", "-n", NS, "pod/web", f"{port}:8080"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert "Forwarding from 127.0.0.1" in forward.stdout.readline()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=20) as answer:
+            assert answer.read().decode() == node_images.SMOKE_PAGE
+    finally:
+        forward.terminate()
+        forward.wait(10)
+
+    # Deleting the pod: SIGTERM from the kubelet, within the grace period.
+    deleted = time.time()
+    node.kubectl("delete", "pod", "-n", NS, "main", "--wait=true", timeout=GRACE_S + 60)
+    gone = time.time()
+    assert (out / "sigterm").is_file(), "the pod never got SIGTERM"
+    signalled = float((out / "sigterm").read_text())
+    print(f"[node] SIGTERM {signalled - deleted:.1f} s after the delete, pod gone after {gone - deleted:.1f} s")
+    assert deleted - 1 <= signalled <= deleted + GRACE_S
+
+
+def test_the_node_runs_the_control_planes_kubernetes():
+    """kubelet and kube-proxy come from their own tools module (so adding them relinked none of the
+    control plane's binaries) at the very k8s.io/kubernetes release the API server is built from."""
+    from tests.controlplane import build
+
+    api = build.pinned_version(build.BY_NAME["kube-apiserver"])
+    assert api.startswith("k8s.io/kubernetes v")
+    for name in ("kubelet", "kube-proxy"):
+        assert build.pinned_version(build.BY_NAME[name]) == api
+
+
+def test_a_missing_tool_fails_the_node_naming_the_package(monkeypatch):
+    from tests.controlplane import node as node_module
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(node_module.NodeError, match=r"missing containerd, ctr, runc, nft, socat.*apt-get install"):
+        node_module.require()
