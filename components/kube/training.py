@@ -17,7 +17,16 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.clouds.base import ClusterHandle, SharedStore
-from components.kube import kubeflow, manifests, node_healer, researchers, static, store_owner, transforms
+from components.kube import (
+    compute_quota,
+    kubeflow,
+    manifests,
+    node_healer,
+    researchers,
+    static,
+    store_owner,
+    transforms,
+)
 from components.spec import PlatformSpec
 
 
@@ -133,6 +142,10 @@ class TrainingLayer(pulumi.ComponentResource):
         if training.operator == "kubeflow":
             self._create_kubeflow(ready)
         self._create_researchers(spec, [*ready, *first])
+        if training.quota.enabled:
+            # Container defaults and the namespace's compute ceiling (compute_quota.py).
+            for obj in compute_quota.objects(training.namespace, training.quota, spec.guardrails.max_gpus):
+                self._create_object(obj["metadata"]["name"], obj, [*ready, *first])
         if training.node_healer.enabled:
             # Its pods name the torchfleet-control PriorityClass: admission refuses them before it exists.
             priority = [object_of(created[f]) for f in (PRIORITY_CONTROL,) if f in created]
@@ -217,6 +230,8 @@ class TrainingLayer(pulumi.ComponentResource):
             "Job": k8s.batch.v1.Job,
             "ServiceAccount": k8s.core.v1.ServiceAccount,
             "Deployment": k8s.apps.v1.Deployment,
+            "LimitRange": k8s.core.v1.LimitRange,
+            "ResourceQuota": k8s.core.v1.ResourceQuota,
         }
         body = {"spec": manifest["spec"]} if "spec" in manifest else {}  # a ServiceAccount has none
         return kinds[manifest["kind"]](

@@ -157,6 +157,30 @@ class NodeHealerSpec:
     not_ready_seconds: int = NODE_HEALER_THRESHOLD_S
 
 
+# The training namespace's compute quota and container defaults (components/kube/compute_quota.py).
+# A ceiling on what every job together may request, not a share per researcher (they share the
+# namespace): defaults well above one team's pools, so that it only stops a runaway sweep, and the GPUs at
+# guardrails.maxGpus (what the pools may hold at most).
+QUOTA_CPUS = 1024
+QUOTA_MEMORY_GIB = 8192
+QUOTA_PODS = 1000
+# What a container that asks for nothing is given (LimitRange defaultRequest): the reader's own request
+# is 100m/256Mi (torchfleet/jobs/reader_pod.py), the CLI's other pods ask for theirs.
+QUOTA_DEFAULT_CPU_MILLIS = 250
+QUOTA_DEFAULT_MEMORY_MIB = 512
+
+
+@dataclass(frozen=True)
+class QuotaSpec:
+    enabled: bool = True
+    cpus: int = QUOTA_CPUS
+    memory_gib: int = QUOTA_MEMORY_GIB
+    gpus: int | None = None  # None: guardrails.maxGpus
+    pods: int = QUOTA_PODS
+    default_cpu_millis: int = QUOTA_DEFAULT_CPU_MILLIS
+    default_memory_mib: int = QUOTA_DEFAULT_MEMORY_MIB
+
+
 @dataclass(frozen=True)
 class TrainingSpec:
     operator: str = OPERATORS[0]
@@ -166,6 +190,7 @@ class TrainingSpec:
     # Grace period jobs get on a spot notice (seconds): the cloud's notice window.
     termination_grace_s: int = 120
     node_healer: NodeHealerSpec = NodeHealerSpec()
+    quota: QuotaSpec = QuotaSpec()
 
 
 @dataclass(frozen=True)

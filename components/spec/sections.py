@@ -18,10 +18,16 @@ from components.spec.model import (
     NODE_HEALER_MAX_THRESHOLD_S,
     NODE_HEALER_THRESHOLD_S,
     OPERATORS,
+    QUOTA_CPUS,
+    QUOTA_DEFAULT_CPU_MILLIS,
+    QUOTA_DEFAULT_MEMORY_MIB,
+    QUOTA_MEMORY_GIB,
+    QUOTA_PODS,
     AutoscalerSpec,
     GuardrailSpec,
     NetworkSpec,
     NodeHealerSpec,
+    QuotaSpec,
     StorageSpec,
     TrainingSpec,
 )
@@ -30,8 +36,9 @@ from components.spec.namespaces import reserved_namespace
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # Allowed keys of each structured value; anything else is a typo worth reporting.
 _STORAGE_KEYS = {"protect", "tier", "sizeGb", "adopt", "zone"}
-_TRAINING_KEYS = {"operator", "namespace", "etcdReplicas", "nodeHealer"}
+_TRAINING_KEYS = {"operator", "namespace", "etcdReplicas", "nodeHealer", "quota"}
 _NODE_HEALER_KEYS = {"enabled", "image", "notReadySeconds"}
+_QUOTA_KEYS = {"enabled", "cpus", "memoryGiB", "gpus", "pods", "defaultCpuMillis", "defaultMemoryMiB"}
 # An image reference with a tag or digest and nothing a shell or YAML would split on; the full
 # grammar is torchfleet/jobs/image_ref.py's (the CLI's), this only refuses what is clearly wrong.
 _PINNED_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:-]*[a-z0-9](:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})$")
@@ -167,6 +174,39 @@ def _parse_training(p: _Problems, value: Any, cloud: str, traits: CloudTraits) -
         etcd_replicas=replicas or traits.etcd_members,
         termination_grace_s=traits.spot_notice_s,
         node_healer=_parse_node_healer(p, f"{key}.nodeHealer", obj.get("nodeHealer")),
+        quota=_parse_quota(p, f"{key}.quota", obj.get("quota")),
+    )
+
+
+def _parse_quota(p: _Problems, key: str, value: Any) -> QuotaSpec:
+    """The training namespace's ResourceQuota and LimitRange (components/kube/compute_quota.py)."""
+    obj = _obj(p, key, value, _QUOTA_KEYS)
+    enabled = _bool(p, f"{key}.enabled", obj.get("enabled"), True)
+    cpus = _int(p, f"{key}.cpus", obj.get("cpus"), QUOTA_CPUS, minimum=1)
+    memory = _int(p, f"{key}.memoryGiB", obj.get("memoryGiB"), QUOTA_MEMORY_GIB, minimum=1)
+    gpus = _int(p, f"{key}.gpus", obj.get("gpus"), None, minimum=0)
+    # Two at least: one training pod and the reader pod of `torchfleet cp`.
+    pods = _int(p, f"{key}.pods", obj.get("pods"), QUOTA_PODS, minimum=2)
+    cpu_default = _int(p, f"{key}.defaultCpuMillis", obj.get("defaultCpuMillis"), QUOTA_DEFAULT_CPU_MILLIS, minimum=1)
+    memory_default = _int(p, f"{key}.defaultMemoryMiB", obj.get("defaultMemoryMiB"), QUOTA_DEFAULT_MEMORY_MIB,
+                          minimum=1)
+    # A default above the cap would refuse every container that asks for nothing.
+    if isinstance(cpus, int) and isinstance(cpu_default, int) and cpus >= 1 and cpu_default > cpus * 1000:
+        p.add(f"{key}.defaultCpuMillis", f"must not exceed the namespace's cap ({key}.cpus: {cpus} CPUs = "
+              f"{cpus * 1000} millicores), got {cpu_default}")
+    if isinstance(memory, int) and isinstance(memory_default, int) and memory >= 1 and memory_default > memory * 1024:
+        p.add(f"{key}.defaultMemoryMiB", f"must not exceed the namespace's cap ({key}.memoryGiB: {memory} GiB = "
+              f"{memory * 1024} MiB), got {memory_default}")
+    return QuotaSpec(
+        enabled=enabled,
+        cpus=cpus if isinstance(cpus, int) and cpus >= 1 else QUOTA_CPUS,
+        memory_gib=memory if isinstance(memory, int) and memory >= 1 else QUOTA_MEMORY_GIB,
+        gpus=gpus if isinstance(gpus, int) and gpus >= 0 else None,
+        pods=pods if isinstance(pods, int) and pods >= 2 else QUOTA_PODS,
+        default_cpu_millis=(cpu_default if isinstance(cpu_default, int) and cpu_default >= 1
+                            else QUOTA_DEFAULT_CPU_MILLIS),
+        default_memory_mib=(memory_default if isinstance(memory_default, int) and memory_default >= 1
+                            else QUOTA_DEFAULT_MEMORY_MIB),
     )
 
 
