@@ -193,10 +193,41 @@ def _timeline(job, nodes: _Nodes, killed: set[str], schedule: Schedule, timeline
     for node_name, code in codes.items():
         nodes.record.node_exited(node_name, code)
     timeline.say(f"finished: all {done['step']} steps; exit codes {codes}", done.t)
+    # Exit 75 after the job's last step is the launcher's "the rendezvous closed without this node"
+    # (elastic_trainer/launch/agent.py EXIT_RDZV_UNAVAILABLE): a replacement, or a first node that joined
+    # too late, lost nothing. It failed a run that had trained every step, with no word why (issue 32).
+    late = {name for name, code in codes.items() if code == LATE_NODE_EXIT}
+    for name in sorted(late - nodes.late):
+        print(f"{name} exited {LATE_NODE_EXIT}: the job had finished without it and closed its rendezvous "
+              "(it lost nothing)")
+    missed = missed_kill(schedule, first if first.kind != "done" else None, done, "groups" if inplace else "nodes")
+    if missed:
+        print(missed)
     print(f"\n{schedule.kills} kill(s); logs and checkpoints in {nodes.record.path.parent}")
     print("\nas `torchfleet status` shows it:\n" + local_nodes.status_view(job.events.snapshot(), total))
-    late = {name for name, code in codes.items() if code == LATE_NODE_EXIT and name in nodes.late}
     return 0 if all(code == 0 or name in late for name, code in codes.items()) else 1
+
+
+def missed_kill(schedule: Schedule, together, done, what: str = "nodes") -> str | None:
+    """Why a kill asked for never happened, or None: the run ended before it, or before every node
+    trained together (a kill waits for that). ``together`` is the first step with every node, or None."""
+    if schedule.every_s is not None:
+        if schedule.kills:
+            return None
+        asked = f"the kill after {schedule.every_s:g} s of training with every node (--kill-every)"
+    elif schedule.kills < len(schedule.at_steps):
+        asked = f"the kill at step {schedule.at_steps[schedule.kills]} (--kill-at)"
+    else:
+        return None
+    if together is None:
+        why = f"the run ended at step {done['step']} before all {schedule.nodes} {what} trained together"
+    elif schedule.every_s is not None:
+        why = f"the run ended at step {done['step']}, {done.t - together.t:.0f} s after all {schedule.nodes} " \
+              f"{what} trained together (step {together['step']})"
+    else:
+        why = f"the run ended at step {done['step']} before it"
+    return (f"no kill: {asked} never happened: {why}. To see one, give the script slower steps (the template's "
+            f"--step-delay-s=0.1, as the README's command has) or more of them, or kill earlier")
 
 
 def _progress(job, timeline, total: int | None, quiet: threading.Event) -> None:

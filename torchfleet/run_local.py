@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from torchfleet import local_nodes, output_paths, task_script
-from torchfleet.jobs import flag_checks, script_flags
+from torchfleet.jobs import flag_checks, script_flags, summary
 from torchfleet.jobs.errors import JobError, Problems, UsageError
 
 MAX_NODES = 8
@@ -111,6 +111,11 @@ def check_args(args: argparse.Namespace) -> tuple[Path, list[str], float | None,
         problems.add("--kill-every and --kill-at: give one of them")
     if any(step < 1 for step in args.kill_at):
         problems.add(f"--kill-at: steps from 1, got {', '.join(map(str, args.kill_at))}")
+    total = summary.total_steps_from_args(script_args)  # a kill at or past the last step never comes (issue 32)
+    beyond = [step for step in args.kill_at if total is not None and step >= total]
+    if beyond:
+        problems.add(f"--kill-at: steps below the script's --total-steps={total} (the run ends at step {total}), "
+                     f"got {', '.join(map(str, beyond))}")
     if (every is not None or args.kill_at) and args.nodes < 2:
         problems.add(f"--nodes: a kill needs at least 2 nodes (one must survive it), got {args.nodes}")
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", args.name):

@@ -99,3 +99,22 @@ def test_the_flags_a_paragraph_gives_a_command_exist(page, paragraph):
     options = set().union(_script_options(), *(_options(argv[0]) for argv in commands if argv[0] in KNOWN))
     wrong = [f for f in flags if f not in options]
     assert not wrong, f"{page}: {wrong} are options of none of the commands the paragraph names:\n{paragraph}"
+
+
+KILLING_RUNS = [c for c in COMMANDS if (_words(c.line) or [""])[0] == "run"
+                and {"--kill-at", "--kill-every"} & set(_words(c.line))]
+
+
+def test_some_pages_show_a_run_with_a_kill():
+    assert {c.section.partition(":")[0] for c in KILLING_RUNS} >= {"README.md", "docs/solo.md"}, KILLING_RUNS
+
+
+@pytest.mark.parametrize("command", KILLING_RUNS, ids=[c.id for c in KILLING_RUNS])
+def test_a_shown_run_with_a_kill_of_the_template_paces_its_steps(command):
+    """The template's steps take milliseconds: a kill waits for every node to train together, and without
+    --step-delay-s the run could end first (issue 32: docs/solo.md's command lacked the README's
+    --step-delay-s=0.1; the reviewer's run of it ended with no kill)."""
+    words = _words(command.line)
+    script = words[words.index("--") + 1]
+    if script.rpartition("/")[2] in ("train.py", "my_train.py"):  # the template, or the user's copy of it
+        assert any(w.startswith("--step-delay-s") for w in words), f"{command.section}: {command.line}"

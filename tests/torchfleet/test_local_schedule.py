@@ -48,3 +48,68 @@ def test_a_clock_schedule_sees_a_finish_before_its_interval_began():
     job = _job((now - 3, "node0", {"ev": "done", "step": 64, "world": 1}))
     schedule = local_schedule.Schedule(nodes=2, every_s=0.5)
     assert local_schedule._trigger(job, schedule, since=now - 1).kind == "done"  # not None: no kill after the end
+
+
+# The reviewer's run (issue 32): `run --local --nodes 2 --kill-at 60 -- my_train.py --total-steps=300` with a
+# fast script. node0 trained every step alone; node1 came after the job's end, found its rendezvous closed
+# and exited 75 (the launcher's "closed without this node"). The run said `exit codes {'node0': 0, 'node1': 75}`
+# and `0 kill(s)`, exited 1 and said nothing of the kill that never came.
+class _Node:
+    def __init__(self, name: str, code: int) -> None:
+        self.name, self.pid, self.code, self.started_at = name, 1000, code, time.monotonic()
+
+    def wait(self, timeout: float) -> int:
+        return self.code
+
+
+def _replay(tmp_path, events, codes: dict[str, int], schedule, capsys):
+    from torchfleet import local_folder, local_nodes
+
+    job = _job(*events)
+    job.nodes = []
+
+    def start(slot: int, index: int) -> _Node:
+        node = _Node(f"node{index}", codes[f"node{index}"])
+        job.nodes.append(node)
+        return node
+
+    record = local_folder.Record(tmp_path, name="t")
+    nodes = local_schedule._Nodes(job, record, start)
+    code = local_schedule._timeline(job, nodes, set(), schedule, local_nodes.Timeline(), 300, False)
+    return code, capsys.readouterr().out
+
+
+def test_a_first_node_that_came_after_the_end_fails_nothing_and_the_missed_kill_is_said(tmp_path, capsys):
+    now = time.monotonic()
+    events = [(now - 9, "node0", {"ev": "hold", "step": 1, "world": 1, "until_world": 2}),
+              (now - 8, "node0", {"ev": "step", "step": 1, "world": 1, "loss": 1.0}),
+              (now - 1, "node0", {"ev": "done", "step": 300, "world": 1})]
+    code, out = _replay(tmp_path, events, {"node0": 0, "node1": 75},
+                        local_schedule.Schedule(nodes=2, every_s=None, at_steps=[60]), capsys)
+    assert code == 0, out
+    assert "node1 exited 75: the job had finished without it and closed its rendezvous" in out
+    assert ("no kill: the kill at step 60 (--kill-at) never happened: the run ended at step 300 before all 2 nodes "
+            "trained together") in out
+    assert "--step-delay-s" in out
+
+
+def test_a_clock_kill_the_run_ended_before_is_said(tmp_path, capsys):
+    now = time.monotonic()
+    events = [(now - 9, "node0", {"ev": "step", "step": 1, "world": 1}),
+              (now - 8, "node1", {"ev": "step", "step": 2, "world": 2}),
+              (now - 1, "node0", {"ev": "done", "step": 300, "world": 2})]
+    code, out = _replay(tmp_path, events, {"node0": 0, "node1": 0},
+                        local_schedule.Schedule(nodes=2, every_s=30.0), capsys)
+    assert code == 0, out
+    assert ("no kill: the kill after 30 s of training with every node (--kill-every) never happened: the run ended at "
+            "step 300, 7 s after all 2 nodes trained together (step 2)") in out
+
+
+def test_a_node_that_fails_otherwise_still_fails_the_run(tmp_path, capsys):
+    now = time.monotonic()
+    events = [(now - 9, "node0", {"ev": "step", "step": 1, "world": 2}),
+              (now - 1, "node0", {"ev": "done", "step": 300, "world": 2})]
+    code, out = _replay(tmp_path, events, {"node0": 0, "node1": 1},
+                        local_schedule.Schedule(nodes=2, every_s=None), capsys)
+    assert code == 1, out
+    assert "no kill" not in out  # none was asked for

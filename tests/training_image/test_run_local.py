@@ -165,6 +165,8 @@ def test_a_script_without_progress_events_ends_with_the_reason_instead_of_waitin
     (["run", "--local", "--kill-every", "1s", "--", str(TEMPLATE)], "--kill-every: at least 5s"),
     (["run", "--local", "--nodes", "1", "--kill-at", "10", "--", str(TEMPLATE)], "--nodes: a kill needs at least 2"),
     (["run", "--local", "--kill-at", "10", "--kill-every", "30s", "--", str(TEMPLATE)], "give one of them"),
+    (["run", "--local", "--kill-at", "50", "--", str(TEMPLATE), "--total-steps=10", "--global-batch-size=8"],
+     "--kill-at: steps below the script's --total-steps=10 (the run ends at step 10), got 50"),
     (["status", "--local", "/nonexistent"], "--local: /nonexistent is not a folder"),
     (["logs", "--local", str(REPO)], "has no run.json: not the folder of a `torchfleet run --local`"),
     (["status"], "required: NAME (a job's name) or --local DIR"),
