@@ -2,7 +2,8 @@
 (issue 29; components/clouds/offline_preview.py).
 
 The stack is tests/controlplane/programs/offline_preview_stack.py: a cloud stack's provider (the cluster's
-kubeconfig contents and `clusterIdentifier`) and one ConfigMap. Its kubeconfig names a port on 127.0.0.1
+kubeconfig contents and `clusterIdentifier`), one ConfigMap and one Helm release of a local chart (as the
+AWS autoscaler and device plugin and Azure's device plugin are). Its kubeconfig names a port on 127.0.0.1
 that first relays to the real API server (`up` there), then drops every connection attempt, as the cloud's
 endpoint does to a machine outside its allowed ranges (tests/loopback.py). The same kubeconfig, the same
 provider inputs in the state: only what answers changes.
@@ -11,11 +12,12 @@ provider inputs in the state: only what answers changes.
   2026-11-28 the same preview of the local stack still ran after 7 minutes): pulumi-kubernetes v4.25.0's
   Configure (provider/pkg/provider/provider.go 872-884) waits on each dropped dial. It is killed.
 - With TORCHFLEET_PREVIEW_WITHOUT_CLUSTER=true the provider gets a refusing loopback kubeconfig, marks the
-  cluster unreachable at once and diffs client-side: the preview finishes, shows the ConfigMap's change,
-  and plans the provider as an update (clusterIdentifier unchanged: DiffConfig 408-421), no replacement.
+  cluster unreachable at once and diffs client-side: the preview finishes, shows the ConfigMap's and the
+  release's change, and plans the provider as an update (clusterIdentifier unchanged: DiffConfig 408-421),
+  no replacement.
 - `up` with the switch is refused before any resource: the state and the object are unchanged.
 - The control: the same stack without a clusterIdentifier, previewed with the switch, replaces the
-  provider and the ConfigMap (DiffConfig's active-cluster heuristic), so the identifier is what keeps
+  provider, the ConfigMap and the release (DiffConfig's active-cluster heuristic), so the identifier is what keeps
   the switch harmless.
 
 Timing: only what holds at any load is asserted (a preview that hangs has not finished after 60 s; the
@@ -95,10 +97,14 @@ def dropped(dropping_engines):
 
 
 def configmap_value(cp, stack: str = IDENTIFIED) -> str:
+    """The value on the API server, in the program's ConfigMap and in the Helm release's (which must agree)."""
     from kubernetes import client
 
-    found = client.CoreV1Api(cp.api()).read_namespaced_config_map(f"offline-preview-{stack}", NAMESPACE)
-    return found.metadata.annotations[ANNOTATION]
+    core = client.CoreV1Api(cp.api())
+    values = {core.read_namespaced_config_map(name, NAMESPACE).metadata.annotations[ANNOTATION]
+              for name in (f"offline-preview-{stack}", f"offline-{stack}-chart")}
+    assert len(values) == 1, values
+    return values.pop()
 
 
 def switched(engine: EnvEngine, value: str = "true") -> EnvEngine:
@@ -121,6 +127,7 @@ def ops(named: dict[str, list[dict]]) -> dict[str, list[str]]:
 
 
 CONFIGMAP, PROVIDER = "kubernetes:core/v1:ConfigMap::settings", "pulumi:providers:kubernetes::cluster-k8s"
+RELEASE = "kubernetes:helm.sh/v3:Release::chart"
 
 
 @pytest.mark.timeout(1800)
@@ -140,8 +147,10 @@ def test_with_the_switch_the_preview_finishes_and_shows_the_change(dropped, clus
     by_name = steps(preview.stdout)
     plan = ops(by_name)
     print(f"[preview-offline] {plan}")
-    assert plan == {"pulumi:pulumi:Stack::torchfleet-offline": ["same"], PROVIDER: ["update"], CONFIGMAP: ["update"]}
-    (provider,), (configmap,) = by_name[PROVIDER], by_name[CONFIGMAP]
+    assert plan == {"pulumi:pulumi:Stack::torchfleet-offline": ["same"], PROVIDER: ["update"], CONFIGMAP: ["update"],
+                    RELEASE: ["update"]}
+    (provider,), (configmap,), (release,) = by_name[PROVIDER], by_name[CONFIGMAP], by_name[RELEASE]
+    assert release["newState"]["inputs"]["values"] == {"value": "two"}
     assert provider["diffReasons"] == ["kubeconfig"]  # the clusterIdentifier did not change
     assert configmap["newState"]["inputs"]["metadata"]["annotations"] == {ANNOTATION: "two"}
     assert configmap["oldState"]["inputs"]["metadata"]["annotations"] == {ANNOTATION: "one"}
@@ -176,4 +185,4 @@ def test_without_a_cluster_identifier_the_same_preview_replaces_every_object(dro
     preview = switched(dropping_engines[UNIDENTIFIED]).pulumi("preview", "--json", timeout=600)
     plan = ops(steps(preview.stdout))
     print(f"[preview-offline] without clusterIdentifier: {plan}")
-    assert "replace" in plan[PROVIDER] and "replace" in plan[CONFIGMAP], plan
+    assert all("replace" in plan[name] for name in (PROVIDER, CONFIGMAP, RELEASE)), plan
