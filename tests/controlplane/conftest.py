@@ -54,11 +54,12 @@ def researcher(training_layer, tmp_path_factory):
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def real_node(control_plane, tmp_path_factory):
     """The real node (node.py): kubelet, containerd, CNI bridge, kube-proxy and CoreDNS in a network
     namespace, labelled and tainted as a GPU pool's node. Fails (never skips) with the reason when
-    it cannot start."""
+    it cannot start. One per test module (it starts in about 5-10 s): the kwok-only tests that share
+    the session's control plane never see a node whose pods really run."""
     from tests.controlplane.cluster import ControlPlaneError
     from tests.controlplane.node import NodeError, RealNode
 

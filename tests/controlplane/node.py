@@ -49,6 +49,7 @@ import random
 import shutil
 import socket
 import subprocess
+import tarfile
 import tempfile
 import time
 import uuid
@@ -114,6 +115,23 @@ def gpu_pool_identity() -> tuple[dict[str, str], list[dict[str, str]]]:
     pool = nodes.stack_spec(GPU_STACK).gpu_pools[0]
     labels = {**pool.labels, LABEL_ZONE: pool.zone, "torchfleet.test/node": "real"}
     return labels, [dict(GPU_TAINT)]
+
+
+def tag_only_refs(archive: Path) -> list[str]:
+    """The refs an OCI archive's index.json names by tag only (org.opencontainers.image.ref.name
+    without a repository, and no io.containerd.image.name): what umoci writes ('cpu')."""
+    with tarfile.open(archive) as tar:
+        member = next((m for m in tar if m.name.removeprefix("./") == "index.json"), None)
+        if member is None:  # a docker-save archive: its manifest.json names full references
+            return []
+        index = json.load(tar.extractfile(member))
+    refs = []
+    for manifest in index.get("manifests", []):
+        annotations = manifest.get("annotations") or {}
+        ref = annotations.get("org.opencontainers.image.ref.name", "")
+        if ref and "io.containerd.image.name" not in annotations and "/" not in ref and ":" not in ref:
+            refs.append(ref)
+    return refs
 
 
 def _loopback_port(host: str) -> int:
@@ -262,20 +280,31 @@ class RealNode:
         return _run(["ctr", "--address", str(self.containerd_socket), "-n", "k8s.io", *args], timeout=timeout).stdout
 
     def import_archive(self, archive: Path, base_name: str = "") -> tuple[list[str], float]:
-        """Import an OCI archive (a tar of an OCI image layout, or a docker-save tar) into this node's
-        containerd, in the k8s.io namespace the CRI reads, unpacked for its snapshotter: the image is
-        then on the node, for pods with imagePullPolicy Never (or IfNotPresent and a tag).
+        """Import an OCI archive (a tar of an OCI image layout, or a docker-save tar; an OCI layout
+        folder is tarred first) into this node's containerd, in the k8s.io namespace the CRI reads,
+        unpacked for its snapshotter: the image is then on the node, for pods with imagePullPolicy
+        Never (or IfNotPresent and a tag).
 
         BASE_NAME: for an archive whose index names its images by tag only (umoci, `ref.name: cpu`),
         the repository they get ('torchfleet.local/trainer' -> 'torchfleet.local/trainer:cpu'); an
         archive naming full references (io.containerd.image.name) needs none. Returns the names now
         present from this archive and the seconds the import took."""
         started = time.monotonic()
-        out = self.ctr("images", "import", *(["--base-name", base_name] if base_name else []), str(archive))
+        with tempfile.TemporaryDirectory(dir=self.root) as scratch:
+            if Path(archive).is_dir():  # an OCI layout folder (umoci's): ctr reads only archives
+                _run(["tar", "-C", str(archive), "-cf", f"{scratch}/image.tar", "."])
+                archive = Path(scratch) / "image.tar"
+            if not base_name and (tags := tag_only_refs(archive)):
+                # ctr would name them import-<date>:<tag>, which no pod's image field resolves to.
+                raise NodeError(
+                    f"{archive} names its images by tag only ({', '.join(tags)}): pass base_name, "
+                    "the repository they get (torchfleet.local/trainer -> torchfleet.local/trainer:TAG)"
+                )
+            out = self.ctr("images", "import", *(["--base-name", base_name] if base_name else []), str(archive))
         seconds = time.monotonic() - started
         names = [line.split()[1] for line in out.splitlines() if line.startswith("unpacking ")]
         if not names:
-            raise NodeError(f"ctr images import {archive} imported nothing (a tag-only archive needs base_name): {out}")
+            raise NodeError(f"ctr images import {archive} imported nothing: {out}")
         return names, seconds
 
     # ---- lifecycle -----------------------------------------------------------------------------

@@ -177,3 +177,22 @@ def test_a_missing_tool_fails_the_node_naming_the_package(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(node_module.NodeError, match=r"missing containerd, ctr, runc, nft, socat.*apt-get install"):
         node_module.require()
+
+
+def test_an_oci_layout_imports_and_a_tag_only_archive_needs_a_repository(real_node, smoke, tmp_path):
+    """import_archive, the training image's way onto the node: an OCI layout folder is imported as
+    its archive is; an archive whose index names its image by tag only (umoci's) is refused without
+    BASE_NAME, with a message saying so, rather than importing nothing silently."""
+    from tests.controlplane.node import NodeError
+
+    archive = node_images.smoke().archive
+    layout = tmp_path / "layout"
+    layout.mkdir()
+    subprocess.run(["tar", "-C", str(layout), "-xf", str(archive)], check=True)
+    names, _ = real_node.import_archive(layout, "torchfleet.local/from-layout")
+    assert names == [f"torchfleet.local/from-layout:{smoke.rsplit(':', 1)[1]}"]
+    assert names[0] in real_node.ctr("images", "ls", "-q")
+    before = real_node.ctr("images", "ls", "-q")
+    with pytest.raises(NodeError, match=f"by tag only \\({smoke.rsplit(':', 1)[1]}\\): pass base_name"):
+        real_node.import_archive(archive)
+    assert real_node.ctr("images", "ls", "-q") == before  # refused before anything was imported

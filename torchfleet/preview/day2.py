@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components import placeholders
 from components.clouds import day2 as refusal_rules
 from components.clouds import lifecycle
 from torchfleet.preview import force_new_rules, mock_aws, plans
@@ -83,6 +84,7 @@ class Day2Plan:
     refusals: list[refusal_rules.Refusal] = field(default_factory=list)
     described: str = ""  # what changed, as the user gave it
     cautions: list[refusal_rules.Refusal] = field(default_factory=list)  # applies, but read first (exit 0)
+    placeholders: list[str] = field(default_factory=list)  # the changed config's (components/placeholders.py)
 
     def by_action(self, action: str) -> list[ResourceChange]:
         return [c for c in self.changes if c.action == action]
@@ -424,7 +426,7 @@ def plan_configs(stack: str, old_config: dict[str, Any], new_config: dict[str, A
     refusals += store_refusals(changes, old_spec.cloud)
     old_inputs = {f"{r.type}::{r.name}": dict(r.inputs) for r in old.resources if r.custom}
     cautions = refusal_rules.cautions(old_spec.cloud, changes, old_inputs)
-    return Day2Plan(stack, changes, refusals, described, cautions)
+    return Day2Plan(stack, changes, refusals, described, cautions, placeholders.warnings(new_spec))
 
 
 def plan_stack_file(stack_file: Path, changes: dict[str, Any] | None = None, against: Path | None = None,
