@@ -6,9 +6,11 @@
 Both configs are synthesized under mocks and compared resource by resource (torchfleet/preview/day2.py):
 replacements (and which input forces each, from the provider's own rules), create-first replacements
 that collide on a fixed name, refusals (a change the cloud refuses or one that loses the store's data,
-each with the safe sequence), updates, ignored changes. Exit codes: 0 the change can be applied,
-1 a replacement would collide (the `up` would fail half-applied), 2 the change is refused or the input
-is wrong (a config error, a bad --set). docs/day-2.md.
+each with the safe sequence), updates, ignored changes. The changed config is also held to what
+`torchfleet check` holds it to (torchfleet/preview/guardrails.py): a guardrail it breaks refuses the change,
+and the cost check prints (every pool at maxNodes, idle) is shown before and after. Exit codes: 0 the
+change can be applied, 1 a replacement would collide (the `up` would fail half-applied), 2 the change is
+refused (by a cloud's rule or a guardrail) or the input is wrong (a config error, a bad --set). docs/day-2.md.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "plan",
         help="what a config change would replace, update or refuse, offline (before `pulumi up`)",
         description="Compares the stack's config with a changed one (--set, --against) under mocks. Exit codes: "
-                    "0 the change can be applied, 1 a replacement would collide on a fixed name, 2 refused or "
-                    "invalid input.",
+                    "0 the change can be applied, 1 a replacement would collide on a fixed name, 2 refused (a "
+                    "cloud's rule, or a guardrail `torchfleet check` would fail on) or invalid input.",
     )
     stack_option(p)
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
@@ -66,14 +68,12 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_REFUSED
     except RulesError as error:  # a shipped rules file broken: ours to fix, not the user's
         raise RuntimeError(f"torchfleet/preview/force_new: {error}") from None
-    for line in plan.placeholders:  # a warning: the plan stands, `pulumi up` refuses them (issue 29)
-        print(f"warning: {line}", file=sys.stderr)
     if args.json:
         json.dump(plan.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         print(render(plan, show_all=args.all))
-    if plan.refusals:
+    if plan.refusals or plan.guardrails:
         return EXIT_REFUSED
     return EXIT_COLLIDES if plan.collisions else 0
 
@@ -83,6 +83,9 @@ def render(plan, show_all: bool = False) -> str:
     if plan.refusals:
         lines.append("REFUSED (nothing to apply as it is):")
         lines += [f"  {r.line()}" for r in plan.refusals]
+    if plan.guardrails:  # what `torchfleet check` fails on in the changed config (and CrossGuard at `up`)
+        lines.append("REFUSED by the guardrails (`torchfleet check` on the changed config fails):")
+        lines += [f"  {g.line()}" for g in plan.guardrails]
     if plan.collisions:
         lines.append("COLLISIONS (created before the old one is deleted, under the same name: `up` fails there):")
         lines += [f"  {c.key}: {c.collides}" for c in plan.collisions]
@@ -103,6 +106,7 @@ def render(plan, show_all: bool = False) -> str:
     counts = ", ".join(f"{len(plan.by_action(a))} {a}" for a in ("create", "replace", "update", "delete", "unknown",
                                                                   "ignored", "unchanged"))
     lines.append(f"{counts}")
+    lines += [c.line() for c in plan.costs]
     return "\n".join(lines)
 
 

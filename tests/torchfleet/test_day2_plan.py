@@ -9,6 +9,7 @@ test's own, so a rule that forces a replacement is known), then the command's ex
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pulumi
@@ -380,3 +381,59 @@ def test_plan_command_bad_input_exits_2(capsys, argv, message):
     code = main(argv)
     _, err = capsys.readouterr()
     assert code == 2 and message in err, err
+
+
+def test_plan_command_refuses_a_change_that_breaks_a_guardrail(capsys):
+    """The same rules `torchfleet check` runs, on the changed config: raising the T4 pool to 16 nodes in each of
+    its two zones reaches 34 GPUs over aws-usw2's guardrails.maxGpus=32 (it was `2 update`, exit 0)."""
+    code = main(["plan", "--stack", "aws-usw2", "--set", "torchfleet:gpuPools[0].maxNodes=16"])
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    assert "REFUSED by the guardrails" in out
+    [line] = [line for line in out.splitlines() if "gpu-count-cap" in line]
+    assert "34 GPUs" in line and "guardrails.maxGpus=32" in line
+    assert "this change breaks it (torchfleet:gpuPools[0].maxNodes)" in line
+    assert "torchfleet:guardrails.maxGpus" in line.split("instead:")[1]
+    # check's cost, before and after: the maximum grows by the T4 pool's 16 more nodes, idle does not.
+    assert re.search(r"^cost, every pool at maxNodes: at most (\d+\.\d\d) -> (\d+\.\d\d) USD/hour \(\+\d+\.\d\d\)$",
+                     out, re.M), out
+    assert re.search(r"^cost, idle \(no job running\): at most .* USD/hour \(unchanged\)$", out, re.M), out
+
+
+def test_plan_json_names_the_guardrail_and_a_change_within_it_applies(capsys):
+    code = main(["plan", "--stack", "aws-usw2", "--set", "torchfleet:guardrails.maxGpus=8", "--json"])
+    out, _ = capsys.readouterr()
+    assert code == 2
+    [broken] = json.loads(out)["guardrails"]
+    assert broken["rule"] == "gpu-count-cap" and broken["guardrailKey"] == "torchfleet:guardrails.maxGpus"
+    assert broken["changed"] == ["torchfleet:guardrails.maxGpus"] and broken["before"] is False
+    code = main(["plan", "--stack", "aws-usw2", "--set", "torchfleet:gpuPools[0].maxNodes=4", "--json"])
+    plan = json.loads(capsys.readouterr().out)
+    assert code == 0 and plan["guardrails"] == []
+    maximum = plan["cost"][0]
+    assert maximum["what"] == "every pool at maxNodes" and maximum["afterUsdPerHour"] < maximum["beforeUsdPerHour"]
+
+
+def test_a_guardrail_broken_before_the_change_says_so():
+    from components import policy
+    from torchfleet.preview.guardrails import GuardrailRefusal
+
+    v = policy.Violation("store-encrypted", "fs", "not encrypted")
+    assert "before this change" in GuardrailRefusal(v, ("torchfleet:zones",), True).line()
+    assert "this change breaks it (torchfleet:zones)" in GuardrailRefusal(v, ("torchfleet:zones",), False).line()
+
+
+@pytest.mark.parametrize(("key", "meant"), [
+    ("torchfleet:gpuPool[0].maxNodes", "did you mean torchfleet:gpuPools?"),
+    ("torchfleet:xyzzy[0].a", "(torchfleet:xyzzy is not in the config; it has: torchfleet:gpuPools, torchfleet:zones,"),
+])
+def test_set_through_a_missing_key_names_the_one_meant(key, meant):
+    config = {"torchfleet:gpuPools": [{"gpu": "t4", "maxNodes": 8}], "torchfleet:zones": ["a"]}
+    with pytest.raises(StackFileError, match=re.escape(meant)):
+        day2.apply_changes(config, {key: 16})
+
+
+def test_plan_command_set_typo_suggests_the_key(capsys):
+    code = main(["plan", "--stack", "local", "--set", "torchfleet:gpuPool[0].maxNodes=4"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--set torchfleet:gpuPool[0].maxNodes" in err and "did you mean torchfleet:gpuPools?" in err

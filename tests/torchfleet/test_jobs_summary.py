@@ -44,7 +44,7 @@ DONE = [*STEADY, *steps(31, 40, 2, 115.0), ev("ckpt", 121.0, step=40, gen=1), ev
 CASES = [
     ("steady", STEADY, 100, 30, 2.0, 35.0, 2, [(0, 2)], 0, 0, 20, False),
     ("restart-loses-steps", RESTART, 100, 40, 1.0, 60.0, 1, [(0, 2), (20, 1)], 1, 10, 20, False),
-    ("scale-up-loses-none", SCALE_UP, 100, 50, 2.0, 25.0, 2, [(0, 2), (20, 1), (40, 2)], 2, 10, 40, False),
+    ("scale-up-loses-none", SCALE_UP, 100, 50, 2.0, 25.0, 2, [(0, 2), (20, 1), (40, 2)], 1, 10, 40, False),
     ("from-scratch-loses-all", FROM_SCRATCH, None, 3, 2.0, None, 1, [(0, 1)], 1, 12, None, False),
     ("done", DONE, 40, 40, 2.0, None, 2, [(0, 2)], 0, 0, 40, True),
     ("nothing-yet", [], 100, None, None, None, None, [], 0, 0, None, False),
@@ -171,3 +171,31 @@ def test_inplace_restarts_count_job_restarts_not_group_announcements(events, ste
     s = summarize(merge(events), 200)
     assert (s.step, s.restarts, s.lost_steps, s.done) == (step, restarts, lost, done)
     assert f"Restarts:        {restarts}; {lost} steps lost" in render_text(s)
+
+
+# Issue 32: `Restarts: 4` after one kill. run --local's world sizes 1 (step 0) -> 2 (step 16) -> 1 (step 50)
+# -> 2 (step 178): node0 held before step 1 for the second node, its workers restarted when node1 came
+# (once at world 1, the round missing it; once at world 2), then the kill, then the replacement's join.
+ONE_KILL_WITH_JOINS = [ev("start", 0.0, world=1, gen=1), ev("hold", 1.0, step=1, world=1, until_world=2),
+                       ev("ckpt", 5.0, step=1, gen=1), ev("resumed", 6.0, step=1, world=1, gen=2),
+                       *steps(2, 16, 1, 7.0, gen=2), ev("ckpt", 15.0, step=16, gen=2),
+                       ev("resumed", 16.0, step=16, world=2, gen=3), *steps(17, 55, 2, 17.0, gen=3),
+                       ev("ckpt", 30.0, step=50, gen=3),
+                       ev("resumed", 40.0, step=50, world=1, gen=4), *steps(51, 178, 1, 41.0, gen=4),
+                       ev("ckpt", 120.0, step=178, gen=4), ev("resumed", 121.0, step=178, world=2, gen=5),
+                       *steps(179, 200, 2, 122.0, gen=5)]
+
+
+def test_nodes_joining_are_not_restarts_and_are_said_apart():
+    s = summarize(ONE_KILL_WITH_JOINS, 300)
+    assert [(c.step, c.world) for c in s.world_history] == [(0, 1), (16, 2), (50, 1), (178, 2)]
+    assert (s.restarts, s.joins, s.lost_steps) == (1, 3, 5)  # the kill at step 55, resumed at 50
+    assert ("Restarts:        1; 5 steps lost (trained again after resuming from a checkpoint); 3 joins (nodes added, "
+            "not counted as restarts)") in render_text(s)
+    assert s.as_dict()["joins"] == 3
+
+
+def test_a_failure_at_the_same_world_size_is_a_restart():
+    s = summarize(FROM_SCRATCH)
+    assert (s.restarts, s.joins) == (1, 0)
+    assert "join" not in render_text(s)

@@ -14,6 +14,13 @@ In-place jobs (elastic_trainer/inplace/group.py) emit ``start``/``resumed`` once
 after the last step reads the final checkpoint (``resumed`` at that step, then ``done``). Neither is a
 restart (issue 23: `Restarts: 1` for an in-place run in which nothing restarted). A survivor's peers
 heal from it (``healed``), which is no restart either.
+
+Restarts and joins (issue 32: `Restarts: 4` after one kill). In restart mode every change of the
+members restarts the workers, a node joining as much as one lost. A restart is what a user means by
+one: a new worker group after a node was lost, a worker failed or the job was stopped (fewer or as many
+nodes as before). A join is a new group with more nodes than the one before, or one that follows a
+group held for more nodes (``hold``, HOLD_FOR_WORLD: released only when a node comes); it loses no
+steps and is counted apart.
 """
 
 from __future__ import annotations
@@ -53,7 +60,7 @@ class Summary:
     eta_s: float | None
     world: int | None
     world_history: tuple[WorldChange, ...]
-    restarts: int  # worker groups started after the first (each a resume, or a start from scratch)
+    restarts: int  # worker groups started after the first for a lost node, a failure or a stop
     lost_steps: int  # steps trained again after resuming from an older checkpoint
     last_checkpoint: Checkpoint | None
     loss: float | None
@@ -63,6 +70,7 @@ class Summary:
     scalars_failed: str | None = None  # why rank 0 stopped writing TensorBoard scalars (events.Scalars)
     nonfinite_steps: tuple[int, ...] = ()  # steps whose NaN or infinite loss skipped their update
     nonfinite_exits: int = 0  # workers ended by more than --max-nonfinite-steps such steps in a row
+    joins: int = 0  # worker groups started after the first to take in more nodes (not failures)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -122,6 +130,9 @@ def summarize(events: Sequence[Mapping[str, Any]], total_steps: int | None = Non
     world: int | None = None
     history: list[WorldChange] = []
     groups = 0
+    joins = 0
+    group_world: int | None = None  # the current group's world size, from its start
+    held = False  # the current group held for more nodes (HOLD_FOR_WORLD)
     lost = 0
     checkpoint: Checkpoint | None = None
     loss: float | None = None
@@ -148,6 +159,11 @@ def summarize(events: Sequence[Mapping[str, Any]], total_steps: int | None = Non
             groups += 1
             rate_points = []
             done = False
+            now_at_start = _int(event.get("world"))
+            if groups > 1 and (held or (now_at_start is not None and group_world is not None
+                                        and now_at_start > group_world)):
+                joins += 1
+            group_world, held = now_at_start, False
             resumed_at = at if kind == "resumed" and at is not None else 0
             if groups > 1:
                 lost += max(0, highest - resumed_at)
@@ -165,6 +181,8 @@ def summarize(events: Sequence[Mapping[str, Any]], total_steps: int | None = Non
             highest = max(highest, at)
         if kind == "ckpt" and at is not None:
             checkpoint = Checkpoint(at, _int(event.get("gen")), wall)
+        if kind == "hold":
+            held = True
         if kind == "ckpt_failed":
             failed += 1
         if kind == "nonfinite" and at is not None:  # every in-place group reports the same steps
@@ -183,10 +201,10 @@ def summarize(events: Sequence[Mapping[str, Any]], total_steps: int | None = Non
     if rate and total_steps and step is not None and not done:
         eta = max(0, total_steps - step) / rate
     return Summary(step=step, total_steps=total_steps, steps_per_s=rate, eta_s=eta, world=world,
-                   world_history=tuple(history), restarts=max(0, groups - 1), lost_steps=lost,
+                   world_history=tuple(history), restarts=max(0, groups - 1 - joins), lost_steps=lost,
                    last_checkpoint=checkpoint, loss=loss, done=done, failed_checkpoints=failed, last_wall=last_wall,
                    scalars_failed=scalars_failed, nonfinite_steps=tuple(sorted(nonfinite)),
-                   nonfinite_exits=nonfinite_exits)
+                   nonfinite_exits=nonfinite_exits, joins=joins)
 
 
 def _rate(points: Sequence[tuple[float, int]]) -> float | None:
@@ -221,6 +239,8 @@ def render(summary: Summary, now: float | None = None) -> list[tuple[str, str]]:
     over_time = " -> ".join(f"{c.world} (step {c.step})" for c in s.world_history)
     world = f"{s.world} now; over time: {over_time}" if s.world is not None else "-"
     restarts = f"{s.restarts}; {s.lost_steps} steps lost (trained again after resuming from a checkpoint)"
+    if s.joins:  # the workers restarted to take in a node: nothing failed (see the module's docstring)
+        restarts += f"; {s.joins} {'join' if s.joins == 1 else 'joins'} (nodes added, not counted as restarts)"
     if s.last_checkpoint is None:
         ckpt = "none yet"
     else:

@@ -30,20 +30,24 @@ from __future__ import annotations
 
 import base64
 import copy
+import difflib
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components import placeholders
 from components.clouds import day2 as refusal_rules
 from components.clouds import lifecycle
+from components.spec.parse import _TOP_KEYS
 from torchfleet.preview import force_new_rules, mock_aws, plans
+from torchfleet.preview import guardrails as policy_checks
 from torchfleet.preview.force_new_rules import Rules, covers
 from torchfleet.preview.monitor import Recorded
 from torchfleet.preview.stack_file import StackFileError, load_stack_file, parse_yaml_text
 
+# The config's top-level keys (components/spec/parse.py), for --set's did-you-mean on a path into a missing key.
+KNOWN_TOP_KEYS = [f"torchfleet:{k}" for k in sorted(_TOP_KEYS)]
 ACTIONS = ("create", "replace", "update", "unknown", "delete", "ignored", "unchanged")
 _IDENTIFIER = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
 # Inputs that are not the resource's own: a dynamic resource's pickled provider.
@@ -84,7 +88,11 @@ class Day2Plan:
     refusals: list[refusal_rules.Refusal] = field(default_factory=list)
     described: str = ""  # what changed, as the user gave it
     cautions: list[refusal_rules.Refusal] = field(default_factory=list)  # applies, but read first (exit 0)
-    placeholders: list[str] = field(default_factory=list)  # the changed config's (components/placeholders.py)
+
+    # What `torchfleet check` says of the changed config: each broken guardrail refuses (exit 2), and the
+    # cost before and after (torchfleet/preview/guardrails.py).
+    guardrails: list[policy_checks.GuardrailRefusal] = field(default_factory=list)
+    costs: list[policy_checks.CostChange] = field(default_factory=list)
 
     def by_action(self, action: str) -> list[ResourceChange]:
         return [c for c in self.changes if c.action == action]
@@ -107,6 +115,8 @@ class Day2Plan:
             "cautions": [{"key": r.key, "reason": r.reason, "instead": r.instead} for r in self.cautions],
             "counts": {a: len(self.by_action(a)) for a in ACTIONS},
             "resources": [c.to_json() for c in self.changes if c.action != "unchanged"],
+            "guardrails": [g.to_json() for g in self.guardrails],
+            "cost": [c.to_json() for c in self.costs],
         }
 
 
@@ -364,14 +374,18 @@ def apply_changes(config: dict[str, Any], changes: dict[str, Any]) -> dict[str, 
     for key, value in changes.items():
         parts = _path_parts(key)
         target: Any = out
+        hint = ""  # a step into a key the config does not have: the one meant, if one is close
         for i, part in enumerate(parts[:-1]):
             nxt = parts[i + 1]
             if isinstance(target, dict):
+                if part not in target:
+                    hint = _did_you_mean(str(part), list(target) if i else [*target, *KNOWN_TOP_KEYS])
                 target = target.setdefault(part, [] if isinstance(nxt, int) else {})
             elif isinstance(target, list) and isinstance(part, int) and part < len(target):
                 target = target[part]
             else:
-                raise StackFileError([f"--set {key}: {_shown(parts[: i + 1])} is not an object or list holding it"])
+                raise StackFileError([f"--set {key}: {_shown(parts[: i + 1])} is not an object or list holding it"
+                                      f"{hint}"])
         last = parts[-1]
         if isinstance(target, dict) and not isinstance(last, int):
             if value is None:
@@ -389,6 +403,17 @@ def apply_changes(config: dict[str, Any], changes: dict[str, Any]) -> dict[str, 
         else:
             raise StackFileError([f"--set {key}: {_shown(parts[:-1])} cannot hold {_shown(parts)}"])
     return out
+
+
+def _did_you_mean(name: str, keys: list[str]) -> str:
+    """"; did you mean torchfleet:gpuPools?" (issue: `--set torchfleet:gpuPool[0].maxNodes=16` said only
+    that the path holds nothing), else the keys there are."""
+    # Compared without the namespace: every top-level key shares `torchfleet:`, which made any name close.
+    by_tail = {k.split(":")[-1]: k for k in keys if isinstance(k, str)}
+    close = difflib.get_close_matches(name.split(":")[-1], list(by_tail), n=1, cutoff=0.7)
+    if close:
+        return f" ({name} is not in the config); did you mean {by_tail[close[0]]}?"
+    return f" ({name} is not in the config; it has: {', '.join(map(str, keys))})" if keys else ""
 
 
 def _shown(parts: list[str | int]) -> str:
@@ -426,7 +451,11 @@ def plan_configs(stack: str, old_config: dict[str, Any], new_config: dict[str, A
     refusals += store_refusals(changes, old_spec.cloud)
     old_inputs = {f"{r.type}::{r.name}": dict(r.inputs) for r in old.resources if r.custom}
     cautions = refusal_rules.cautions(old_spec.cloud, changes, old_inputs)
-    return Day2Plan(stack, changes, refusals, described, cautions, placeholders.warnings(new_spec))
+    broken = policy_checks.refusals(old_spec, new_spec, old.resources, new.resources,
+                                    policy_checks.changed_keys(old_config, new_config))
+    costs = policy_checks.cost_changes(old_spec, new_spec)
+    return Day2Plan(stack, changes, refusals, described, cautions,
+                    guardrails=broken, costs=costs)
 
 
 def plan_stack_file(stack_file: Path, changes: dict[str, Any] | None = None, against: Path | None = None,
