@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import importlib
 import os
 import sys
@@ -114,6 +115,23 @@ def attach_param_values(head: Sequence[str]) -> list[str]:
     return out
 
 
+def did_you_mean(sub: argparse.ArgumentParser, extras: Sequence[str]) -> str:
+    """"; did you mean --gpu?" for each unknown option close to one of the command's own (a misspelling,
+    --kill_at for --kill-at, a plural: --gpus, --node): abbreviations stay refused (issue 12), so the
+    message names the option meant instead of only pointing at --help."""
+    options = [o for a in sub._actions for o in a.option_strings if o.startswith("--")]
+    hints = []
+    for extra in extras:
+        word = extra.split("=", 1)[0]
+        if not word.startswith("--") or word in options:
+            continue
+        dashed = word.replace("_", "-")
+        close = [dashed] if dashed in options else difflib.get_close_matches(word, options, n=1, cutoff=0.75)
+        if close:
+            hints.append(f"{word}: did you mean {close[0]}?")
+    return f"; {'; '.join(hints)}" if hints else ""
+
+
 def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return action.choices[command]
@@ -147,7 +165,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
             words = extras[extras.index(script):]
             hint = f"; the training command goes after --: torchfleet {args.command} [options] -- {' '.join(words)}"
         elif any(e.startswith("-") for e in extras):
-            hint = f"; `{sub.prog} --help` lists the options, spelled in full (abbreviations are not accepted)"
+            hint = (f"{did_you_mean(sub, extras)}; `{sub.prog} --help` lists the options, spelled in full "
+                    "(abbreviations are not accepted)")
         else:
             hint = "; the training command goes after --, e.g. -- python train.py" if takes_command else ""
         sub.error(f"unrecognized arguments: {' '.join(extras)}{hint}")

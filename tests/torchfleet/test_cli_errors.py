@@ -266,3 +266,27 @@ def test_an_argument_that_is_not_utf8_exits_2(capsys):
         main(["submit", "j\udcff", "--cpu", "--image", "r/t:1", "--dry-run", *CMD])
     assert exit_.value.code == 2
     assert "argument 2 ('j\\udcff') is not valid UTF-8 text" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- a misspelled option names the one meant
+
+
+@pytest.mark.parametrize(("argv", "meant"), [
+    (["submit", "resnet", "--gpus", "t4", "--dry-run", *CMD], "--gpus: did you mean --gpu?"),
+    (["submit", "resnet", "--node", "2", "--dry-run", *CMD], "--node: did you mean --nodes?"),
+    (["run", "--local", "--kill_at", "60", "--", "train.py"], "--kill_at: did you mean --kill-at?"),
+    (["check", "--stak", "local"], "--stak: did you mean --stack?"),
+])
+def test_a_misspelled_option_suggests_the_one_meant(argv, meant, capsys):
+    """They said only 'abbreviations are not accepted' (issue 32's walk): the close option is named, and an
+    abbreviation is still refused."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and meant in err and "--help" in err, err
+
+
+def test_an_option_far_from_every_other_gets_no_guess(capsys):
+    with pytest.raises(SystemExit):
+        main(["check", "--stack", "local", "--frobnicate"])
+    assert "did you mean" not in capsys.readouterr().err
