@@ -13,6 +13,7 @@ is asked.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 from typing import Any
@@ -181,6 +182,11 @@ def _cloud_and_region(args: argparse.Namespace) -> tuple[str | None, str | None]
     if args.cloud is None:
         raise UsageError(f"--region {args.region}: give --cloud too (region names are per cloud)")
     if region_catalog.region(args.cloud, args.region) is None:
-        raise UsageError(f"--region: {args.region!r} is not a {args.cloud} region; spot_prices.yaml has rows for: "
-                         f"{', '.join(spot_prices.regions(args.cloud)) or 'none'}")
+        # The catalog's regions are what is checked (components/catalog/regions.yaml), so they are what is
+        # named; spot_prices.yaml's rows are a few of them and said none for AWS (issue 32's walk).
+        known = sorted(region_catalog.load()[args.cloud].regions)
+        close = difflib.get_close_matches(args.region, known, n=1)
+        meant = f"did you mean {close[0]}? " if close else ""
+        raise UsageError(f"--region: {args.region!r} is not one of {args.cloud}'s regions; {meant}"
+                         f"components/catalog/regions.yaml knows: {', '.join(known)}")
     return args.cloud, args.region

@@ -64,10 +64,20 @@ def test_without_a_region_the_table_is_unchanged(capsys):
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--region", "us-central1"], "--region us-central1: give --cloud too"),
-    (["--cloud", "gcp", "--region", "mars-1"], "--region: 'mars-1' is not a gcp region"),
+    (["--cloud", "gcp", "--region", "mars-1"], "--region: 'mars-1' is not one of gcp's regions; "
+                                               "components/catalog/regions.yaml knows: africa-south1, "),
     (["--stack", "gcp-usc1", "--cloud", "gcp"], "--stack: gives the cloud and region itself"),
     (["--stack", "local"], "--stack local: a local stack has no cloud prices"),
 ])
 def test_bad_region_options_exit_2_naming_the_flag(argv, message, capsys):
     code, _, err = run(capsys, *argv)
     assert code == 2 and message in err
+
+
+def test_an_unknown_region_names_the_catalog_s_regions_not_the_priced_ones(capsys):
+    """us-west-2 is accepted (the catalog has it) though spot_prices.yaml has no AWS row: the refusal of
+    us-west-9 said "spot_prices.yaml has rows for: none", as if no region would do (issue 32's walk)."""
+    code, _, err = run(capsys, "--cloud", "aws", "--region", "us-west-9")
+    assert code == 2 and "--region: 'us-west-9' is not one of aws's regions; did you mean us-west-2?" in err, err
+    assert "us-east-1, us-east-2, us-west-1, us-west-2" in err and "spot_prices" not in err
+    assert run(capsys, "--cloud", "aws", "--region", "us-west-2")[0] == 0
