@@ -263,3 +263,14 @@ def test_a_linked_or_fifo_meta_json_is_not_read(store, tmp_path, capsys):
     found = {c["step"]: c for c in json.loads(out)["checkpoints"] if c["generation"] == 3}
     assert {s: (c["verified"], c["problem"]) for s, c in found.items()} == {
         1: (False, "meta.json is not a regular file"), 2: (False, "meta.json is not a regular file")}
+
+
+@pytest.mark.parametrize(("argv", "form"), [
+    (["cp", "output/model", "m2", "--shared-dir", "/nonexistent"], "NAME:output/model, e.g. resnet:output/model"),
+    (["cp", "output/model", "m2", "--local", "/nonexistent/run1"], "so give :PATH: :output/model"),
+])
+def test_cp_without_a_colon_shows_the_user_s_path_in_the_form_that_works(argv, form, capsys):
+    """`cp output/model ./m2 --local DIR` suggested `e.g. resnet:output`: neither the path given nor, with --local,
+    the form that works (:PATH)."""
+    code, _, err = cli(capsys, *argv)
+    assert code == 2 and form in err, err

@@ -76,8 +76,11 @@ def parse_source(source: str, local: Path | None = None) -> tuple[str, str]:
     """``NAME:PATH`` as (job, a normalized relative path; "" for the whole folder); with ``--local DIR``,
     ``:PATH`` (the job is the folder's name)."""
     name, sep, path = source.partition(":")
-    if not sep:
-        raise UsageError(f"NAME:PATH: expected a job and a path in its folder, e.g. resnet:output, got {source!r}")
+    if not sep:  # the user's own path in the form that works (it said e.g. resnet:output for output/model)
+        if local is not None:
+            raise UsageError(f"NAME:PATH: with --local the folder is the run, so give :PATH: :{source}, got {source!r}")
+        raise UsageError(f"NAME:PATH: expected a job and a path in its folder: NAME:{source}, e.g. resnet:{source}, "
+                         f"got {source!r}")
     if local is not None:
         if name:
             raise UsageError(f"NAME:PATH: with --local the folder is the run, so give :PATH, e.g. :{path or 'output'}")
