@@ -38,7 +38,7 @@ LINKED = ("stacks", "training-image", "k8s", "components", "Pulumi.yaml", "polic
 SKIPPED: list[tuple[str, str]] = [
     (r"bash \.ci/setup", "installs everything (minutes); CI runs it (.ci/run, .github/workflows/ci.yml)"),
     (r"bash \.ci/run", "the whole suite: it is what CI runs"),
-    (r"source \.venv/bin/activate", "changes the reader's shell only"),
+    (r"source (\.venv|~/\.venvs/torchfleet)/bin/activate", "changes the reader's shell only"),
     (r"export PIP_EXTRA_INDEX_URL=", "pip's environment; .github/workflows/ci.yml sets the same"),
     (r"pulumi ", "needs the Pulumi CLI and a cloud account or cluster (none here)"),
     (r"kubectl ", "needs a Kubernetes cluster (none here)"),
@@ -69,7 +69,7 @@ SKIPPED: list[tuple[str, str]] = [
     (r"\.venv/bin/python -m tests\.containers\.image",
      "builds the training image (16 min and ~15 GB the first time); tests/containers runs it when named"),
     (r".*\.venv/bin/torchfleet demo", "the demo (real processes, minutes): tests/training_image/test_demo.py"),
-    (r".*\.venv/bin/torchfleet (run|status|logs) --local",
+    (r"(.*\.venv/bin/)?torchfleet (run|status|logs) --local",
      "a local run with a kill (real processes, a minute) and its folder: tests/training_image/test_run_local.py "
      "runs README.md's `run --local` line word for word, and status/logs --local on a run's folder"),
 ]

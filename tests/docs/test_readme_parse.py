@@ -118,3 +118,18 @@ def test_a_shown_run_with_a_kill_of_the_template_paces_its_steps(command):
     script = words[words.index("--") + 1]
     if script.rpartition("/")[2] in ("train.py", "my_train.py"):  # the template, or the user's copy of it
         assert any(w.startswith("--step-delay-s") for w in words), f"{command.section}: {command.line}"
+
+
+def _venvs_made(page: str) -> set[str]:
+    made = set(re.findall(r"-m venv (\S+)", DOCS[page]))
+    return made | ({".venv"} if re.search(r"bash \.ci/setup", DOCS[page]) else set())
+
+
+@pytest.mark.parametrize("page", [p for p in DOCS if len(_venvs_made(p)) == 1])
+def test_a_page_that_makes_one_venv_runs_its_commands_from_it(page):
+    """docs/solo.md installed into ~/.venvs/torchfleet and then ran .venv/bin/torchfleet, a venv the page never
+    made (a reviewer's walk): a page that makes one venv names no other's bin/ in its commands."""
+    [venv] = _venvs_made(page)
+    used = {m.group(1) for c in COMMANDS if c.section.startswith(f"{page}:")
+            for m in re.finditer(r"(?:^|\s)(\S*?)/bin/(?:torchfleet|python|pip)\b", c.line)}
+    assert used <= {venv}, f"{page} makes {venv} and runs {sorted(used - {venv})}/bin/..."
