@@ -183,6 +183,7 @@ def _timeline(job, nodes: _Nodes, killed: set[str], schedule: Schedule, timeline
     since = first.t
     quiet = threading.Event()
     threading.Thread(target=_progress, args=(job, timeline, total, quiet), name="run-progress", daemon=True).start()
+    threading.Thread(target=_schedule_rebuilt, args=(job, timeline), name="run-schedule", daemon=True).start()
     try:
         while first.kind != "done" and _trigger(job, schedule, since) is None:
             since = _kill_and_replace(job, nodes, killed, schedule, timeline, inplace)
@@ -228,6 +229,20 @@ def missed_kill(schedule: Schedule, together, done, what: str = "nodes") -> str 
         why = f"the run ended at step {done['step']} before it"
     return (f"no kill: {asked} never happened: {why}. To see one, give the script slower steps (the template's "
             f"--step-delay-s=0.1, as the README's command has) or more of them, or kill earlier")
+
+
+def schedule_line(event) -> str:
+    """The trainer's ``schedule_rebuilt`` (elastic_trainer/schedule.py) as the run's output says it."""
+    was = event["was_total_steps"]
+    return (f"extending: the learning-rate schedule is rebuilt for --total-steps={event['total_steps']} at step "
+            f"{event['step']} (the checkpoint's was for {f'--total-steps={was}' if was else 'another total'}; "
+            "the script's --schedule-on-extend=keep keeps the saved one)")
+
+
+def _schedule_rebuilt(job, timeline) -> None:
+    """Say once that an extended run's schedule was rebuilt (each in-place group's rank 0 reports it)."""
+    event = job.events.wait_for(lambda e: e.kind == "schedule_rebuilt", UNBOUNDED_S)
+    timeline.say(schedule_line(event), event.t)
 
 
 def _progress(job, timeline, total: int | None, quiet: threading.Event) -> None:

@@ -113,3 +113,15 @@ def test_a_node_that_fails_otherwise_still_fails_the_run(tmp_path, capsys):
                         local_schedule.Schedule(nodes=2, every_s=None), capsys)
     assert code == 1, out
     assert "no kill" not in out  # none was asked for
+
+
+def test_torchfleet_logs_says_a_rebuilt_schedule_in_words():
+    import json
+
+    from torchfleet.jobs import log_lines
+
+    raw = "@@tf " + json.dumps({"ev": "schedule_rebuilt", "wall": 1.0, "step": 300, "total_steps": 600,
+                                "was_total_steps": 300})
+    assert log_lines.Readable().line(raw).endswith(
+        "the learning-rate schedule is rebuilt for --total-steps=600 at step 300 (the checkpoint's was for "
+        "--total-steps=300; --schedule-on-extend=keep keeps the saved one)")

@@ -174,3 +174,22 @@ def test_a_bad_policy_is_a_usage_error_naming_the_flag(capsys):
     assert "argument --schedule-on-extend: invalid choice: 'restart'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="--schedule-on-extend: one of rebuild, keep, got 'stretch'"):
         schedule.restore(None, None, object(), {"scheduler": {}}, 0, 1, "stretch")
+
+
+def test_a_rebuilt_schedule_is_an_event_that_run_local_says(group, tmp_path, capsys):
+    """Issue 32: the 'schedule is rebuilt' line reached only node0.log; run --local reads events."""
+    from elastic_trainer.local import Event
+
+    from torchfleet.local_schedule import schedule_line
+
+    finish_then_extend(tmp_path, cosine, 12, 24)
+    said = printed(capsys, "schedule_rebuilt")
+    assert [(e["step"], e["total_steps"], e["was_total_steps"]) for e in said] == [(12, 24, 12)]
+    line = schedule_line(Event(0.0, "node0", said[0]))
+    assert line == ("extending: the learning-rate schedule is rebuilt for --total-steps=24 at step 12 (the checkpoint's "
+                    "was for --total-steps=12; the script's --schedule-on-extend=keep keeps the saved one)")
+
+
+def test_the_same_total_emits_no_schedule_event(group, tmp_path, capsys):
+    finish_then_extend(tmp_path, cosine, 12, 12)
+    assert printed(capsys, "schedule_rebuilt") == []

@@ -61,6 +61,11 @@ def _sentence(kind: str, e: Mapping[str, Any]) -> str:
                 f"{e.get('in_a_row')} in a row")
     if kind == "scalars_failed":
         return f"TensorBoard scalars stopped ({e.get('error')}); training goes on"
+    if kind == "schedule_rebuilt":  # an extended run (elastic_trainer/schedule.py)
+        was = e.get("was_total_steps")
+        return (f"the learning-rate schedule is rebuilt for --total-steps={e.get('total_steps')} at step {step} "
+                f"(the checkpoint's was for {f'--total-steps={was}' if was else 'another total'}; "
+                "--schedule-on-extend=keep keeps the saved one)")
     fields = " ".join(f"{k}={v}" for k, v in e.items() if k not in ("ev", "wall"))
     return f"{kind} {fields}".rstrip()
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from elastic_trainer.events import log
+from elastic_trainer.events import emit, log
 
 EXTEND_POLICIES = ("rebuild", "keep")
 # A scheduler's position, not its settings: what differs between a fresh schedule and a saved one of
@@ -99,4 +99,7 @@ def restore(task, optimizer: torch.optim.Optimizer, scheduler, state: Mapping[st
     was = f"--total-steps={saved_total}" if saved_total is not None else "another --total-steps"
     log.info("extending: the checkpoint's schedule was for %s, so the learning-rate schedule is rebuilt for "
              "--total-steps=%d at step %d (--schedule-on-extend=keep keeps the saved one)", was, total_steps, step)
+    # and an event, which `run --local` shows in its own output (the log line reached only node0.log)
+    if not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
+        emit("schedule_rebuilt", step=step, total_steps=total_steps, was_total_steps=saved_total)
     return rebuilt
