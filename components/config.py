@@ -13,6 +13,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
+from components import placeholders
 from components.clouds import unreachable
 from components.clouds.traits import CLOUD_TRAITS
 from components.spec import PlatformSpec, parse
@@ -67,4 +68,7 @@ def load() -> PlatformSpec:
     """Read the running stack's config; raises spec.ConfigError listing every problem."""
     # Not config, but read as the program starts, before any resource (components/clouds/unreachable.py).
     unreachable.check_environment()
-    return parse(raw_config(), stack=pulumi.get_stack())
+    spec = parse(raw_config(), stack=pulumi.get_stack())
+    # The example's placeholders (203.0.113.0/24, an all-zero admin): `up` refuses, preview warns.
+    placeholders.enforce(spec)
+    return spec

@@ -4,8 +4,10 @@ Synthesizes the stack under mocks (as `torchfleet synth` does), then runs every 
 stack's own limits (torchfleet:guardrails). Prints one line per violation, "rule  resource  why",
 and on stderr the most the stack can cost per hour at list prices (torchfleet/cost.py) and the quotas
 and APIs the cloud must grant before `pulumi up` is useful (components/clouds/preflight.py), and whether this
-machine reaches the API the stack makes (torchfleet/reach.py).
-Exit codes: 0 clean, 1 violations, 2 the stack cannot be checked (bad config, missing file) or
+machine reaches the API the stack makes (torchfleet/reach.py). The example stacks' placeholders
+(components/placeholders.py: 203.0.113.0/24, an all-zero admin) are errors, one line each, "placeholder  KEY
+why; replace it: pulumi config set --path ...": `pulumi up` refuses them.
+Exit codes: 0 clean, 1 violations or placeholders, 2 the stack cannot be checked (bad config, missing file) or
 --policy-config-out cannot be written.
 """
 
@@ -17,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from components import policy
+from components import placeholders, policy
 from components.clouds import preflight
 from torchfleet import aws_admins, azure_admins, cost, output_paths, reach
 from torchfleet.synth import required_stack, stack_option, synth_or_report
@@ -61,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
     violations = [v for v in found if not v.advisory]
     for v in violations:
         print(v.line())
+    # The example's values a user must replace (issue 29): errors here, as `pulumi up` refuses them.
+    to_replace = placeholders.find(result.spec)
+    for p in to_replace:
+        print(f"placeholder  {p.key}  {p.line(result.stack)}")
     # Advisories (public-endpoint unless guardrails.restrictPublicEndpoint) go to stderr and never
     # fail the check: stdout stays one line per violation.
     for v in found:
@@ -73,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
         f"restrictPublicEndpoint={str(limits.restrict_public_endpoint).lower()})",
         file=sys.stderr,
     )
+    if to_replace:
+        print(f"{result.stack}: {len(to_replace)} placeholder(s) of the example to replace before `pulumi up` "
+              "(components/placeholders.py)", file=sys.stderr)
     estimate = cost.stack_estimate(result.spec)  # what the stack can cost at its maximum (issue 13)
     if estimate is not None:
         print(estimate.render(f"{result.stack}, every pool at maxNodes"), file=sys.stderr)
@@ -92,4 +101,4 @@ def run(args: argparse.Namespace) -> int:
     # So does AWS: is $TORCHFLEET_AWS_CALLER in torchfleet:admins? (`pulumi up` refuses otherwise); advice.
     for line in aws_admins.report(result.spec):
         print(line, file=sys.stderr)
-    return 1 if violations else 0
+    return 1 if violations or to_replace else 0

@@ -68,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_REFUSED
     except RulesError as error:  # a shipped rules file broken: ours to fix, not the user's
         raise RuntimeError(f"torchfleet/preview/force_new: {error}") from None
+    for line in plan.placeholders:  # a warning: the plan stands, `pulumi up` refuses them (issue 29)
+        print(f"warning: {line}", file=sys.stderr)
     if args.json:
         json.dump(plan.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")

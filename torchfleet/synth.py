@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from components import placeholders
 from components.spec import ConfigError
 from torchfleet import output_paths, stack_ref
 from torchfleet.jobs.errors import JobError, UsageError
@@ -76,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     result = synth_or_report(*required_stack(args))
     if result is None:
         return 2
+    for line in placeholders.warnings(result.spec):  # a warning: `pulumi up` refuses them (issue 29)
+        print(f"warning: {line}", file=sys.stderr)
     if args.out is not None:
         written = write_manifests(result.kubernetes_objects(), args.out)
         print(f"--out: wrote {len(written)} Kubernetes objects to {args.out}", file=sys.stderr)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.components.spec.configs import config, ok
-from tests.harness import STACKS_DIR
+from tests.harness.placeholders import replaced_file
 from torchfleet import aws_admins
 from torchfleet.cli import main
 
@@ -47,9 +47,9 @@ def test_without_the_variable_check_says_how_to_tell_and_other_clouds_get_nothin
 
 
 @pytest.mark.parametrize("caller", ["arn:aws:iam::123456789012:user/someone"])
-def test_check_prints_it_on_stderr_and_keeps_its_exit_code(monkeypatch, capsys, caller):
+def test_check_prints_it_on_stderr_and_keeps_its_exit_code(monkeypatch, capsys, caller, tmp_path):
     monkeypatch.setenv(aws_admins.CALLER_ENV, caller)
-    code = main(["check", "--stack-file", str(STACKS_DIR / "Pulumi.aws-usw2.yaml")])
+    code = main(["check", "--stack-file", str(replaced_file("aws-usw2", tmp_path))])  # no placeholder left
     err = capsys.readouterr().err
     assert code == 0
     assert "admins: warning: torchfleet:admins lists no one" in err  # the example stack lists no admin

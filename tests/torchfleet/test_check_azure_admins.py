@@ -11,6 +11,7 @@ import stat
 import pytest
 
 from tests.harness import STACKS_DIR
+from tests.harness.placeholders import replaced_file
 from torchfleet import azure_admins
 from torchfleet.cli import main
 from torchfleet.preview.runner import stack_spec
@@ -74,9 +75,9 @@ def test_the_variable_names_the_caller_or_turns_the_check_off(monkeypatch, spec)
     assert azure_admins.report(spec) == []
 
 
-def test_check_prints_it_and_keeps_its_exit_code(monkeypatch, capsys):
+def test_check_prints_it_and_keeps_its_exit_code(monkeypatch, capsys, tmp_path):
     monkeypatch.setenv(azure_admins.CALLER_ENV, STRANGER)
-    code = main(["check", "--stack-file", str(STACKS_DIR / "Pulumi.azure-eus.yaml")])
+    code = main(["check", "--stack-file", str(replaced_file("azure-eus", tmp_path))])  # no placeholder left
     err = capsys.readouterr().err
     assert code == 0
     assert any(line.startswith("admins: warning") for line in err.splitlines()), err

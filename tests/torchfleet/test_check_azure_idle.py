@@ -6,6 +6,7 @@ from __future__ import annotations
 from components.clouds import preflight
 from components.clouds.azure import cluster as aks
 from tests.harness import STACKS_DIR
+from tests.harness.placeholders import replaced_file
 from torchfleet import cost
 from torchfleet.cli import main
 from torchfleet.preview.runner import stack_spec
@@ -32,6 +33,6 @@ def test_idle_cost_is_the_system_pool_the_manager_minimum_and_the_tier():
     # AWS and GCP have their own since issue 32: tests/torchfleet/test_check_idle_cost.py
 
 
-def test_check_prints_the_idle_cost(capsys):
-    assert main(["check", "--stack-file", str(EXAMPLE)]) == 0
+def test_check_prints_the_idle_cost(capsys, tmp_path):
+    assert main(["check", "--stack-file", str(replaced_file("azure-eus", tmp_path))]) == 0
     assert "azure-eus, idle (no job running): at most 0.68 USD/hour" in capsys.readouterr().err

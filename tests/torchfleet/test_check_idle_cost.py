@@ -10,6 +10,7 @@ import pytest
 
 from components.catalog import prices
 from tests.harness import STACKS_DIR
+from tests.harness.placeholders import replaced_file
 from torchfleet import cost
 from torchfleet.cli import main
 from torchfleet.preview.runner import stack_spec
@@ -57,9 +58,9 @@ def test_the_local_stack_has_no_idle_cost():
 
 
 @pytest.mark.parametrize(("stack", "hourly"), [("aws-usw2", "0.25"), ("gcp-usc1", "0.23"), ("azure-eus", "0.68")])
-def test_check_prints_the_idle_cost_per_hour_and_month(stack, hourly, capsys):
+def test_check_prints_the_idle_cost_per_hour_and_month(stack, hourly, capsys, tmp_path):
     path = STACKS_DIR / f"Pulumi.{stack}.yaml"
-    assert main(["check", "--stack-file", str(path)]) == 0
+    assert main(["check", "--stack-file", str(replaced_file(stack, tmp_path))]) == 0  # no placeholder left
     err = capsys.readouterr().err
     assert f"{stack}, idle (no job running): at most {hourly} USD/hour" in err
     month = cost.idle_estimate(stack_spec(path)).total * cost.HOURS_PER_MONTH

@@ -7,6 +7,7 @@ import pytest
 
 from components.clouds import preflight
 from tests.harness import STACKS_DIR
+from tests.harness.placeholders import OWN, replaced_file
 from torchfleet.cli import main
 from torchfleet.preview.runner import stack_spec
 
@@ -78,8 +79,8 @@ def test_azure_check_asks_for_no_feature_where_no_pool_encrypts_at_host():
     assert any("--size Standard_ND96isr_H100_v5" in w and "not recorded" in w for w in found), found
 
 
-def test_check_prints_them_on_stderr_and_keeps_stdout_for_violations(capsys):
-    code = main(["check", "--stack-file", str(STACKS_DIR / "Pulumi.gcp-usc1.yaml")])
+def test_check_prints_them_on_stderr_and_keeps_stdout_for_violations(capsys, tmp_path):
+    code = main(["check", "--stack-file", str(replaced_file("gcp-usc1", tmp_path))])  # no placeholder left
     out, err = capsys.readouterr()
     assert (code, out) == (0, "")
     assert "gcp-usc1: what the cloud must grant first" in err
@@ -102,12 +103,13 @@ def test_gcp_lists_service_usage_and_every_deployer_role_with_container_admin():
     assert "roles/dns.admin" not in roles  # datasets only
 
 
-def test_gcp_check_prints_the_regular_channel_versions_command_for_the_stacks_minor(capsys):
-    code = main(["check", "--stack-file", str(STACKS_DIR / "Pulumi.gcp-usc1.yaml")])
+def test_gcp_check_prints_the_regular_channel_versions_command_for_the_stacks_minor(capsys, tmp_path):
+    code = main(["check", "--stack-file", str(replaced_file("gcp-usc1", tmp_path))])
     err = capsys.readouterr().err
     assert code == 0
     (line,) = [x for x in err.splitlines() if "get-server-config" in x]
-    assert line.startswith("  check: gcloud container get-server-config --region us-central1 --project my-ml-project ")
+    project = OWN["gcp-usc1"]["gcp:project"]
+    assert line.startswith(f"  check: gcloud container get-server-config --region us-central1 --project {project} ")
     assert "--flatten=channels --filter=channels.channel=REGULAR" in line
     assert line.endswith("# kubernetesVersion 1.35 must be offered here (a 1.35.x)")
     assert any("deployer role roles/container.admin: " in x for x in err.splitlines())

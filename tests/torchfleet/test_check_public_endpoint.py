@@ -12,18 +12,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.harness import STACKS_DIR
+from tests.harness.placeholders import OWN_CIDRS, replaced
 from torchfleet.cli import main
 
 CLOUD_STACKS = ["aws-usw2", "gcp-usc1", "azure-eus"]
-NARROW = ["203.0.113.0/24"]  # a documentation range (RFC 5737) standing for the deployer's VPN
+NARROW = OWN_CIDRS  # the deployer's address in a stack whose placeholders are replaced
 OPEN = {"publicAccessCidrs": ["0.0.0.0/0"]}
 
 
 def run_check(capsys, tmp_path: Path, stack: str, network: dict | None = None,
               guardrails: dict | None = None) -> tuple[int, list[str], list[str]]:
     """Exit code, stdout lines (violations) and stderr advisory lines of `torchfleet check`."""
-    config = yaml.safe_load((STACKS_DIR / f"Pulumi.{stack}.yaml").read_text())["config"]
+    config = replaced(stack)  # placeholders replaced
     if network is not None:
         config["torchfleet:network"] = {**config.get("torchfleet:network", {}), **network}
     if guardrails is not None:
@@ -40,7 +40,7 @@ def run_check(capsys, tmp_path: Path, stack: str, network: dict | None = None,
 @pytest.mark.parametrize("stack", CLOUD_STACKS)
 def test_shipped_stacks_are_private_and_pass(capsys, tmp_path, stack):
     """Regression (issue 20): the shipped stacks opened the API server to 0.0.0.0/0."""
-    config = yaml.safe_load((STACKS_DIR / f"Pulumi.{stack}.yaml").read_text())["config"]
+    config = replaced(stack)  # placeholders replaced
     # Azure: public to a documentation range the user replaces (issue 29: a private AKS cluster cannot be
     # reached by the `up` that creates it).
     # AWS too: EKS's private-only endpoint answers only inside the VPC the same `up` creates (issue 29).

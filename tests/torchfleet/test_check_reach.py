@@ -18,10 +18,11 @@ import yaml
 
 from tests import conftest
 from tests.harness import STACKS_DIR
+from tests.harness.placeholders import replaced
 from torchfleet import reach
 from torchfleet.cli import main
 
-ME = "198.51.100.23"  # RFC 5737 TEST-NET-2: only data, never dialled
+ME = "127.0.0.23"  # only data, never dialled (documentation ranges are placeholders: components/placeholders.py)
 
 
 @pytest.fixture
@@ -50,7 +51,7 @@ def ip_service(monkeypatch):
 
 
 def check(capsys, tmp_path: Path, stack: str, network: dict) -> tuple[int, list[str]]:
-    config = yaml.safe_load((STACKS_DIR / f"Pulumi.{stack}.yaml").read_text())["config"]
+    config = replaced(stack)  # placeholders replaced
     config["torchfleet:network"] = {**config.get("torchfleet:network", {}), **network}
     path = tmp_path / f"Pulumi.{stack}.yaml"
     path.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
@@ -67,7 +68,7 @@ def test_conftest_turns_off_the_lookup_by_the_same_name():
 
 @pytest.mark.parametrize("stack", ["aws-usw2", "azure-eus"])
 def test_a_machine_outside_the_cidrs_gets_the_config_line(capsys, tmp_path, ip_service, stack):
-    code, lines = check(capsys, tmp_path, stack, {"publicAccessCidrs": ["203.0.113.0/24"], "privateOnly": False})
+    code, lines = check(capsys, tmp_path, stack, {"publicAccessCidrs": ["127.1.0.0/24"], "privateOnly": False})
     assert code == 0, lines  # advice, not a violation
     assert f"this machine ({ME}," in lines[0] and "is NOT in" in lines[0]
     assert lines[1] == (f"  pulumi config set --path 'torchfleet:network.publicAccessCidrs[1]' {ME}/32 "
@@ -75,9 +76,9 @@ def test_a_machine_outside_the_cidrs_gets_the_config_line(capsys, tmp_path, ip_s
 
 
 def test_a_machine_inside_the_cidrs_reaches_it(capsys, tmp_path, ip_service):
-    _, lines = check(capsys, tmp_path, "aws-usw2", {"publicAccessCidrs": ["203.0.113.0/24", "198.51.100.0/24"]})
+    _, lines = check(capsys, tmp_path, "aws-usw2", {"publicAccessCidrs": ["127.1.0.0/24", "127.0.0.0/24"]})
     assert lines == [f"reach: this machine ({ME}, as http://127.0.0.1:{ip_service.server_port}/ sees it) is in "
-                     "torchfleet:network.publicAccessCidrs ['203.0.113.0/24', '198.51.100.0/24'] (198.51.100.0/24): "
+                     "torchfleet:network.publicAccessCidrs ['127.1.0.0/24', '127.0.0.0/24'] (127.0.0.0/24): "
                      "it reaches the API"]
 
 
@@ -88,7 +89,7 @@ def test_a_machine_inside_the_cidrs_reaches_it(capsys, tmp_path, ip_service):
 ])
 def test_a_wrong_answer_says_so(capsys, tmp_path, ip_service, answer, status, problem):
     ip_service.answer, ip_service.status = answer, status
-    code, lines = check(capsys, tmp_path, "aws-usw2", {"publicAccessCidrs": ["203.0.113.0/24"]})
+    code, lines = check(capsys, tmp_path, "aws-usw2", {"publicAccessCidrs": ["127.1.0.0/24"]})
     assert code == 0 and len(lines) == 1
     assert "could not learn this machine's public address" in lines[0] and problem in lines[0]
     assert "curl -s https://checkip.amazonaws.com" in lines[0]
@@ -99,7 +100,7 @@ def test_offline_says_so(capsys, tmp_path, monkeypatch):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     monkeypatch.setenv(reach.URL_ENV, f"http://127.0.0.1:{port}/")
-    code, lines = check(capsys, tmp_path, "azure-eus", {"publicAccessCidrs": ["203.0.113.0/24"]})
+    code, lines = check(capsys, tmp_path, "azure-eus", {"publicAccessCidrs": ["127.1.0.0/24"]})
     assert code == 0 and "could not learn" in lines[0] and "no answer" in lines[0]
 
 
@@ -123,5 +124,5 @@ def test_private_only_names_the_docs_section(capsys, tmp_path, ip_service):
 
 def test_lookup_off_never_dials(capsys, tmp_path):
     """The suite's default (tests/conftest.py): no address lookup, nothing said about one."""
-    _, lines = check(capsys, tmp_path, "aws-usw2", {"publicAccessCidrs": ["203.0.113.0/24"]})
+    _, lines = check(capsys, tmp_path, "aws-usw2", {"publicAccessCidrs": ["127.1.0.0/24"]})
     assert lines == []

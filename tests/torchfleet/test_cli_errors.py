@@ -210,8 +210,11 @@ def test_a_stack_is_named_by_name_or_path_on_every_command(stack, capsys, monkey
 
 
 def test_check_takes_a_stack_name_as_submit_does(capsys):
-    code, _, err = run(["check", "--stack", "aws-usw2"], capsys)  # --stack-file PATH: the README's
-    assert code == 0 and "aws-usw2: 0 violation(s)" in err, err
+    code, out, err = run(["check", "--stack", "aws-usw2"], capsys)  # --stack-file PATH: the README's
+    # exit 1: the example's one placeholder (components/placeholders.py), and nothing else
+    assert code == 1 and "aws-usw2: 0 violation(s)" in err, err
+    assert [line.split("  ")[:2] for line in out.splitlines()] == [
+        ["placeholder", "torchfleet:network.publicAccessCidrs[0]"]]
 
 
 def test_status_shared_dir_that_is_no_folder_exits_2(a_file, capsys):

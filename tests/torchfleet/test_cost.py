@@ -14,6 +14,7 @@ import yaml
 
 from components import spec as platform
 from tests.harness import STACKS_DIR
+from tests.harness.placeholders import replaced_file
 from torchfleet import cost
 from torchfleet.cli import main
 from torchfleet.jobs import commands
@@ -66,8 +67,8 @@ def test_a_machine_without_a_list_price_is_named_and_left_out_of_the_total():
     assert "1 line(s) without a list price not counted" in estimate.render("s")
 
 
-def test_check_prints_the_stack_estimate_on_stderr(capsys):
-    code = main(["check", "--stack-file", str(STACKS_DIR / "Pulumi.aws-usw2.yaml")])
+def test_check_prints_the_stack_estimate_on_stderr(capsys, tmp_path):
+    code = main(["check", "--stack-file", str(replaced_file("aws-usw2", tmp_path))])  # no placeholder left
     out, err = capsys.readouterr()
     assert (code, out) == (0, "")  # stdout stays one line per violation
     assert ("aws-usw2, every pool at maxNodes: at most 10.72 USD/hour at on-demand list prices "

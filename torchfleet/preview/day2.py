@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components import placeholders
 from components.clouds import day2 as refusal_rules
 from components.clouds import lifecycle
 from components.spec.parse import _TOP_KEYS
@@ -88,6 +89,7 @@ class Day2Plan:
     refusals: list[refusal_rules.Refusal] = field(default_factory=list)
     described: str = ""  # what changed, as the user gave it
     cautions: list[refusal_rules.Refusal] = field(default_factory=list)  # applies, but read first (exit 0)
+    placeholders: list[str] = field(default_factory=list)  # the changed config's (components/placeholders.py)
 
     # What `torchfleet check` says of the changed config: each broken guardrail refuses (exit 2), and the
     # cost before and after (torchfleet/preview/guardrails.py).
@@ -454,7 +456,7 @@ def plan_configs(stack: str, old_config: dict[str, Any], new_config: dict[str, A
     broken = policy_checks.refusals(old_spec, new_spec, old.resources, new.resources,
                                     policy_checks.changed_keys(old_config, new_config))
     costs = policy_checks.cost_changes(old_spec, new_spec)
-    return Day2Plan(stack, changes, refusals, described, cautions,
+    return Day2Plan(stack, changes, refusals, described, cautions, placeholders.warnings(new_spec),
                     guardrails=broken, costs=costs)
 
 
