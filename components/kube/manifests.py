@@ -26,6 +26,30 @@ PART_OF = {"app.kubernetes.io/part-of": "torchfleet"}
 MOUNT_OPTION_SOURCES = frozenset({"csi", "nfs", "azureFile", "cephfs", "glusterfs", "iscsi", "rbd", "vsphereVolume"})
 
 
+# Pod Security Admission levels (kubernetes.io/docs/concepts/security/pod-security-admission/), pinned to
+# the version k8s/base/namespace.yaml pins, so a newer API server does not tighten a namespace by itself.
+POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
+POD_SECURITY_VERSION = "v1.30"
+
+
+def platform_namespace(name: str, level: str) -> dict[str, Any]:
+    """A namespace of the platform's own (node healer, store owner) enforcing one Pod Security level."""
+    if level not in POD_SECURITY_LEVELS:
+        raise ValueError(f"Pod Security level {level!r}: one of {', '.join(POD_SECURITY_LEVELS)}")
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": name,
+            "labels": {
+                **PART_OF,
+                "pod-security.kubernetes.io/enforce": level,
+                "pod-security.kubernetes.io/enforce-version": POD_SECURITY_VERSION,
+            },
+        },
+    }
+
+
 def etcd_initial_cluster(replicas: int) -> str:
     """etcd's --initial-cluster for the StatefulSet's members etcd-0..etcd-(n-1)."""
     if replicas < 1 or replicas % 2 == 0:

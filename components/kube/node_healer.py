@@ -36,18 +36,7 @@ CHECKOV_SKIPS = {
 
 
 def namespace() -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {
-            "name": NAMESPACE,
-            "labels": {
-                **manifests.PART_OF,
-                "pod-security.kubernetes.io/enforce": "restricted",
-                "pod-security.kubernetes.io/enforce-version": "v1.30",
-            },
-        },
-    }
+    return manifests.platform_namespace(NAMESPACE, "restricted")
 
 
 def service_account() -> dict[str, Any]:

@@ -65,18 +65,7 @@ def job_name(namespace: str, claim: str) -> str:
 
 
 def namespace() -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {
-            "name": NAMESPACE,
-            "labels": {
-                **manifests.PART_OF,
-                "pod-security.kubernetes.io/enforce": "baseline",
-                "pod-security.kubernetes.io/enforce-version": "v1.30",
-            },
-        },
-    }
+    return manifests.platform_namespace(NAMESPACE, "baseline")
 
 
 def deny_all_policy() -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from components.kube import manifests
@@ -99,3 +101,21 @@ def test_job_policy_admits_only_the_same_job_both_ways():
 
 def test_training_pod_labels_are_the_ones_policies_select():
     assert manifests.training_pod_labels("resnet") == {LABEL_ROLE: ROLE_TRAINING, LABEL_JOB: "resnet"}
+
+
+def test_platform_namespace_pins_one_pod_security_level_at_the_base_namespace_s_version():
+    """The node healer's and the store owner's namespaces differ only in their level (one helper since
+    both built it by hand)."""
+    import yaml
+
+    from components.kube import node_healer, store_owner
+
+    base = yaml.safe_load((Path(__file__).parents[3] / "k8s" / "base" / "namespace.yaml").read_text())
+    assert base["metadata"]["labels"]["pod-security.kubernetes.io/enforce-version"] == manifests.POD_SECURITY_VERSION
+    healer, owner = node_healer.namespace(), store_owner.namespace()
+    assert healer["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert owner["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert healer == manifests.platform_namespace(node_healer.NAMESPACE, "restricted")
+    assert owner == manifests.platform_namespace(store_owner.NAMESPACE, "baseline")
+    with pytest.raises(ValueError, match=r"'strict'.*privileged, baseline, restricted"):
+        manifests.platform_namespace("x", "strict")
