@@ -100,6 +100,7 @@ def check_args(args: argparse.Namespace) -> tuple[Path, list[str], float | None,
         params = problems.check(flag_checks.parse_params, args.param, args.param_style)
         if params and script is not None and args.param_style == "argparse":
             problems.check(script_flags.check_params, [key for key, _ in params], script, script.name)
+            problems.check(script_flags.check_values, params, script, script.name)
     if not 1 <= args.nodes <= MAX_NODES:
         problems.add(f"--nodes: from 1 to {MAX_NODES}, got {args.nodes}")
     every = problems.check(seconds, "--kill-every", args.kill_every) if args.kill_every is not None else None
@@ -142,12 +143,29 @@ def run(args: argparse.Namespace) -> int:
         print(f"sweep {args.name}: run {i + 1} of {len(combos)}, {name}: {' '.join(overrides)}", flush=True)
         folder = args.workdir / name if args.workdir is not None else None
         code = _run_one(args, name, folder, script, [*script_args, *overrides], every, replace_after)
-        codes.append((name, overrides, code))
+        codes.append((name, overrides, code, folder or Path("torchfleet-runs") / name))
         if code == 130:
             break  # Ctrl-C ends the sweep, not only this run
-    for name, overrides, code in codes:
-        print(f"  {name}  exit {code}  {' '.join(overrides)}", flush=True)
-    return next((code for _, _, code in codes if code != 0), 0)
+    for name, overrides, code, folder in codes:
+        print(sweep_line(name, overrides, code, folder), flush=True)
+    return next((code for _, _, code, _ in codes if code != 0), 0)
+
+
+def sweep_line(name: str, overrides: list[str], code: int, folder: Path) -> str:
+    """One run of a local sweep: its exit and its last reported loss (issue 32: the summary listed exit codes
+    only), read from its nodes' progress events as `torchfleet status --local` reads them."""
+    from torchfleet import local_folder
+
+    loss = None
+    try:
+        record = local_folder.check_folder(folder)
+        logs = [summary.events_from_lines(path.read_text(errors="replace").splitlines())
+                for path in local_folder.node_logs(folder, record)]
+        loss = summary.summarize(summary.merge(*logs)).loss
+    except (UsageError, OSError):
+        pass  # a run stopped before its folder was written: no loss to show
+    shown = f"loss {loss:.4g}" if loss is not None else "loss -"
+    return f"  {name}  exit {code}  {shown}  {' '.join(overrides)}"
 
 
 def _run_one(args: argparse.Namespace, name: str, folder: Path | None, script: Path, script_args: list[str],

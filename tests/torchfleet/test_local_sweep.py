@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -87,4 +88,55 @@ def test_run_local_sweeps_one_run_per_combination(tmp_path):
         record = json.loads((folder / "run.json").read_text())
         assert record["command"][-1] == f"--lr={lr}" and record["exit"] == 0, record
         assert (folder / "output" / "model" / "model.pt").is_file()
-        assert f"  lrs-{i}  exit 0  --lr={lr}" in done.stdout.splitlines()
+        assert re.search(rf"^  lrs-{i}  exit 0  loss [\d.e+-]+  --lr={lr}$", done.stdout, re.M), done.stdout[-2000:]
+
+
+# Issue 32: `run --local --param lr=abc` ran until the script's argparse refused it in each node, ~22 s,
+# exit 1; documented is exit 2 for bad input, before anything starts.
+def test_run_local_refuses_a_param_value_the_scripts_argparse_would_refuse(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, err = _err(["run", "--local", "--param", "lr=0.1,abc", "--param", "total-steps=ten", "--",
+                      str(EXAMPLES / "train.py"), "--global-batch-size=8"], capsys)
+    assert code == 2, err
+    assert "--param lr: 'abc' is not a valid float for train.py's --lr (its type=float)" in err
+    assert "--param total-steps: 'ten' is not a valid" in err and "train.py's --total-steps" in err
+    assert not (tmp_path / "torchfleet-runs").exists()
+
+
+def test_a_cluster_sweep_refuses_a_bad_value_too(tmp_path, capsys):
+    (tmp_path / "train.py").write_text((EXAMPLES / "train.py").read_text())
+    code, err = _err(["sweep", "s", "--stack", "local", "--cpu", "--workdir", str(tmp_path), "--dry-run",
+                      "--param", "classes=3,4.5", "--", "python", "train.py"], capsys)
+    assert code == 2 and "--param classes: '4.5' is not a valid int for train.py's --classes (its type=int)" in err, err
+
+
+def test_choices_and_flags_are_checked_and_unreadable_types_left_alone(tmp_path):
+    from torchfleet.jobs.errors import UsageError
+    from torchfleet.jobs.script_flags import check_values
+
+    script = tmp_path / "s.py"
+    script.write_text("import argparse\np = argparse.ArgumentParser()\np.add_argument('--opt', choices=['sgd', 'adam'])\n"
+                      "p.add_argument('--fast', action='store_true')\np.add_argument('--size', type=parse_size)\n"
+                      "p.add_argument('--name')\n")
+    check_values([("--opt", ["adam"]), ("--size", ["big"]), ("--name", ["x"])], script, "s.py")
+    with pytest.raises(UsageError) as refused:
+        check_values([("--opt", ["rmsprop"]), ("--fast", ["1"])], script, "s.py")
+    assert "--param opt: 'rmsprop' is not one of s.py's --opt choices: sgd, adam" in str(refused.value)
+    assert "--param fast: s.py's --fast is a flag that takes no value (argparse refuses --fast=1)" in str(refused.value)
+
+
+def test_the_local_sweeps_summary_gives_each_runs_final_loss(tmp_path):
+    """Issue 32: the summary listed exit codes only; the loss is the last the run's events reported."""
+    from torchfleet import local_folder
+    from torchfleet.run_local import sweep_line
+
+    folder = tmp_path / "lrs-0"
+    folder.mkdir()
+    record = local_folder.Record(folder, name="lrs-0")
+    record.node_started(type("N", (), {"name": "node0", "pid": 1})(), 0)
+    (folder / "node0.log").write_text("\n".join("@@tf " + json.dumps(e) for e in [
+        {"ev": "start", "wall": 1.0, "world": 1}, {"ev": "step", "wall": 2.0, "step": 1, "world": 1, "loss": 0.9},
+        {"ev": "step", "wall": 3.0, "step": 2, "world": 1, "loss": 0.123456},
+        {"ev": "done", "wall": 4.0, "step": 2, "world": 1}]) + "\n")
+    assert sweep_line("lrs-0", ["--lr=0.1"], 0, folder) == "  lrs-0  exit 0  loss 0.1235  --lr=0.1"
+    assert sweep_line("lrs-1", ["--lr=1"], 130, tmp_path / "never-made") == "  lrs-1  exit 130  loss -  --lr=1"

@@ -339,6 +339,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     script = task_script.local_copy(command, args.workdir)
     if script is not None and args.param_style == "argparse":  # issue 32: before N jobs fail on argparse
         script_flags.check_params([key for key, _ in params], script, task_script.script_in(command) or "")
+        script_flags.check_values(params, script, task_script.script_in(command) or "")
     combos = flag_checks.combinations(params)
     code = Code(args)
 
