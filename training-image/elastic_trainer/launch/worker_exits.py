@@ -51,7 +51,9 @@ def not_launched_message(script: str, missing: list[str]) -> str:
         "--standalone, same options)\n"
         f"  torchfleet run --local -- {name} ARGS   several local nodes with etcd, a node killed on a schedule "
         "(--kill-at STEP)\n"
-        f"and on a cluster: torchfleet submit NAME --image IMAGE -- python {name} ARGS"
+        # no --image: submit uses the published training image by default (torchfleet/jobs/image_ref.py)
+        f"and on a cluster: torchfleet submit NAME --stack STACK --gpu GPU --workdir . -- python {name} ARGS   "
+        "(the published training image by default; --workdir sends this folder)"
     )
 
 
