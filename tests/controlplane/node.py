@@ -172,6 +172,17 @@ def _kubeconfig(path: Path, server: str, pki: Path, name: str) -> None:
 
 # kubeadm's CoreDNS ClusterRole (cmd/kubeadm/app/phases/addons/dns/manifests.go, CoreDNSClusterRole),
 # and the bindings kubeadm makes at init for the API server's kubelet client.
+def _api_slice(name: str, api_port: int) -> dict:
+    return {
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+        "metadata": {"name": f"kubernetes-{name}", "namespace": "default",
+                     "labels": {"kubernetes.io/service-name": "kubernetes",
+                                "endpointslice.kubernetes.io/managed-by": "torchfleet-tests"}},
+        "endpoints": [{"addresses": [BRIDGE_IP], "conditions": {"ready": True}, "nodeName": name}],
+        "ports": [{"name": "https", "port": api_port, "protocol": "TCP"}],
+    }  # fmt: skip
+
+
 def _rbac_and_dns(name: str) -> list[dict]:
     return [
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "system:coredns"},
@@ -367,6 +378,15 @@ class RealNode:
             "relay-api-node",
             [*nsx, "socat", f"TCP-LISTEN:{api_port},bind=127.0.0.1,reuseaddr,fork", f"UNIX-CONNECT:{api_sock}"],
         )
+        # Pods reach the API as in a cluster, through the `kubernetes` Service (10.96.0.1:443, in the
+        # serving certificate). The API server cannot publish its own endpoint: 127.0.0.1 is refused
+        # ('may not be in the loopback range', its log), so that Service has none. This slice gives it
+        # the node's bridge address, where the same relay listens for the pods.
+        self._spawn(
+            "relay-api-pods",
+            [*nsx, "socat", f"TCP-LISTEN:{api_port},bind={BRIDGE_IP},reuseaddr,fork", f"UNIX-CONNECT:{api_sock}"],
+        )
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump(_api_slice(self.name, api_port)))
 
         self._start_containerd()
         pause = node_images.pause(log=lambda line: None)
@@ -604,15 +624,11 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         errors = []
         with contextlib.suppress(Exception):
             self.kubectl("delete", "node", self.name, "--ignore-not-found", "--wait=false", timeout=30)
-            self.kubectl(
-                "delete",
-                "endpointslice",
-                "-n",
-                "kube-system",
-                f"kube-dns-{self.name}",
-                "--ignore-not-found",
-                timeout=30,
-            )
+            for namespace, slice_name in (
+                ("kube-system", f"kube-dns-{self.name}"),
+                ("default", f"kubernetes-{self.name}"),
+            ):
+                self.kubectl("delete", "endpointslice", "-n", namespace, slice_name, "--ignore-not-found", timeout=30)
         if self.containerd_socket.exists() and self._holder is not None:
             for kind in ("tasks", "containers"):
                 with contextlib.suppress(Exception):

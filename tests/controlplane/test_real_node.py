@@ -1,6 +1,7 @@
 """The real node (node.py, issue 31 item 1): a pod of a small image made here runs as uid 10001 on a
-read-only root, its logs and `kubectl exec` come through the API server, it finds a Service by name
-through CoreDNS and reaches the pod behind its ClusterIP through kube-proxy, and deleting it sends
+read-only root, its logs, `kubectl exec` and port-forward come through the API server, it finds a
+Service by name through CoreDNS and reaches the pod behind its ClusterIP through kube-proxy, it
+reaches the API server through the `kubernetes` Service with its own token, and deleting it sends
 SIGTERM, which it gets within the grace period. The node start and the image import are timed
 (printed; the figures go in docs/benchmarks.md, asserted nowhere).
 """
@@ -74,6 +75,7 @@ def wait_running(node, name: str, timeout: float = 180) -> dict:
 
 
 HTTP_GET = 'exec 3<>/dev/tcp/web/80; printf "GET / HTTP/1.0\\r\\nHost: web\\r\\n\\r\\n" >&3; cat <&3'
+API_PLAIN_GET = 'exec 3<>/dev/tcp/10.96.0.1/443; printf "GET / HTTP/1.0\\r\\n\\r\\n" >&3; cat <&3'
 MAIN = """
 trap 'date +%s.%N > /out/sigterm; echo got SIGTERM; exit 143' TERM
 echo "uid=$(id -u) gid=$(id -g)"
@@ -149,6 +151,19 @@ def test_a_pod_runs_talks_and_ends_on_the_real_node(real_node, smoke, tmp_path):
     finally:
         forward.terminate()
         forward.wait(10)
+
+    # The API from the pod, as in-cluster clients reach it: the `kubernetes` Service's ClusterIP on 443
+    # answers as the API server's Go TLS listener does to plain HTTP, and the service-account token the
+    # kubelet mounted is the pod's identity there.
+    answer = node.kubectl("exec", "-n", NS, "main", "--", "timeout", "20", "bash", "-c", API_PLAIN_GET)
+    assert "Client sent an HTTP request to an HTTPS server." in answer, answer
+    token = node.kubectl("exec", "-n", NS, "main", "--", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/token")
+    whoami = subprocess.run(
+        [binary("kubectl"), f"--kubeconfig={node.cp.kubeconfig}", f"--token={token}", "--user=", "auth", "whoami",
+         "-o", "jsonpath={.status.userInfo.username}"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert whoami.stdout == f"system:serviceaccount:{NS}:default", whoami.stderr
 
     # Deleting the pod: SIGTERM from the kubelet, within the grace period.
     deleted = time.time()
