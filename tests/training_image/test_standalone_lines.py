@@ -58,8 +58,19 @@ def test_a_terminal_gets_readable_lines(tmp_path):
     assert any(line.rstrip().split("  ", 1)[-1].startswith("step 10   loss ") for line in shown.splitlines()), shown
 
 
-def test_a_pipe_still_gets_the_events_torchfleet_reads(tmp_path):
+def test_a_standalone_run_through_a_pipe_gets_readable_lines_too(tmp_path):
+    """Issue 32: a researcher's shell that is no terminal (a tool's, `| tee`) got the raw JSON. torchfleet
+    reads events only from nodes it starts with a rendezvous, never from a standalone run."""
     done = _launch(tmp_path / "ckpt", 5, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert PREFIX not in done.stdout, done.stdout[-2000:]
+    assert any(line.split("  ", 1)[-1].startswith("step 5   loss ") for line in done.stdout.splitlines()), done.stdout
+
+
+def test_a_pipe_gets_the_events_when_asked(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "elastic_trainer.launcher", "--standalone", "--nproc_per_node=1",
+                           str(TEMPLATE), f"--checkpoint-dir={tmp_path}", "--total-steps=5", "--global-batch-size=16"],
+                          env={**_env(), ENV_EVENTS: "json"}, timeout=300, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert any(line.startswith(PREFIX + '{"ev": "step"') for line in done.stdout.splitlines()), done.stdout[-2000:]
 
@@ -83,3 +94,12 @@ def test_the_readable_line_of_a_step_and_of_another_event():
     assert readable({"ev": "resumed", "wall": 0, "step": 100, "generation": 2}).endswith(
         "resumed  generation=2  step=100")
     assert ENV_EVENTS == "TORCHFLEET_EVENTS"
+
+
+def test_torchfleets_own_harness_asks_for_the_events_whatever_the_shell_set(tmp_path, monkeypatch):
+    """run --local reads the nodes' @@tf lines: a user's TORCHFLEET_EVENTS=text must not blind it."""
+    from elastic_trainer.local import LocalJob
+
+    monkeypatch.setenv(ENV_EVENTS, "text")
+    job = LocalJob(etcd_endpoint="127.0.0.1:1", run_id="r", workdir=tmp_path, script_args=[])
+    assert job.node_env()[ENV_EVENTS] == "json"

@@ -39,7 +39,8 @@ _emitting = threading.Lock()
 
 # Who reads the events: `torchfleet logs`/`status` and the local harness read pod logs and files, never a
 # terminal. A run watched in one (the launcher's --standalone, README's "Run it once") gets a readable line
-# instead of the JSON (issue 32). TORCHFLEET_EVENTS=json or text chooses either way.
+# instead of the JSON (issue 32). TORCHFLEET_EVENTS=json or text chooses either way: the launcher's --standalone
+# sets text (no torchfleet reader starts a standalone node), the local harness json (localrun.py, inplacerun.py).
 ENV_EVENTS = "TORCHFLEET_EVENTS"
 
 

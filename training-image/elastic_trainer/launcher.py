@@ -68,6 +68,7 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
+from elastic_trainer.events import ENV_EVENTS
 from elastic_trainer.launch.agent import (
     EXIT_BAD_INPUT,
     EXIT_RDZV_UNAVAILABLE,
@@ -137,6 +138,11 @@ def _main(argv: Sequence[str] | None) -> int:
                          indent=2))
         return 0
     os.environ.update(plan.env)  # inherited by the workers torchrun starts
+    if "--standalone" in options and not os.environ.get(ENV_EVENTS):
+        # A standalone run is a person's (the no-launcher message suggests it): torchfleet's readers of the
+        # @@tf events start nodes with a rendezvous (run --local, a job's pods). Readable lines even through a
+        # pipe or a tool's shell, where the terminal test of events.py saw no terminal (issue 32)
+        os.environ[ENV_EVENTS] = "text"
     print("[torchfleet] torchrun " + " ".join(plan.torchrun_args), file=sys.stderr, flush=True)
     if plan.preload:
         start_forkserver(plan.preload_modules)

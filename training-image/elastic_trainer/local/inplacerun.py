@@ -112,6 +112,7 @@ class InplaceJob:
             TORCHFLEET_MIN_REPLICA_GROUPS=str(self.min_groups),
             RUST_LOG="error",  # torchft's servers log every quorum at info
             TORCHFLEET_CHECKPOINT_DIR=str(self.checkpoint_dir),  # train_config.ENV_CHECKPOINT_DIR
+            TORCHFLEET_EVENTS="json",  # events.ENV_EVENTS: this harness reads them, whatever the user's shell set
         )
         env.update(self.extra_env)
         return env

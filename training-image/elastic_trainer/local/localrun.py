@@ -197,6 +197,7 @@ class LocalJob:
             GLOO_SOCKET_IFNAME="lo",
             OMP_NUM_THREADS="1",
             TORCHFLEET_CHECKPOINT_DIR=str(self.checkpoint_dir),  # train_config.ENV_CHECKPOINT_DIR
+            TORCHFLEET_EVENTS="json",  # events.ENV_EVENTS: this harness reads them, whatever the user's shell set
         )
         env.update(self.extra_env)
         return env
