@@ -113,10 +113,11 @@ def render(plan, show_all: bool = False) -> str:
 
 
 def _detail(c) -> str:
+    # An input the provider keeps as a set prints as one, with what it gains and loses (ResourceChange.shown).
     if c.action == "replace":
         return f" [{c.order}]: " + "; ".join(c.replaced_by)
     if c.action in ("update", "ignored"):
-        return ": " + ", ".join(c.ignored if c.action == "ignored" else c.paths)
+        return ": " + ", ".join(c.shown(p) for p in (c.ignored if c.action == "ignored" else c.paths))
     if c.action == "unknown":
-        return f": {', '.join(c.paths)} ({c.note})"
+        return f": {', '.join(c.shown(p) for p in c.paths)} ({c.note})"
     return f" ({c.note})" if c.note else ""

@@ -66,16 +66,27 @@ class ResourceChange:
     order: str | None = None  # replace: "delete-first" | "create-first"
     collides: str | None = None  # create-first replacement: the fixed cloud name both would hold
     note: str = ""  # delete: kept / protected; unknown: which rules file lacks the row
+    # A changed input the provider declares as a set (force_new rows' `sets:`): path -> (added, removed).
+    set_changes: dict[str, tuple[list[Any], list[Any]]] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
         return f"{self.type}::{self.name}"
+
+    def shown(self, path: str) -> str:
+        """A changed path as the plan prints it: a set with what it gains and loses, not list positions."""
+        if path not in self.set_changes:
+            return path
+        added, removed = self.set_changes[path]
+        return f"{path} (a set: " + ", ".join([f"+{_text(v)}" for v in added] + [f"-{_text(v)}" for v in removed]) + ")"
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"action": self.action, "type": self.type, "name": self.name}
         for name in ("paths", "replaced_by", "ignored"):
             if getattr(self, name):
                 out[name.replace("_b", "B")] = getattr(self, name)
+        if self.set_changes:
+            out["setChanges"] = {p: {"added": a, "removed": r} for p, (a, r) in self.set_changes.items()}
         for name in ("order", "collides", "note"):
             if getattr(self, name):
                 out[name] = getattr(self, name)
@@ -139,25 +150,52 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def changed_paths(old: Any, new: Any, path: str = "") -> list[str]:
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def set_change(old: list[Any], new: list[Any]) -> tuple[list[Any], list[Any]]:
+    """(added, removed) between two lists taken as sets: order means nothing, each element once."""
+    before = {_text(v): v for v in old}
+    after = {_text(v): v for v in new}
+    return [after[k] for k in after if k not in before], [before[k] for k in before if k not in after]
+
+
+def changed_paths(old: Any, new: Any, path: str = "", sets: frozenset[str] = frozenset()) -> list[str]:
     """The input paths whose values differ, as deep as both sides are objects or lists.
 
     Lists compare by position (a list of subnet ids that changes order changes at each index: what a
-    provider does with it is its type's rule). An input present on one side only is changed at its path.
+    provider does with it is its type's rule), except where the provider's schema declares a set (``sets``,
+    paths as force_new rows write them): that changes at its own path, and only when an element comes or
+    goes. An input present on one side only is changed at its path.
     """
     if isinstance(old, dict) and isinstance(new, dict):
         out: list[str] = []
         for key in list(old) + [k for k in new if k not in old]:
             if not path and key in _NOT_INPUTS:
                 continue
-            out += changed_paths(old.get(key), new.get(key), _child(path, key))
+            out += changed_paths(old.get(key), new.get(key), _child(path, key), sets)
         return out
     if isinstance(old, list) and isinstance(new, list):
+        if path and force_new_rules.normalize(path) in sets:
+            return [path] if any(set_change(old, new)) else []
         out = []
         for i in range(max(len(old), len(new))):
-            out += changed_paths(old[i] if i < len(old) else None, new[i] if i < len(new) else None, _child(path, i))
+            out += changed_paths(old[i] if i < len(old) else None, new[i] if i < len(new) else None,
+                                 _child(path, i), sets)
         return out
     return [] if _same(old, new) else [path or "<inputs>"]
+
+
+def _value_at(inputs: dict[str, Any], path: str) -> Any:
+    value: Any = inputs
+    for name, index, key in _TOKEN.findall(path):
+        step = name or key
+        if step:
+            value = value.get(step) if isinstance(value, dict) else None
+        elif index.isdigit():
+            value = value[int(index)] if isinstance(value, list) and int(index) < len(value) else None
+    return value
 
 
 _TOKEN = re.compile(r'\.?([A-Za-z_$][A-Za-z0-9_$]*)|\[(\d+|\*)\]|\["([^"]*)"\]')
@@ -215,6 +253,16 @@ def _order(r: Recorded, old: Recorded) -> str:
     return "create-first"
 
 
+def _sets_of(type_: str, rules: Rules) -> frozenset[str]:
+    """The inputs a type's provider keeps as sets; none when its rules file is broken (a changed resource
+    of that file raises in _judge, as before)."""
+    try:
+        rule = rules.get(type_)
+    except force_new_rules.RulesError:
+        return frozenset()
+    return frozenset(rule.sets) if rule else frozenset()
+
+
 def classify(old: list[Recorded], new: list[Recorded], rules: Rules) -> list[ResourceChange]:
     """Every custom resource of either program, classified (pure: recorded resources in, changes out)."""
     old_by_urn = {r.urn: r for r in old if r.custom}
@@ -225,11 +273,17 @@ def classify(old: list[Recorded], new: list[Recorded], rules: Rules) -> list[Res
         if before is None:
             changes[urn] = ResourceChange("create", r.type, r.name)
             continue
-        paths = changed_paths(before.inputs, r.inputs)
+        sets = _sets_of(r.type, rules)
+        paths = changed_paths(before.inputs, r.inputs, sets=sets)
         ignore = list(r.options.get("ignoreChanges") or [])
         ignored = [p for p in paths if _ignored(p, ignore)]
         effective = [p for p in paths if p not in ignored]
         change = ResourceChange("unchanged", r.type, r.name, paths=paths, ignored=ignored)
+        for p in paths:
+            if force_new_rules.normalize(p) in sets:
+                old_list, new_list = _value_at(before.inputs, p), _value_at(r.inputs, p)
+                if isinstance(old_list, list) and isinstance(new_list, list):
+                    change.set_changes[p] = set_change(old_list, new_list)
         changes[urn] = change
         if not effective:
             change.action = "ignored" if ignored else "unchanged"

@@ -19,6 +19,10 @@ plan` says so rather than guess). Lists are transparent: `spec.containers.image`
 `spec.containers[].image` both name the image of every container (pulumi-kubernetes writes
 `.spec.containers[*].image`, a Terraform schema nests the element's fields under the list's).
 
+An optional `sets: [paths]` names the inputs the provider's schema declares as sets (Terraform's
+schema.TypeSet): their order means nothing to the provider, so `torchfleet plan` compares them as sets
+(a reordered set is no change) and shows what was added and removed, not list positions.
+
 Types are unique across the files; the file a type belongs to follows its token (FILE_OF).
 """
 
@@ -46,7 +50,7 @@ PROVIDER_PREFIX = "pulumi:providers:"
 FILE_KEYS = {"source", "date", "types"}
 SOURCE_KEYS = {"provider", "version", "file"}
 ROW_KEYS = {"forceNew", "source"}
-OPTIONAL_ROW_KEYS = {"note"}
+OPTIONAL_ROW_KEYS = {"note", "sets"}
 PATH = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*(?:\[\])*(?:(?:\.[A-Za-z_$][A-Za-z0-9_$]*)|\[\]|\[\"[^\"]+\"\])*$")
 TOKEN = re.compile(r"^[a-z][a-z0-9-]*:[A-Za-z0-9./_-]*:[A-Za-z0-9_]+$")
 
@@ -66,6 +70,7 @@ class TypeRule:
     source: str  # the provider file of this type's rule
     file: str  # which rules file (aws, gcp, azure, kubernetes)
     note: str = ""
+    sets: tuple[str, ...] = ()  # inputs the provider's schema declares as sets (TypeSet): order means nothing
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,10 @@ def check_document(document: Any, name: str) -> list[str]:
                                 "spec.containers[].image")
         if len(set(map(str, paths or []))) != len(paths or []):
             problems.append(f"{at}: forceNew: a path appears twice")
+        sets = row.get("sets", [])
+        if not isinstance(sets, list) or not all(isinstance(x, str) and PATH.match(x) for x in sets):
+            problems.append(f"{at}: sets: expected a list of input paths the provider declares as sets, like "
+                            "vpcConfig.subnetIds")
         if "source" in row and not (isinstance(row["source"], str) and row["source"].strip()):
             problems.append(f"{at}: source: the provider file this row was read from")
     return problems
@@ -150,7 +159,8 @@ def read_file(path: Path) -> RuleFile:
         raise RulesError(problems)
     source = document["source"]
     rows = {
-        token: TypeRule(token, tuple(row["forceNew"]), row["source"], name, row.get("note", ""))
+        token: TypeRule(token, tuple(row["forceNew"]), row["source"], name, row.get("note", ""),
+                        tuple(row.get("sets", [])))
         for token, row in document["types"].items()
     }
     return RuleFile(name, source["provider"], str(source["version"]), source["file"], str(document["date"]), rows)
