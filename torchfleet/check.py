@@ -21,7 +21,7 @@ from typing import Any
 
 from components import placeholders, policy
 from components.clouds import preflight
-from torchfleet import aws_admins, azure_admins, cost, output_paths, reach
+from torchfleet import aws_admins, azure_admins, cost, output_paths, reach, synth_summary
 from torchfleet.synth import required_stack, stack_option, synth_or_report
 
 
@@ -61,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
     found = policy.check(resources_of(result.resources), limits.max_gpus, limits.allow_on_demand_gpus,
                          restrict_public_endpoint=limits.restrict_public_endpoint)
     violations = [v for v in found if not v.advisory]
+    # The rules see every registered resource; synth counts only what `up` makes: both said, one count each.
+    made, components, providers = synth_summary.counts(result.resources)
+    registered = len(result.resources)
     for v in violations:
         print(v.line())
     # The example's values a user must replace (issue 29): errors here, as `pulumi up` refuses them.
@@ -74,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"advisory: {v.line()}", file=sys.stderr)
     print(
         f"{result.stack}: {len(violations)} violation(s) and {len(found) - len(violations)} advisory of "
-        f"{len(policy.RULES)} rules over {len(result.resources)} resources (maxGpus={limits.max_gpus}, "
+        f"{len(policy.RULES)} rules over {registered} registered: {made} resources (synth's count), {components} "
+        f"components, {providers} provider(s) (maxGpus={limits.max_gpus}, "
         f"allowOnDemandGpus={str(limits.allow_on_demand_gpus).lower()}, "
         f"restrictPublicEndpoint={str(limits.restrict_public_endpoint).lower()})",
         file=sys.stderr,
