@@ -13,6 +13,7 @@ import os
 import subprocess
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 import yaml
@@ -211,3 +212,68 @@ def test_an_oci_layout_imports_and_a_tag_only_archive_needs_a_repository(real_no
     with pytest.raises(NodeError, match=f"by tag only \\({smoke.rsplit(':', 1)[1]}\\): pass base_name"):
         real_node.import_archive(archive)
     assert real_node.ctr("images", "ls", "-q") == before  # refused before anything was imported
+
+
+def test_stopping_a_node_with_a_running_pod_leaves_nothing(control_plane, real_node, smoke, tmp_path):
+    """A second node, a pod left running on it, then stop(): no process of it, no cgroup in any
+    hierarchy (the hybrid layout's unified one included), no network namespace (its own or
+    containerd's pod netns), no mount under its folder, no folder, no Node; the host's nftables
+    untouched (kube-proxy's tables lived in the node's namespace)."""
+    from tests.controlplane.node import RealNode
+
+    host_tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
+    netns_before = set(os.listdir("/var/run/netns"))
+    with RealNode.start(control_plane, tmp_path / "node", name="gpu-real-stop") as other:
+        other.import_archive(node_images.smoke().archive, smoke.rsplit(":", 1)[0])
+        other.kubectl("apply", "-f", "-", input=yaml.safe_dump(pod("left", smoke, other.name, MAIN)))
+        wait_running(other, "left")
+        pids = [p.pid for _, p, _ in other._procs] + [other._holder.pid]
+        holder_mnt = os.readlink(f"/proc/{other._holder.pid}/ns/mnt")
+        shims = [int(pid) for pid in filter(str.isdigit, os.listdir("/proc"))
+                 if _mnt(pid) == holder_mnt and b"containerd-shim" in _cmdline(pid)]  # fmt: skip
+        assert shims, "the running pod's shim, in the node's mount namespace"
+        cgroups = [h / other.cgroup.lstrip("/") for h in _cgroup_mounts()]
+        names = (other.netns, other.root, other.name)
+    netns, root, name = names
+    assert [pid for pid in [*pids, *shims] if os.path.exists(f"/proc/{pid}") and not _zombie(pid)] == []
+    assert [c for c in cgroups if c.exists()] == []
+    assert netns not in os.listdir("/var/run/netns")
+    assert {n for n in set(os.listdir("/var/run/netns")) - netns_before if n.startswith("cni-")} == set()
+    assert str(root) not in Path("/proc/self/mountinfo").read_text()
+    assert not root.exists()
+    assert subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout == host_tables
+    deadline = time.monotonic() + 60
+    while name in real_node.kubectl("get", "nodes", "-o", "name") and time.monotonic() < deadline:
+        time.sleep(1)
+    assert f"node/{name}" not in real_node.kubectl("get", "nodes", "-o", "name")
+
+
+def _mnt(pid: str) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return ""
+
+
+def _cgroup_mounts() -> list[Path]:
+    """Every cgroup hierarchy mounted here, v1 and v2 (read apart from node.py's own list)."""
+    mounts = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        if right.split()[0] in ("cgroup", "cgroup2"):
+            mounts.append(Path(left.split()[4]))
+    return mounts
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    except OSError:
+        return True
