@@ -59,7 +59,7 @@ from pathlib import Path
 
 import yaml
 
-from components.spec import GPU_TAINT, LABEL_ZONE
+from components.spec import GPU_RESOURCE, GPU_TAINT, LABEL_ZONE
 from tests.controlplane import node_images
 from tests.controlplane.cluster import (
     KUBELET_CLIENT,
@@ -109,7 +109,7 @@ def require() -> None:
 
 def gpu_pool_identity() -> tuple[dict[str, str], list[dict[str, str]]]:
     """The labels and taints of the first GPU pool of GPU_STACK, as the kwok nodes carry them
-    (nodes.gpu_nodes), without the GPUs: this node has none, so it advertises no nvidia.com/gpu."""
+    (nodes.gpu_nodes), without the GPUs: this node has none (RealNode.start's fake_gpus aside)."""
     from tests.controlplane import nodes
 
     pool = nodes.stack_spec(GPU_STACK).gpu_pools[0]
@@ -224,6 +224,7 @@ class RealNode:
     netns: str = ""
     root: Path = field(default_factory=Path)  # /tmp/tfnode-XXXX: sockets, state (short for socket paths)
     cgroup: str = ""
+    fake_gpus: int = 0
     started_s: float = 0.0  # seconds from start() to the node Ready with kube-proxy and CoreDNS up
     _procs: list[tuple[str, subprocess.Popen, Path]] = field(default_factory=list)
     _holder: subprocess.Popen | None = None
@@ -231,9 +232,12 @@ class RealNode:
 
     @classmethod
     @contextlib.contextmanager
-    def start(cls, cp: ControlPlane, workdir: Path, name: str = "gpu-real-0") -> Iterator[RealNode]:
+    def start(cls, cp: ControlPlane, workdir: Path, name: str = "gpu-real-0", fake_gpus: int = 0) -> Iterator[RealNode]:
+        """FAKE_GPUS: nvidia.com/gpu the node advertises with no GPU behind it (an extended resource
+        set on its status, which the kubelet keeps: no device plugin owns it), so that pods which
+        request one in every container, as a GPU pool's training pods must, are placed and run here."""
         labels, taints = gpu_pool_identity()
-        node = cls(cp, Path(workdir), name, labels, taints)
+        node = cls(cp, Path(workdir), name, labels, taints, fake_gpus=fake_gpus)
         try:
             node._start()
             yield node
@@ -545,6 +549,9 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
                 }
             ],
         )
+        if self.fake_gpus:
+            gpus = {GPU_RESOURCE: str(self.fake_gpus)}
+            core.patch_node_status(self.name, {"status": {"capacity": gpus, "allocatable": gpus}})
         taints = [t.to_dict() for t in (core.read_node(self.name).spec.taints or []) if t.key != UNINITIALIZED]
         core.patch_node(
             self.name, {"spec": {"taints": [{k: v for k, v in t.items() if v is not None} for t in taints]}}

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.spec import GPU_TAINT, TRAINING_UID
+from components.spec import GPU_RESOURCE, GPU_TAINT, TRAINING_UID
 from tests.controlplane import node_images
 from tests.controlplane.cluster import binary, free_port
 
@@ -215,7 +215,8 @@ def test_an_oci_layout_imports_and_a_tag_only_archive_needs_a_repository(real_no
 
 
 def test_stopping_a_node_with_a_running_pod_leaves_nothing(control_plane, real_node, smoke, tmp_path):
-    """A second node, a pod left running on it, then stop(): no process of it, no cgroup in any
+    """A second node, advertising one fake GPU, a pod asking for it left running on it, then
+    stop(): no process of it, no cgroup in any
     hierarchy (the hybrid layout's unified one included), no network namespace (its own or
     containerd's pod netns), no mount under its folder, no folder, no Node; the host's nftables
     untouched (kube-proxy's tables lived in the node's namespace)."""
@@ -223,9 +224,12 @@ def test_stopping_a_node_with_a_running_pod_leaves_nothing(control_plane, real_n
 
     host_tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
     netns_before = set(os.listdir("/var/run/netns"))
-    with RealNode.start(control_plane, tmp_path / "node", name="gpu-real-stop") as other:
+    with RealNode.start(control_plane, tmp_path / "node", name="gpu-real-stop", fake_gpus=1) as other:
         other.import_archive(node_images.smoke().archive, smoke.rsplit(":", 1)[0])
-        other.kubectl("apply", "-f", "-", input=yaml.safe_dump(pod("left", smoke, other.name, MAIN)))
+        left = pod("left", smoke, other.name, MAIN)
+        # as a GPU pool's training pod: one GPU requested (fake_gpus advertises it; nothing behind it)
+        left["spec"]["containers"][0]["resources"] = {"limits": {GPU_RESOURCE: "1"}}
+        other.kubectl("apply", "-f", "-", input=yaml.safe_dump(left))
         wait_running(other, "left")
         pids = [p.pid for _, p, _ in other._procs] + [other._holder.pid]
         holder_mnt = os.readlink(f"/proc/{other._holder.pid}/ns/mnt")
