@@ -22,6 +22,8 @@ Two relays over Unix sockets, which cross network namespaces, join it to the hos
   addresses', and an address once set is kept): this fixture is that controller. It sets one
   InternalIP, 127.0.0.N, and removes the node.cloudprovider.kubernetes.io/uninitialized taint.
   So logs, exec and port-forward go API server -> relay -> kubelet -> containerd's stream server.
+- pods -> the `kubernetes` Service (10.96.0.1:443) -> an EndpointSlice naming the bridge address,
+  where the API relay listens too: the API server cannot publish its loopback address itself.
 
 Mounts: containerd and the kubelet share a mount namespace of their own (`unshare --mount
 --propagation slave`), so the containers' overlay roots and the kubelet's volume mounts never
