@@ -115,7 +115,8 @@ def test_choices_and_flags_are_checked_and_unreadable_types_left_alone(tmp_path)
     from torchfleet.jobs.script_flags import check_values
 
     script = tmp_path / "s.py"
-    script.write_text("import argparse\np = argparse.ArgumentParser()\np.add_argument('--opt', choices=['sgd', 'adam'])\n"
+    script.write_text("import argparse\np = argparse.ArgumentParser()\n"
+                      "p.add_argument('--opt', choices=['sgd', 'adam'])\n"
                       "p.add_argument('--fast', action='store_true')\np.add_argument('--size', type=parse_size)\n"
                       "p.add_argument('--name')\n")
     check_values([("--opt", ["adam"]), ("--size", ["big"]), ("--name", ["x"])], script, "s.py")

@@ -186,7 +186,8 @@ def test_a_rebuilt_schedule_is_an_event_that_run_local_says(group, tmp_path, cap
     said = printed(capsys, "schedule_rebuilt")
     assert [(e["step"], e["total_steps"], e["was_total_steps"]) for e in said] == [(12, 24, 12)]
     line = schedule_line(Event(0.0, "node0", said[0]))
-    assert line == ("extending: the learning-rate schedule is rebuilt for --total-steps=24 at step 12 (the checkpoint's "
+    assert line == ("extending: the learning-rate schedule is rebuilt for --total-steps=24 at step 12 "
+                    "(the checkpoint's "
                     "was for --total-steps=12; the script's --schedule-on-extend=keep keeps the saved one)")
 
 

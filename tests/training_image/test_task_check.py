@@ -142,7 +142,8 @@ def test_a_misnamed_method_beside_a_shared_base_is_still_named(tmp_path, tail):
 def test_a_base_methods_wrong_signature_is_named_once_at_its_line(tmp_path):
     script = tmp_path / "inherit.py"
     source = SHARED_BASE.format(loss="loss_sum", tail="") + "\n\nclass CosTask(SineTask):\n    pass\n"
-    script.write_text(source.replace("build_scheduler(self, optimizer, total_steps)", "build_scheduler(self, optimizer)"))
+    old, new = "build_scheduler(self, optimizer, total_steps)", "build_scheduler(self, optimizer)"
+    script.write_text(source.replace(old, new))
     problems = check_script(script, resolve_imports=False)
     assert len(problems) == 1 and problems[0].line == _line_of(script, "def build_scheduler"), problems
     assert "calls it as build_scheduler(self, optimizer, total_steps)" in problems[0].message
@@ -151,7 +152,9 @@ def test_a_base_methods_wrong_signature_is_named_once_at_its_line(tmp_path):
 def test_a_base_imported_from_the_users_own_module_may_provide_the_rest(tmp_path):
     (tmp_path / "tasks_common.py").write_text("class Common: ...\n")
     script = tmp_path / "inherit.py"
-    script.write_text("from tasks_common import Common\n\n\nclass BaseTask(Common):\n    def build_optimizer(self, m):\n"
-                      "        pass\n\n    def build_scheduler(self, o, n):\n        pass\n\n\nclass SineTask(BaseTask):\n"
+    script.write_text("from tasks_common import Common\n\n\nclass BaseTask(Common):\n"
+                      "    def build_optimizer(self, m):\n"
+                      "        pass\n\n    def build_scheduler(self, o, n):\n        pass\n\n\n"
+                      "class SineTask(BaseTask):\n"
                       "    def build_model(self):\n        pass\n")
     assert check_script(script) == []

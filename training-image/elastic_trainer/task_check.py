@@ -10,9 +10,10 @@ What is a Task here: the class the script passes as ``train``'s first argument (
 that can be read; otherwise a class that defines ``build_model``, or two of the Task's methods
 (trainer.py's ``Task`` protocol), and that no other class of the script extends. A class's methods
 include those of its bases defined in the script; a base that is not (a library's class, one imported
-from the user's own module) may provide the methods it lacks, so only the methods found are checked. Imports are resolved (``importlib.util.find_spec``
-of the top-level name, next to the script first, as Python's ``sys.path[0]`` is) only where asked:
-the command line checks a script bound for a cluster's image on a laptop without torch.
+from the user's own module) may provide the methods it lacks, so only the methods found are checked.
+Imports are resolved (``importlib.util.find_spec`` of the top-level name, next to the script first,
+as Python's ``sys.path[0]`` is) only where asked: the command line checks a script bound for a cluster's
+image on a laptop without torch.
 
 No torch import: the launcher and the slim command line use it.
 """
