@@ -104,6 +104,26 @@ def test_another_researcher_neither_deletes_nor_changes_them(training_layer, res
     assert {(o["kind"], o["metadata"]["name"]) for o in _objects(layer, alices)} == objects  # all still there
 
 
+def test_a_refused_change_to_a_training_pod_names_the_owner_policy_never_a_reader(training_layer, bob,
+                                                                                   alices):  # noqa: F811
+    """A training pod carries its maker's record as a reader pod does, but it is no reader: bob's deletes of
+    alice's training pod are refused by the owner policy alone, saying whose it is. The reader-owner policy
+    matched any pod with the record, and the API server reports whichever denying policy it evaluated first (a
+    map's order), so on the previous policy some of these said 'only its creator changes or deletes reader pod'
+    (all twelve the owner's by chance: 1 in 4096)."""
+    layer = training_layer
+    pod = get(layer.cp, "pods", "-n", layer.namespace, "-l", f"torchfleet.io/job={alices}")["items"][0]
+    pod_name = pod["metadata"]["name"]
+    core = client.CoreV1Api(connect(bob))
+    for _ in range(12):  # a delete: the Role grants bob no pod change but delete (test_researcher_limits)
+        with pytest.raises(ApiException) as refusal:
+            core.delete_namespaced_pod(pod_name, layer.namespace)
+        body = refusal.value.body
+        assert refusal.value.status == 403 and f"'{OWNER}'" in body and "was made by alice" in body, body
+        assert "reader" not in body, body
+    assert get(layer.cp, "pod", pod_name, "-n", layer.namespace)["metadata"]["uid"] == pod["metadata"]["uid"]
+
+
 def test_a_collection_delete_is_refused_object_by_object(training_layer, researcher, bob, alices):  # noqa: F811
     """The Role grants no deletecollection; granted, the API server still admits each object on its own
     (store.go DeleteCollection), and the owner policy refuses alice's."""
