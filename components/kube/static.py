@@ -19,7 +19,16 @@ KUSTOMIZATION = K8S_BASE / "kustomization.yaml"
 # training-operator instead (kubeflow.py); `job` needs no operator at all: Kubernetes' own Job
 # controller runs batch/v1 Indexed Jobs. Both use the same etcd, store, policies and the jobs'
 # token-less ServiceAccount, and neither gets the ElasticJob CRD, its controller or their RBAC.
-TORCHELASTIC_ONLY = ("crds/", "controller/")
+# The job-names policy with ElasticJobs as params and the etcd gate's get on them go with the CRD: a
+# binding whose paramKind is not served refuses every request it matches (validatingadmissionpolicy-job-names.yaml).
+TORCHELASTIC_ONLY = (
+    "crds/",
+    "controller/",
+    "cluster/validatingadmissionpolicy-job-names-elasticjob.yaml",
+    "cluster/validatingadmissionpolicybinding-job-names-elasticjob.yaml",
+    "etcd-gate/role-elasticjobs.yaml",
+    "etcd-gate/rolebinding-elasticjobs.yaml",
+)
 # What the layer installs for each `training.operator` beside the files common to all.
 OPERATOR_FILES = {"torchelastic": TORCHELASTIC_ONLY, "kubeflow": (), "job": ()}
 # Applied before everything else, which waits for them (namespaced objects need the namespace).
@@ -31,6 +40,8 @@ AFTER = {
     "controller/deployment.yaml": ("crds/elasticjob.yaml",),
     # Its members start with the script this ConfigMap holds.
     "etcd/statefulset.yaml": ("etcd/configmap-bootstrap.yaml",),
+    # Its paramKind must be served first, or the binding refuses what it matches until it is.
+    "cluster/validatingadmissionpolicybinding-job-names-elasticjob.yaml": ("crds/elasticjob.yaml",),
 }
 # The shared claim, which binds to the layer's PersistentVolume.
 STORAGE = "storage/"
@@ -48,6 +59,16 @@ def files_for(operator: str) -> list[str]:
         raise ValueError(f"training.operator: must be one of {', '.join(OPERATOR_FILES)}, got {operator!r}")
     own = OPERATOR_FILES[operator]  # str.startswith(()) is False: no operator files of its own
     return [f for f in kustomization_files() if not f.startswith(TORCHELASTIC_ONLY) or f.startswith(own)]
+
+
+KUBEFLOW = K8S_BASE.parent / "kubeflow"
+
+
+def kubeflow_files() -> list[str]:
+    """What the layer applies after Kubeflow's training-operator (k8s/kubeflow/kustomization.yaml), relative
+    to k8s/base/ (static.path and load take them so)."""
+    doc = yaml.safe_load((KUBEFLOW / "kustomization.yaml").read_text())
+    return [f"../kubeflow/{f}" for f in doc["resources"]]
 
 
 def load(relative: str) -> dict[str, Any]:

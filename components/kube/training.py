@@ -108,8 +108,8 @@ def check_store(settings: transforms.LayerSettings, store: SharedStore) -> None:
 
 
 def config_file_name(relative: str) -> str:
-    """k8s/base/etcd/statefulset.yaml -> etcd-statefulset."""
-    return "-".join(PurePosixPath(relative).with_suffix("").parts)
+    """k8s/base/etcd/statefulset.yaml -> etcd-statefulset; ../kubeflow/x.yaml -> kubeflow-x."""
+    return "-".join(p for p in PurePosixPath(relative).with_suffix("").parts if p != "..")
 
 
 class TrainingLayer(pulumi.ComponentResource):
@@ -140,7 +140,10 @@ class TrainingLayer(pulumi.ComponentResource):
         if cluster.store.nfs_cidrs:
             self._create_nfs_policy(settings, cluster.store, [*ready, *first])
         if training.operator == "kubeflow":
-            self._create_kubeflow(ready)
+            operator = self._create_kubeflow(ready)
+            # After its CRDs: the PyTorchJob job-names binding refuses what it matches until they are served.
+            for relative in static.kubeflow_files():
+                self._create_static(relative, settings, [*ready, *first, operator])
         self._create_researchers(spec, [*ready, *first])
         if training.quota.enabled:
             # Container defaults and the namespace's compute ceiling (compute_quota.py).

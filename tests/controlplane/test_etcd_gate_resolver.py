@@ -17,8 +17,10 @@ import urllib.error
 import urllib.request
 
 import pytest
+import yaml
 from elastic_trainer.etcd_gate.resolvers import Pods
 
+from components.kube import static
 from tests.controlplane import nodes, operators
 from tests.controlplane import test_operators as ops
 from tests.controlplane.layer import get, kubectl, wait_for
@@ -110,6 +112,12 @@ def test_the_gates_identity_is_refused_everything_else(training_layer, token):
 @pytest.fixture(scope="module")
 def training_operator(control_plane, training_layer, tmp_path_factory):
     with operators.training_operator(control_plane, tmp_path_factory.mktemp("kubeflow")) as operator:
+        # The gate's get on pytorchjobs, as a kubeflow stack grants it with the operator (k8s/kubeflow/): with
+        # PyTorchJobs served and not readable, the gate cannot tell whose a job name is and refuses.
+        for relative in ("../kubeflow/role-etcd-gate-pytorchjobs.yaml", "../kubeflow/rolebinding-etcd-gate-pytorchjobs.yaml"):
+            obj = static.load(relative)
+            obj["metadata"]["namespace"] = training_layer.namespace
+            kubectl(control_plane, "apply", "-f", "-", input=yaml.safe_dump(obj))
         yield operator
 
 

@@ -44,7 +44,7 @@ def base_objects() -> list[dict]:
 
 
 def test_every_kustomization_is_found():
-    assert {str(d.relative_to(K8S_ROOT)) for d in KUSTOMIZATIONS} == {".", "base", "overlays/kind"}
+    assert {str(d.relative_to(K8S_ROOT)) for d in KUSTOMIZATIONS} == {".", "base", "kubeflow", "overlays/kind"}
 
 
 @needs_kubectl

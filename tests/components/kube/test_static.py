@@ -39,7 +39,9 @@ def test_kubeflow_drops_the_torchelastic_crd_and_controller_only():
     torchelastic = static.files_for("torchelastic")
     kubeflow = static.files_for("kubeflow")
     dropped = set(torchelastic) - set(kubeflow)
-    assert dropped and all(f.startswith(("crds/", "controller/")) for f in dropped)
+    # The CRD, its controller, and what needs ElasticJobs served (their job-names binding, the gate's get).
+    assert dropped and all(f.startswith(static.TORCHELASTIC_ONLY) for f in dropped)
+    assert {f for f in dropped if not f.startswith(("crds/", "controller/"))} == set(static.TORCHELASTIC_ONLY[2:])
     assert "etcd/statefulset.yaml" in kubeflow and "storage/claim.yaml" in kubeflow
 
 

@@ -5,8 +5,8 @@
   training pod (label torchfleet.io/role=training) with a torchfleet.io/rdzv-id annotation, on
   itself (the CLI writes it on every operator's pod template: torchfleet/jobs/pod_template.py; an
   ElasticJob's or PyTorchJob's pods have no batch/v1 Job) or on the batch/v1 Job that controls it
-  (job_metadata; Jobs submitted before the pods carried it). Its Role: list pods, get jobs
-  (k8s/base/etcd-gate/role.yaml).
+  (Jobs submitted before the pods carried it). Its Role: list pods, get jobs (k8s/base/etcd-gate/role.yaml),
+  and get elasticjobs or pytorchjobs where that operator is installed (role-elasticjobs.yaml, kubeflow/).
   Training pods run with no API token (k8s/base/cluster/validatingadmissionpolicy-researcher-limits.yaml),
   so a pod's code cannot change what it resolves to; pod IPs are the CNI's, not the pod's to choose
   (hostNetwork pods are refused by Pod Security "restricted"). An address held by no such pod, or by
@@ -16,10 +16,15 @@
   or the operator, never by a researcher: the admission policy refuses training-labelled pods and
   rdzv-id annotations on pods researchers make) names a Job, ElasticJob or PyTorchJob, and the id is
   ``<that name>-<8 hex>`` (torchfleet/jobs/spec.py new_rdzv_id) or, for an ElasticJob only, the name
-  itself (the controller's own --rdzv_id, as k8s/examples use it). A batch/v1 Job is read and its uid
-  compared with the reference's. So an annotation naming another job's id resolves to nothing even
-  where admission let it through (k8s/base/cluster/validatingadmissionpolicy-researcher-limits.yaml
-  checks the same form).
+  itself (the controller's own --rdzv_id, as k8s/examples use it). The owning object is read, whatever
+  its kind, and its uid compared with the reference's, and its torchfleet.io/created-by with the pod's
+  (the template's copy). A job's name is one name across the three kinds: if an object of another kind
+  holds the same name, the id is not this pod's alone (an ElasticJob named after another user's batch
+  Job, with that Job's id copied, would otherwise join its rendezvous) and the address resolves to
+  nothing. A kind the API server does not serve (its group's discovery answers 404) holds no name; a
+  kind served but not readable (403) refuses. So an annotation naming another job's id resolves to
+  nothing even where admission let it through (k8s/base/cluster/validatingadmissionpolicy-researcher-limits.yaml
+  checks the same form; validatingadmissionpolicy-job-names*.yaml keeps a name to one kind).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import re
 import ssl
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from urllib.parse import quote
@@ -39,6 +45,15 @@ SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 # The kinds whose pods train, by the ownerReference their controller writes (apiVersion's group).
 JOB_OWNERS = {("batch", "Job"), ("elastic.pytorch.org", "ElasticJob"), ("kubeflow.org", "PyTorchJob")}
 SUFFIX = re.compile(r"-[0-9a-f]{8}")
+CREATED_BY = "torchfleet.io/created-by"  # torchfleet/jobs/cluster.py CREATED_BY
+# Where each kind is read: (group, kind) -> (group/version path, plural). The ElasticJob CRD
+# (k8s/base/crds/elasticjob.yaml) and Kubeflow's PyTorchJob (kubeflow.org/v1) serve one version each.
+KINDS = {
+    ("batch", "Job"): ("/apis/batch/v1", "jobs"),
+    ("elastic.pytorch.org", "ElasticJob"): ("/apis/elastic.pytorch.org/v1alpha1", "elasticjobs"),
+    ("kubeflow.org", "PyTorchJob"): ("/apis/kubeflow.org/v1", "pytorchjobs"),
+}
+assert set(KINDS) == JOB_OWNERS
 
 
 def controller(meta: dict) -> dict | None:
@@ -115,16 +130,57 @@ class Pods:
             if owner is None:
                 found.add(None)  # a training-labelled pod no job controls: nothing
                 continue
-            run_id = (meta.get("annotations") or {}).get(ANNOTATION)
-            if owner.get("kind") == "Job":
-                job = self._get(f"/apis/batch/v1/namespaces/{ns}/jobs/{quote(str(owner.get('name', '')))}")
-                if job["metadata"].get("uid") != owner.get("uid"):
-                    found.add(None)  # a Job of that name, not this pod's
-                    continue
-                if run_id is None:
-                    run_id = (job["metadata"].get("annotations") or {}).get(ANNOTATION)
+            annotations = meta.get("annotations") or {}
+            run_id = annotations.get(ANNOTATION)
+            job = self.job_of(owner)
+            if job is None or (job.get("annotations") or {}).get(CREATED_BY) != annotations.get(CREATED_BY):
+                found.add(None)  # not this pod's owner, its name held by another kind, or another maker's
+                continue
+            if run_id is None and owner.get("kind") == "Job":
+                run_id = (job.get("annotations") or {}).get(ANNOTATION)
             found.add(run_id if run_id is not None and owns(owner, run_id) else None)
         return found.pop() if len(found) == 1 else None
+
+    def job_of(self, owner: dict) -> dict | None:
+        """The owning object's metadata if it is the pod's (same uid) and no other kind holds its name."""
+        name = str(owner.get("name", ""))
+        if not name:
+            return None
+        own = (str(owner.get("apiVersion", "")).partition("/")[0], owner.get("kind"))
+        found = None
+        for kind, (group_version, plural) in KINDS.items():
+            obj = self._get_object(group_version, plural, name)
+            if kind == own:
+                if obj is None or obj["metadata"].get("uid") != owner.get("uid"):
+                    return None  # gone, or an object of that name that is not this pod's
+                found = obj["metadata"]
+            elif obj is not None:
+                return None  # the name is held by a job of another kind too: whose id is it?
+        return found
+
+    def _get_object(self, group_version: str, plural: str, name: str) -> dict | None:
+        """The named object, or None where none is (404), or where its kind is not served.
+
+        The Role grants get only on the kinds the stack installs, and authorization comes before
+        routing, so an ungranted kind answers 403 whether served or not: then the group's discovery
+        path (readable by every authenticated user, the system:discovery ClusterRole) tells a kind
+        that is not served (404: no object can hold the name) from one that is (the 403 is raised:
+        the caller refuses, as for any other error)."""
+        path = f"{group_version}/namespaces/{quote(self.namespace)}/{plural}/{quote(name)}"
+        try:
+            return self._get(path)
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return None
+            if error.code != 403:
+                raise
+        try:
+            self._get(group_version)
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return None
+            raise
+        raise PermissionError(f"{plural} is served but the gate may not read it: grant its Role get on {plural}")
 
     def __call__(self, address: str) -> str | None:
         now = time.monotonic()
