@@ -157,8 +157,32 @@ def _get_agent_pool(args):
     return {"name": pool, "count": LIVE_AGENT_POOLS[pool]}
 
 
+# Managed clusters that run (live.py reads one at preview): name -> {"resourceGroup", "version" (the
+# control plane's currentKubernetesVersion), "pools": {AKS pool name: scaleSetPriority}}. Empty, as before the
+# first `pulumi up`: getManagedCluster answers 404 as ARM does.
+LIVE_MANAGED_CLUSTERS: dict[str, dict[str, Any]] = {}
+
+
+def _get_managed_cluster(args):
+    name, group = args.args.get("resourceName"), args.args.get("resourceGroupName")
+    live = LIVE_MANAGED_CLUSTERS.get(name)
+    if live is None or live["resourceGroup"] != group:
+        return {}, [("resourceName", f"status code 404, ResourceNotFound: managed cluster {name} not found")]
+    return {
+        "name": name,
+        "location": "eastus",
+        "currentKubernetesVersion": live["version"],
+        "kubernetesVersion": live["version"],
+        "agentPoolProfiles": [
+            {"name": pool, "scaleSetPriority": priority, "currentOrchestratorVersion": live["version"]}
+            for pool, priority in live.get("pools", {}).items()
+        ],
+    }
+
+
 CALLS: dict = {
     "azure-native:containerservice:getAgentPool": _get_agent_pool,
+    "azure-native:containerservice:getManagedCluster": _get_managed_cluster,
     "azure-native:authorization:getClientConfig": _client_config,
     "azure-native:containerservice:listManagedClusterUserCredentials": _user_credentials,
 }

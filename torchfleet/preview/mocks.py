@@ -27,9 +27,19 @@ def _yaml_decode(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
     return {"result": [doc for doc in yaml.safe_load_all(args.args["text"]) if doc]}
 
 
+# This stack's outputs as its last `pulumi up` left them, for the engine's builtin readStackOutputs (what a
+# StackReference reads; azure/live.py reads its own stack's). Empty: a stack never deployed.
+STACK_OUTPUTS: dict[str, Any] = {}
+
+
+def _read_stack_outputs(args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    return {"name": args.args["name"], "outputs": dict(STACK_OUTPUTS), "secretOutputNames": []}
+
+
 RESOURCES: dict[str, ResourceFn] = {**mock_aws.RESOURCES, **mock_gcp.RESOURCES, **mock_azure.RESOURCES}
 CALLS: dict[str, CallFn] = {
     "kubernetes:yaml:decode": _yaml_decode,
+    "pulumi:pulumi:readStackOutputs": _read_stack_outputs,
     **mock_aws.CALLS,
     **mock_gcp.CALLS,
     **mock_azure.CALLS,

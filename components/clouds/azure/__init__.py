@@ -4,6 +4,7 @@
     cluster.py        the AKS cluster, its fixed system pool, identity, admins, kubeconfig, provider
     manager_pool.py   the manager pool, an AgentPool named by its immutable settings
     live_count.py     the node count a pool update sends (the live one within minNodes..maxNodes)
+    live.py           the running cluster's version and spot pools, read at preview and `up`
     audit.py          the control plane's audit logs to a Log Analytics workspace
     pools.py          one GPU agent pool per GPU, zone and machine type; the priority ConfigMap
     device_plugin.py  the NVIDIA device plugin chart (AKS installs the driver only)
@@ -19,7 +20,7 @@ from __future__ import annotations
 import pulumi
 from pulumi_azure_native import authorization
 
-from components.clouds.azure import naming
+from components.clouds.azure import live, naming
 from components.clouds.azure.audit import create_audit_logs
 from components.clouds.azure.cluster import MANAGER_SELECTOR, AksCluster
 from components.clouds.azure.datasets import BlobDatasets
@@ -29,7 +30,7 @@ from components.clouds.azure.manager_pool import create_manager_pool
 from components.clouds.azure.network import AzureNetwork
 from components.clouds.azure.pools import AksGpuPools, agent_pools
 from components.clouds.base import ClusterHandle
-from components.spec import PlatformSpec
+from components.spec import ConfigError, PlatformSpec
 
 
 def topology_zones(spec: PlatformSpec) -> list[str]:
@@ -49,6 +50,12 @@ class AzureCluster(pulumi.ComponentResource):
     def __init__(self, name: str, spec: PlatformSpec, opts: pulumi.ResourceOptions | None = None):
         super().__init__("torchfleet:clouds:AzureCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        # The running cluster, if any (live.py): a minor upgrade AKS would refuse is refused here, in the preview
+        # and before `up` changes anything.
+        running = live.read(tuple(naming.agent_pool_name(p, i) for p, i in agent_pools(spec) if p.spot))
+        why = live.spot_upgrade_problem(running, spec.kubernetes_version)
+        if why:
+            raise ConfigError([f"torchfleet:kubernetesVersion: {why}"])
         # Who runs `pulumi up`: tenant for Entra ID, subscription for role ids, object id for RBAC.
         client = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
         net = AzureNetwork(f"{name}-net", spec, child)

@@ -109,9 +109,9 @@ def system_profile(spec: PlatformSpec, subnet_id: pulumi.Input[str]) -> dict:
     plane moves this on-demand pool with it, as `az aks upgrade` does; the separate pools follow in their own
     updates afterwards (they depend on the cluster). With spot pools AKS does not take the two together ("You
     can't upgrade the control plane and node pools at the same time. You must upgrade them separately":
-    aks-docs spot-node-pool.md), so `torchfleet plan` refuses such a minor upgrade and gives the steps (the
-    control plane, then this pool, with `az`; then the `up`): azure/day2.py minor_with_spot_pools says why the
-    program cannot split the PUT itself.
+    aks-docs spot-node-pool.md), so `torchfleet plan` and the program itself (preview and `up`, from the running
+    cluster: live.py) refuse such a minor upgrade and give the steps (the control plane, then this pool, with
+    `az`; then the `up`): azure/day2.py minor_with_spot_pools says why the program cannot split the PUT itself.
     """
     return {
         "name": SYSTEM_POOL,

@@ -64,18 +64,27 @@ def minor_with_spot_pools(change: ConfigChange) -> list[Refusal]:
     spot = sorted({p.name for p in change.old.gpu_pools if p.spot})
     if not spot or not (new[0] == old[0] and new[1] == old[1] + 1):
         return []
-    v = change.new.kubernetes_version
-    return [Refusal(
-        "torchfleet:kubernetesVersion",
-        f"{change.old.kubernetes_version} -> {v} with spot pools ({', '.join(spot)}): one `pulumi up` would send the "
-        "control plane's version and the system pool's in one ManagedCluster PUT, and AKS does not upgrade the "
-        "control plane and node pools at the same time while spot pools exist (aks-docs spot-node-pool.md)",
-        f"1) `az aks upgrade -g <resource group> -n <cluster> --control-plane-only --kubernetes-version {v}`; "
-        "2) `az aks nodepool upgrade -g <resource group> --cluster-name <cluster> -n system "
-        f"--kubernetes-version {v}`; "
-        f"3) set torchfleet:kubernetesVersion \"{v}\" and run `pulumi up` (the cluster's PUT then changes nothing "
-        "AKS runs; the manager and GPU pools follow one by one). This plan keeps refusing the change: it compares "
-        "configs and cannot see that steps 1 and 2 are done (docs/day-2-azure.md)")]
+    why, instead = spot_upgrade(change.old.kubernetes_version, change.new.kubernetes_version, spot)
+    instead += (". This plan keeps refusing the change after steps 1 and 2: it compares configs, not the running "
+                "cluster; `pulumi up` reads the cluster (live.py) and goes ahead once the control plane runs "
+                f"{change.new.kubernetes_version} (docs/day-2-azure.md)")
+    return [Refusal("torchfleet:kubernetesVersion", why, instead)]
+
+
+def spot_upgrade(have: str, want: str, spot: list[str], resource_group: str = "<resource group>",
+                 cluster: str = "<cluster>") -> tuple[str, str]:
+    """Why a minor upgrade with spot pools is refused, and the three steps instead (the plan's rule above and
+    the program's check of the running cluster, live.py, say the same)."""
+    why = (f"{have} -> {want} with spot pools ({', '.join(spot)}): one `pulumi up` would send the control plane's "
+           "version and the system pool's in one ManagedCluster PUT, and AKS does not upgrade the control plane "
+           "and node pools at the same time while spot pools exist (aks-docs spot-node-pool.md)")
+    instead = (f"1) `az aks upgrade -g {resource_group} -n {cluster} --control-plane-only "
+               f"--kubernetes-version {want}`; "
+               f"2) `az aks nodepool upgrade -g {resource_group} --cluster-name {cluster} -n system "
+               f"--kubernetes-version {want}`; "
+               f"3) set torchfleet:kubernetesVersion \"{want}\" and run `pulumi up` (the cluster's PUT then changes "
+               "nothing AKS runs; the manager and GPU pools follow one by one)")
+    return why, instead
 
 
 RULES = [minor_step, minor_with_spot_pools, network_moved]
