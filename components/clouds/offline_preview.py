@@ -15,9 +15,29 @@ listens on (the kernel answers a SYN to it with a reset: refused, without a time
 kubeconfig is kept: no credentials, no exec plugin to run. The stacks give the provider the cluster's own
 id as `clusterIdentifier` (components/clouds/lifecycle.py), and DiffConfig (provider.go lines 408-421)
 plans no replacement while that id is unchanged: the changed kubeconfig is an update of the provider, not
-a replacement of every Kubernetes object. `pulumi up`, `refresh` and `destroy` with the switch set are
-refused before any resource (a real run must reach the cluster, and the provider would keep the loopback
-kubeconfig in the state).
+a replacement of every Kubernetes object.
+
+What the switch guards, and what it cannot: it is read by the program, and the Pulumi CLI runs the program
+for `pulumi preview` and `pulumi up` only; `pulumi refresh` and `pulumi destroy` configure the provider from
+the state and run no program unless given `--run-program` (pulumi/pulumi pkg/cmd/pulumi/operations/refresh.go
+and destroy.go at v3.274.0, the flag's default is PULUMI_RUN_PROGRAM). So `pulumi up` with the switch set is
+refused before any resource (as are `refresh`/`destroy --run-program`: a real run must reach the cluster, and
+the provider would keep the loopback kubeconfig in the state), while a plain `refresh` or `destroy` never sees
+it: they dial the kubeconfig kept in the state, the cluster's own (a preview saves no state), and from outside
+network.publicAccessCidrs fail after about a minute of dropped dials. `pulumi preview --refresh` (and
+`up --refresh`) refreshes first in the same way, before the program runs: the switch does not help it either,
+and the provider's error then suggests PULUMI_K8S_DELETE_UNREACHABLE=true, which on a living cluster would drop
+every Kubernetes object from the state (unreachable.py). Refreshing is supported only from a machine that
+reaches the API; .github/workflows/preview.yml never refreshes (tests/checks/test_workflows.py).
+
+Which provider the line numbers are. They are v4.25.0's (commit f47bc2d6f199, 2026-01-15): the
+pulumi-resource-kubernetes that tests/controlplane/build.py builds (modules/pulumi-kubernetes/go.mod), which
+is the newest the Go module proxy serves (`go list -m github.com/pulumi/pulumi-kubernetes/provider/v4@latest`
+answers that pseudo-version; `@v4.34.2` answers 403 "This module version is not available", 2026-11-28).
+The Python SDK is pinned at 4.34.2 (pyproject.toml), and a user's `pulumi up` runs the provider plugin of the
+SDK's version, 4.34.2; on the test tier the engine warns that the SDK expected >=4.34.2 and has 4.25.0. So the
+real-engine tests here ran 4.25.0's Configure and DiffConfig, not 4.34.2's; that they behave the same in
+4.34.2 is not tested on this machine.
 
 Why a switch the workflow sets after its own probe (`python -m torchfleet.api_probe`), not a probe in the
 program: the program stays free of network calls of its own and gives the same plan for the same inputs
@@ -58,8 +78,9 @@ def requested(environ: Mapping[str, str] = os.environ, dry_run: bool | None = No
         raise ConfigError([f"{SWITCH}={value!r}: set it to true (preview without the cluster) or unset it"])
     if not (_dry_run() if dry_run is None else dry_run):
         raise ConfigError([
-            f"{SWITCH}=true is set for a run that is not a preview: `pulumi up`, `refresh` and `destroy` must "
-            "reach the cluster (the provider would keep a loopback kubeconfig in the state). Unset it; it is "
+            f"{SWITCH}=true is set for a run that is not a preview: `pulumi up` (and `refresh`/`destroy` with "
+            "--run-program) must reach the cluster (the provider would keep a loopback kubeconfig in the state). "
+            "Unset it; it is "
             "for `pulumi preview` from a machine outside network.publicAccessCidrs "
             "(docs/deploy.md#ci-preview-from-hosted-runners)"
         ])

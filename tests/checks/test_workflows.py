@@ -211,6 +211,7 @@ NOT_REACHED = "::notice title=azure-eus: cluster not reached::cluster NOT reache
 @pytest.mark.parametrize("case, code, switched, says", [
     ("no-output", 0, False, "::notice title=azure-eus: no cluster::"),
     ("listening", 0, False, "::notice title=azure-eus: cluster reached::cluster reached (reachable: 127.0.0.1:"),
+    ("listening-aws", 0, False, "::notice title=aws-usw2: cluster reached::cluster reached (reachable: 127.0.0.1:"),
     ("refusing", 0, True, NOT_REACHED),
     ("dropping", 0, True, NOT_REACHED),
     ("not-a-kubeconfig", 1, False, "::error title=azure-eus: probe failed::"),
@@ -222,12 +223,13 @@ def test_the_probe_step_sets_the_switch_only_when_the_api_cannot_be_reached(tmp_
     from tests.loopback import dropping, refusing_port
 
     _, step = _probe_step()
+    stack_name = "aws-usw2" if case.endswith("-aws") else "azure-eus"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     env_file, summary = tmp_path / "env", tmp_path / "summary.md"
     env_file.write_text("")
     with contextlib.ExitStack() as stack:
-        if case == "listening":
+        if case.startswith("listening"):
             server = stack.enter_context(socket.socket())
             server.bind(("127.0.0.1", 0))
             server.listen(8)
@@ -240,7 +242,7 @@ def test_the_probe_step_sets_the_switch_only_when_the_api_cannot_be_reached(tmp_
         (bin_dir / "pulumi").write_text(f"#!/bin/sh\nprintf '%s' '{output}'\n[ -n '{output}' ]\n")
         (bin_dir / "pulumi").chmod(0o755)
         env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "RUNNER_TEMP": str(tmp_path), "GITHUB_STEP_SUMMARY": str(summary),
-               "GITHUB_ENV": str(env_file), "STACK": "azure-eus", "PULUMI_STACK": "org/torchfleet/azure-eus"}
+               "GITHUB_ENV": str(env_file), "STACK": stack_name, "PULUMI_STACK": f"org/torchfleet/{stack_name}"}
         started = time.monotonic()
         proc = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, cwd=REPO, capture_output=True, text=True,
                               timeout=120, check=False)
@@ -252,6 +254,27 @@ def test_the_probe_step_sets_the_switch_only_when_the_api_cannot_be_reached(tmp_
     if case == "dropping":
         assert elapsed >= 10  # the probe waited out its 10 s: a drop is not a refusal
     if code == 0:
-        assert "azure-eus" in summary.read_text()
+        assert stack_name in summary.read_text()
     if switched:
         assert "client-side diff" in proc.stdout and "no drift" in proc.stdout
+    if case.startswith("listening"):
+        # Reached is not let in (a review): the provider still diffs client-side, and the summary says why.
+        assert "previews against the API server" not in proc.stdout
+        assert "client-side diff" in proc.stdout and "marks the cluster unreachable" in proc.stdout
+        assert ("401 Unauthorized" if stack_name == "aws-usw2" else "does not install") in proc.stdout
+
+
+def test_the_preview_never_refreshes():
+    """A refresh dials the kubeconfig kept in the state before the program runs, so the switch cannot help it;
+    from a hosted runner it fails after about a minute and suggests PULUMI_K8S_DELETE_UNREACHABLE, which would
+    drop a living cluster's objects from the state (docs/deploy.md). pulumi/actions' `refresh` input adds
+    --refresh, and Pulumi.yaml's options.refresh: always refreshes every preview the CLI runs without an
+    explicit --refresh=false (pulumi pkg/cmd/pulumi/operations/io.go GetRefreshOption, v3.274.0)."""
+    text = (REPO / ".github" / "workflows" / "preview.yml").read_text()
+    assert "--refresh" not in text and "--run-program" not in text
+    steps = _preview_steps()
+    runs = [s for s in steps if s.get("uses", "").startswith("pulumi/actions@") and "command" in s.get("with", {})]
+    assert [s["with"]["command"] for s in runs] == ["preview"]
+    assert runs[0]["with"].get("refresh") is False
+    project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
+    assert (project.get("options") or {}).get("refresh") != "always"
