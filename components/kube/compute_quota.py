@@ -8,6 +8,11 @@
   No default *limit*: a training container asks for its machine's CPUs without a CPU limit
   (torchfleet/jobs/pod_template.py _resources), and a default limit below that request would make the
   API server refuse it.
+- Its `min` (QUOTA_MIN_CPU_MILLIS, QUOTA_MIN_MEMORY_MIB) refuses a container that asks for less, an explicit
+  `requests: {cpu: "0", memory: "0"}` included: that pod would be BestEffort and count nothing against the
+  quota (the LimitRanger checks a request below min and a limit below min, and requires no limit:
+  k8s.io/kubernetes v1.35.4 plugin/pkg/admission/limitranger/admission.go minConstraint). Every container the
+  CLI makes asks for more (the smallest, the Lighthouse's, 100m and 32Mi).
 - A ResourceQuota caps what every pod of the namespace together requests: CPUs, memory, GPUs
   (`requests.nvidia.com/gpu`: extended resources are quota'd by their request only, which equals their
   limit) and the number of pods. It is one namespace shared by every researcher, so this is a ceiling on a
@@ -22,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from components.kube import manifests
-from components.spec.model import QuotaSpec
+from components.spec.model import QUOTA_MIN_CPU_MILLIS, QUOTA_MIN_MEMORY_MIB, QuotaSpec
 
 LIMIT_RANGE = "torchfleet-container-defaults"
 RESOURCE_QUOTA = "torchfleet-compute"
@@ -35,7 +40,8 @@ def limit_range(namespace: str, quota: QuotaSpec) -> dict[str, Any]:
         "kind": "LimitRange",
         "metadata": {"name": LIMIT_RANGE, "namespace": namespace, "labels": dict(manifests.PART_OF)},
         "spec": {"limits": [{"type": "Container", "defaultRequest": {
-            "cpu": f"{quota.default_cpu_millis}m", "memory": f"{quota.default_memory_mib}Mi"}}]},
+            "cpu": f"{quota.default_cpu_millis}m", "memory": f"{quota.default_memory_mib}Mi"},
+            "min": {"cpu": f"{QUOTA_MIN_CPU_MILLIS}m", "memory": f"{QUOTA_MIN_MEMORY_MIB}Mi"}}]},
     }
 
 

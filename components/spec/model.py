@@ -168,6 +168,11 @@ QUOTA_PODS = 1000
 # is 100m/256Mi (torchfleet/jobs/reader_pod.py), the CLI's other pods ask for theirs.
 QUOTA_DEFAULT_CPU_MILLIS = 250
 QUOTA_DEFAULT_MEMORY_MIB = 512
+# The least a container may request (the LimitRange's min, components/kube/compute_quota.py): an explicit
+# request of 0 would make a pod BestEffort and count nothing against the quota. Below the CLI's smallest
+# container (the Lighthouse: 100m, 32Mi; torchfleet/jobs/inplace_job.py).
+QUOTA_MIN_CPU_MILLIS = 10
+QUOTA_MIN_MEMORY_MIB = 16
 
 
 @dataclass(frozen=True)

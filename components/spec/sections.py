@@ -21,6 +21,8 @@ from components.spec.model import (
     QUOTA_CPUS,
     QUOTA_DEFAULT_CPU_MILLIS,
     QUOTA_DEFAULT_MEMORY_MIB,
+    QUOTA_MIN_CPU_MILLIS,
+    QUOTA_MIN_MEMORY_MIB,
     QUOTA_MEMORY_GIB,
     QUOTA_PODS,
     AutoscalerSpec,
@@ -187,9 +189,11 @@ def _parse_quota(p: _Problems, key: str, value: Any) -> QuotaSpec:
     gpus = _int(p, f"{key}.gpus", obj.get("gpus"), None, minimum=0)
     # Two at least: one training pod and the reader pod of `torchfleet cp`.
     pods = _int(p, f"{key}.pods", obj.get("pods"), QUOTA_PODS, minimum=2)
-    cpu_default = _int(p, f"{key}.defaultCpuMillis", obj.get("defaultCpuMillis"), QUOTA_DEFAULT_CPU_MILLIS, minimum=1)
+    # At least the LimitRange's min (the API server refuses a LimitRange whose defaultRequest is below it).
+    cpu_default = _int(p, f"{key}.defaultCpuMillis", obj.get("defaultCpuMillis"), QUOTA_DEFAULT_CPU_MILLIS,
+                       minimum=QUOTA_MIN_CPU_MILLIS)
     memory_default = _int(p, f"{key}.defaultMemoryMiB", obj.get("defaultMemoryMiB"), QUOTA_DEFAULT_MEMORY_MIB,
-                          minimum=1)
+                          minimum=QUOTA_MIN_MEMORY_MIB)
     # A default above the cap would refuse every container that asks for nothing.
     if isinstance(cpus, int) and isinstance(cpu_default, int) and cpus >= 1 and cpu_default > cpus * 1000:
         p.add(f"{key}.defaultCpuMillis", f"must not exceed the namespace's cap ({key}.cpus: {cpus} CPUs = "
@@ -203,9 +207,9 @@ def _parse_quota(p: _Problems, key: str, value: Any) -> QuotaSpec:
         memory_gib=memory if isinstance(memory, int) and memory >= 1 else QUOTA_MEMORY_GIB,
         gpus=gpus if isinstance(gpus, int) and gpus >= 0 else None,
         pods=pods if isinstance(pods, int) and pods >= 2 else QUOTA_PODS,
-        default_cpu_millis=(cpu_default if isinstance(cpu_default, int) and cpu_default >= 1
+        default_cpu_millis=(cpu_default if isinstance(cpu_default, int) and cpu_default >= QUOTA_MIN_CPU_MILLIS
                             else QUOTA_DEFAULT_CPU_MILLIS),
-        default_memory_mib=(memory_default if isinstance(memory_default, int) and memory_default >= 1
+        default_memory_mib=(memory_default if isinstance(memory_default, int) and memory_default >= QUOTA_MIN_MEMORY_MIB
                             else QUOTA_DEFAULT_MEMORY_MIB),
     )
 

@@ -14,8 +14,14 @@ import json
 from kubernetes.utils import parse_quantity
 
 from components.kube import compute_quota
-from components.spec.model import QUOTA_DEFAULT_CPU_MILLIS, QUOTA_DEFAULT_MEMORY_MIB
-from tests.controlplane.layer import get
+from components.spec.model import (
+    QUOTA_DEFAULT_CPU_MILLIS,
+    QUOTA_DEFAULT_MEMORY_MIB,
+    QUOTA_MIN_CPU_MILLIS,
+    QUOTA_MIN_MEMORY_MIB,
+)
+from tests.controlplane.layer import get, kubectl
+from tests.controlplane.test_operators import rendered
 from tests.controlplane.test_researcher import reader, researcher_kubectl
 
 
@@ -59,3 +65,32 @@ def test_a_pod_past_a_cap_is_refused_naming_the_quota(training_layer, researcher
     pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = gpus
     code, out = _dry_run(layer, researcher, pod)
     assert code != 0 and "exceeded quota: torchfleet-compute" in out and "requests.nvidia.com/gpu" in out, out
+
+
+def test_a_container_asking_for_zero_is_refused_and_the_clis_pods_fit(training_layer, researcher):
+    """A review's finding: `requests: {cpu: "0", memory: "0"}` was admitted, the pod BestEffort and counted as
+    nothing by the quota. The LimitRange's min refuses it (compute_quota.py); the CLI's pods still fit."""
+    layer = training_layer
+    limits = get(layer.cp, "limitrange", compute_quota.LIMIT_RANGE, "-n", layer.namespace)["spec"]["limits"]
+    assert limits[0]["min"] == {"cpu": f"{QUOTA_MIN_CPU_MILLIS}m", "memory": f"{QUOTA_MIN_MEMORY_MIB}Mi"}
+    for requests in ({"cpu": "0", "memory": "0"}, {"cpu": "0"}, {"memory": "0"},
+                     {"cpu": f"{QUOTA_MIN_CPU_MILLIS - 1}m"}):  # fmt: skip
+        pod = copy.deepcopy(reader(layer))
+        pod["spec"]["containers"][0]["resources"] = {"requests": requests}
+        code, out = _dry_run(layer, researcher, pod)
+        assert code != 0 and "minimum" in out and "usage per Container" in out, (requests, out)
+    # The CLI's reader and a training pod of its Job (made here as an administrator: the researcher limits keep
+    # training-labelled pods to the Job controller), and a container at the min, are admitted.
+    [job] = [d for d in rendered("quota-fit", "job", layer.namespace) if d["kind"] == "Job"]
+    trainer = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "quota-fit-0", **{
+        k: v for k, v in job["spec"]["template"]["metadata"].items() if k in ("labels", "annotations")}},
+        "spec": job["spec"]["template"]["spec"]}
+    out = kubectl(layer.cp, "create", "--dry-run=server", "-n", layer.namespace, "-o", "json", "-f", "-",
+                  input=json.dumps(trainer))  # fmt: skip
+    assert json.loads(out)["metadata"]["name"] == "quota-fit-0", out
+    at_min = copy.deepcopy(reader(layer))
+    at_min["spec"]["containers"][0]["resources"] = {"requests": {"cpu": f"{QUOTA_MIN_CPU_MILLIS}m",
+                                                                 "memory": f"{QUOTA_MIN_MEMORY_MIB}Mi"}}
+    for pod in (reader(layer), at_min):
+        code, out = _dry_run(layer, researcher, pod)
+        assert code == 0, out

@@ -30,7 +30,9 @@ def test_defaults_fill_requests_only_and_the_quota_caps_cpu_memory_gpus_pods():
     quota = default.training.quota
     assert quota.enabled and quota.gpus is None
     limits = compute_quota.limit_range("ns", quota)["spec"]["limits"]
-    assert limits == [{"type": "Container", "defaultRequest": {"cpu": "250m", "memory": "512Mi"}}]  # no limit
+    # No default limit; a min, so that no container asks for 0 (a BestEffort pod the quota counts as nothing).
+    assert limits == [{"type": "Container", "defaultRequest": {"cpu": "250m", "memory": "512Mi"},
+                       "min": {"cpu": "10m", "memory": "16Mi"}}]
     hard = compute_quota.resource_quota("ns", quota, default.guardrails.max_gpus)["spec"]["hard"]
     assert hard == {"requests.cpu": "1024", "requests.memory": "8192Gi", "requests.nvidia.com/gpu": "64",
                     "pods": "1000"}
@@ -59,10 +61,11 @@ def test_overrides():
         ({"gpus": True}, "gpus", "whole number"),
         ({"pods": 1}, "pods", ">= 2"),
         ({"pods": "x"}, "pods", "whole number"),
-        ({"defaultCpuMillis": 0}, "defaultCpuMillis", ">= 1"),
+        ({"defaultCpuMillis": 0}, "defaultCpuMillis", ">= 10"),
+        ({"defaultCpuMillis": 9}, "defaultCpuMillis", ">= 10"),  # below the LimitRange's min
         ({"defaultCpuMillis": "250m"}, "defaultCpuMillis", "whole number"),
         ({"cpus": 1, "defaultCpuMillis": 1001}, "defaultCpuMillis", "must not exceed the namespace's cap"),
-        ({"defaultMemoryMiB": 0}, "defaultMemoryMiB", ">= 1"),
+        ({"defaultMemoryMiB": 15}, "defaultMemoryMiB", ">= 16"),
         ({"defaultMemoryMiB": "512Mi"}, "defaultMemoryMiB", "whole number"),
         ({"memoryGiB": 1, "defaultMemoryMiB": 1025}, "defaultMemoryMiB", "must not exceed the namespace's cap"),
     ],
