@@ -33,10 +33,15 @@ CLOUDS = ("aws", "gcp", "azure")
 # only its folder JOB of it, at /mnt/shared/JOB (issue 30: torchfleet/jobs/pod_template.py shared_mount), so the
 # data goes there, into a folder made as the kubelet would make it (the store root's 2775, group 10001: docker cp
 # refuses a missing parent, and a parent it made would be root's 0755, which the job could not write).
+# The job's folder is in its maker's (torchfleet/jobs/store_folder.py): on kind the CLI is kind's admin,
+# kubernetes-admin, whose folder is @kubernetes-admin; made 2775 group 10001 as the kubelet would make it, so that
+# its later jobs' folders, made by the kubelet inside it, take the group too.
 LOCAL_DATA_HINT = (
     "the local stack mounts no buckets (no object-store CSI driver): put the data in the job's folder on its "
-    "shared store, e.g. `docker exec torchfleet-control-plane install -d -o 10001 -g 10001 -m 2775 "
-    "/var/lib/torchfleet/shared/JOB && docker cp ./imagenet torchfleet-control-plane:/var/lib/torchfleet/shared/JOB/`"
+    "shared store, in its maker's folder (kind's admin: @kubernetes-admin), e.g. `docker exec "
+    "torchfleet-control-plane install -d -o 10001 -g 10001 -m 2775 /var/lib/torchfleet/shared/@kubernetes-admin "
+    "/var/lib/torchfleet/shared/@kubernetes-admin/JOB && docker cp ./imagenet "
+    "torchfleet-control-plane:/var/lib/torchfleet/shared/@kubernetes-admin/JOB/`"
     ", and read it from /mnt/shared/JOB/imagenet in job JOB, which sees only its own folder "
     "(docs/data.md, \"Datasets on the local stack\")"
 )

@@ -104,8 +104,7 @@ def test_another_researcher_neither_deletes_nor_changes_them(training_layer, res
     assert {(o["kind"], o["metadata"]["name"]) for o in _objects(layer, alices)} == objects  # all still there
 
 
-def test_a_refused_change_to_a_training_pod_names_the_owner_policy_never_a_reader(training_layer, bob,
-                                                                                   alices):  # noqa: F811
+def test_a_refused_change_to_a_training_pod_names_the_owner_policy_never_a_reader(training_layer, bob, alices):  # noqa: F811
     """A training pod carries its maker's record as a reader pod does, but it is no reader: bob's deletes of
     alice's training pod are refused by the owner policy alone, saying whose it is. The reader-owner policy
     matched any pod with the record, and the API server reports whichever denying policy it evaluated first (a

@@ -10,6 +10,7 @@ asserted there is that RBAC and the admission policy let the request through (no
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import itertools
 
@@ -24,7 +25,7 @@ from tests.controlplane.conftest import GROUP
 from tests.controlplane.layer import get, kubectl, wait_for
 from tests.controlplane.test_jobs import IMAGE
 from torchfleet.cli import main
-from torchfleet.jobs import reader_pod
+from torchfleet.jobs import reader_pod, store_folder
 from torchfleet.jobs import target as targets
 from torchfleet.jobs.egress import METADATA_ENDPOINTS, ip_block
 from torchfleet.jobs.kubeconfig import connect
@@ -42,8 +43,11 @@ def as_researcher(layer, kubeconfig, capsys, *argv: str) -> tuple[int, str]:
 def recorded(kubeconfig, text: str) -> str:
     """The documents of TEXT with their maker recorded as the CLI records it (torchfleet.io/created-by on the
     object and its pod templates, validatingadmissionpolicy-owner.yaml), where a test did not set it itself:
-    the kubeconfig's user (alice, bob) is the certificate's CN."""
+    the kubeconfig's user (alice, bob) is the certificate's CN; and, as the CLI does then, each store mount of
+    the builders' ``subPath: <job>`` under the object's maker's folder (store_folder.place)."""
+    from torchfleet.jobs import store_folder
     from torchfleet.jobs.cluster import CREATED_BY, pod_templates
+    from torchfleet.jobs.errors import UsageError
 
     user = yaml.safe_load(kubeconfig.read_text())["users"][0]["name"]
     documents = [d for d in yaml.safe_load_all(text) if d]
@@ -51,6 +55,9 @@ def recorded(kubeconfig, text: str) -> str:
         for metadata in [document.setdefault("metadata", {}),
                          *(t.setdefault("metadata", {}) for t in pod_templates(document))]:
             metadata.setdefault("annotations", {}).setdefault(CREATED_BY, user)
+        # a username that names no folder: the mount is left for the policy to refuse
+        with contextlib.suppress(UsageError):
+            store_folder.place(document, document["metadata"]["annotations"][CREATED_BY])
     return yaml.safe_dump_all(documents)
 
 
@@ -185,9 +192,11 @@ def test_the_researcher_is_refused_outside_the_role(training_layer, researcher, 
 
 def reader(layer) -> dict:
     target = targets.defaults("aws", layer.namespace)
-    # made by alice (the researcher fixture), as the CLI records it: the reader-owner policy refuses any other
-    return reader_pod.build_pod(f"tier-mine-reader-{next(_names):06x}", "tier-mine", "/mnt/shared", IMAGE, target, None,
-                                creator="alice")
+    # made by alice (the researcher fixture), as the CLI records it: the reader-owner policy refuses any other;
+    # her folder of the store, as JobClient.stamped places it (store_folder.place)
+    pod = reader_pod.build_pod(f"tier-mine-reader-{next(_names):06x}", "tier-mine", "/mnt/shared", IMAGE, target, None,
+                               creator="alice")
+    return store_folder.place(pod, "alice")
 
 
 def test_a_pod_that_is_not_restricted_is_refused(training_layer, researcher):

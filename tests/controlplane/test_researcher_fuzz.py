@@ -26,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.controlplane.test_researcher import reader
 from tests.controlplane.threat_model import outside
-from torchfleet.jobs import pod_template, reader_pod
+from torchfleet.jobs import pod_template, reader_pod, store_folder
 from torchfleet.jobs import target as targets
 from torchfleet.jobs.kubeconfig import connect
 
@@ -98,9 +98,11 @@ ENV = [
     {"env": [{"name": "T", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]},
 ]
 SECURITY = ["root", "privileged", "escalation", "host-network", "net-admin", "no-non-root"]
-# The shared store's mount (the CLI's: subPath <job>, read-only in a reader): another folder, the whole store, a
-# subPathExpr, writable.
-STORE = [("subPath", SELF), ("subPath", "victim"), ("subPath", None), ("subPathExpr", "$(T)"), ("readOnly", False),
+# The shared store's mount (the CLI's: subPath <maker's folder>/<job>, read-only in a reader): its own, the same
+# job name's folder of another maker (bob's, or the old layout's <job>: what a job of a reused name took over),
+# another folder, the whole store, a subPathExpr, writable.
+STORE = [("subPath", f"@{RESEARCHER}/{SELF}"), ("subPath", f"@bob/{SELF}"), ("subPath", SELF), ("subPath", "victim"),
+         ("subPath", f"@{RESEARCHER}/victim"), ("subPath", None), ("subPathExpr", "$(T)"), ("readOnly", False),
          ("claimReadOnly", False)]  # fmt: skip
 GPUS = ["1", "0"]
 
@@ -211,6 +213,7 @@ def build(layer, kind: str, edits: list) -> dict:
                          "annotations": {CREATED_BY: RESEARCHER}},
             "spec": {"backoffLimit": 0, "template": {"metadata": metadata, "spec": spec}},
         }
+    store_folder.place(document, RESEARCHER)  # as JobClient.stamped does: alice's folder of the store
     for field, value in edits:
         apply_change(document, metadata, spec, job, field, value)
     return document
@@ -229,12 +232,14 @@ def send(api: client.ApiClient, namespace: str, document: dict) -> dict | None:
     return json.loads(response.data)
 
 
-def pod_of(obj: dict) -> tuple[str, str, dict, dict]:
-    """(kind, name, the pod's labels, the pod's spec) of a returned Pod or Job."""
+def pod_of(obj: dict) -> tuple[str, str, dict, dict, str]:
+    """(kind, name, the pod's labels, the pod's spec, its recorded maker) of a returned Pod or Job."""
+    maker = (obj["metadata"].get("annotations") or {}).get(CREATED_BY, "")
     if obj["kind"] == "Pod":
-        return "Pod", obj["metadata"]["name"], obj["metadata"].get("labels") or {}, obj["spec"]
+        return "Pod", obj["metadata"]["name"], obj["metadata"].get("labels") or {}, obj["spec"], maker
     template = obj["spec"]["template"]
-    return obj["kind"], obj["metadata"]["name"], (template.get("metadata") or {}).get("labels") or {}, template["spec"]
+    return (obj["kind"], obj["metadata"]["name"], (template.get("metadata") or {}).get("labels") or {},
+            template["spec"], maker)
 
 
 def test_every_admitted_pod_is_inside_the_threat_model(training_layer, researcher):
@@ -293,6 +298,8 @@ def test_the_clis_pods_are_inside(kind):
         ([("volumes", VOLUMES[1])], "volume x"),
         ([("securityContext", "net-admin")], "adds capabilities"),
         ([("store", ("subPath", "victim"))], "mounts victim of the store"),
+        ([("store", ("subPath", SELF))], "mounts tier-fuzz"),  # the old layout's folder of the same name
+        ([("store", ("subPath", f"@bob/{SELF}"))], "mounts @bob/tier-fuzz"),  # another maker's of the same name
         ([("store", ("subPath", None))], "mounts the whole store"),
         ([("store", ("subPathExpr", "$(T)"))], "mounts $(T) of the store"),
         ([("volumes", VICTIM_CODE)], "projects ConfigMap victim-workdir"),

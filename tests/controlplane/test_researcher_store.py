@@ -24,7 +24,7 @@ import yaml
 
 from tests.controlplane import operators
 from tests.controlplane.test_jobs import IMAGE
-from tests.controlplane.test_researcher import refused, researcher_kubectl
+from tests.controlplane.test_researcher import as_researcher, refused, researcher_kubectl
 from tests.controlplane.test_researcher_pods import admitted, cli_documents, name, reader, template
 from torchfleet.cli import main
 from torchfleet.jobs import pod_template, tensorboard
@@ -254,3 +254,157 @@ def test_a_reader_projecting_a_configmap_is_refused(training_layer, researcher, 
     pod["spec"]["volumes"].append(projected)
     pod["spec"]["containers"][0]["volumeMounts"].append({"name": projected["name"], "mountPath": "/code"})
     refused(training_layer, researcher, pod, NO_CONFIGMAP)
+
+
+# ---- a folder outlives its job, a name does not: each job's folder is in its maker's (issue 30) -----------------
+#
+# A job's folder keeps its checkpoints, outputs and --workdir code after the job is deleted, and a job name is its
+# maker's only while the job exists (validatingadmissionpolicy-owner.yaml). With subPath <job>, whoever submitted a
+# job of the same name later mounted the old folder and read or rewrote it. Now subPath <maker's folder>/<job>, the
+# maker the object's own torchfleet.io/created-by (store_folder.py; the policy's variable storePath).
+
+MAKERS_FOLDER = "names no folder"
+
+
+def user_kubeconfig(layer, folder, username: str):
+    """A researcher USERNAME in torchfleet:researchers, made as conftest's alice is ('/' escaped for openssl)."""
+    import base64
+
+    from tests.controlplane.cluster import openssl
+    from tests.controlplane.conftest import GROUP
+
+    pki = layer.cp.workdir / "pki"
+    subject = "/CN=" + username.replace("\\", "\\\\").replace("/", "\\/") + f"/O={GROUP}"
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "u.key", "-out", "u.csr", "-subj", subject, cwd=folder)
+    openssl("x509", "-req", "-in", "u.csr", "-CA", str(pki / "ca.crt"), "-CAkey", str(pki / "ca.key"),
+            "-CAcreateserial", "-out", "u.crt", "-days", "1", cwd=folder)  # fmt: skip
+    data = {n: base64.b64encode((folder / n).read_bytes()).decode() for n in ("u.crt", "u.key")}
+    config = yaml.safe_load(layer.cp.kubeconfig.read_text())
+    config["users"] = [{"name": "u", "user": {"client-certificate-data": data["u.crt"],
+                                              "client-key-data": data["u.key"]}}]
+    config["contexts"][0]["context"]["user"] = "u"
+    path = folder / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+def as_made_by(document: dict, user: str) -> dict:
+    """DOCUMENT recording USER as its maker (object and templates) and its store mounts left as they are: sent with
+    record=False, so that no helper puts a subPath of the builders' form into the maker's folder."""
+    from torchfleet.jobs.cluster import CREATED_BY, pod_templates
+
+    document = copy.deepcopy(document)
+    for metadata in [document["metadata"], *(t.setdefault("metadata", {}) for t in pod_templates(document))]:
+        metadata.setdefault("annotations", {})[CREATED_BY] = user
+    return document
+
+
+def sent_as_is(layer, kubeconfig, document: dict) -> tuple[int, str]:
+    return researcher_kubectl(layer, kubeconfig, "create", "--dry-run=server", "-f", "-",
+                              input=yaml.safe_dump(document), record=False)  # fmt: skip
+
+
+def set_store(document: dict, sub_path: str) -> dict:
+    spec = document["spec"] if document["kind"] == "Pod" else template(document)["spec"]
+    for mount in shared_mounts(spec):
+        mount["subPath"] = sub_path
+    return document
+
+
+def stored_sub_paths(layer, job: str) -> set[str]:
+    from tests.controlplane.layer import get
+
+    obj = get(layer.cp, "job", job, "-n", layer.namespace)
+    return {m["subPath"] for m in shared_mounts(obj["spec"]["template"]["spec"])}
+
+
+@pytest.fixture(scope="module")
+def bob(training_layer, tmp_path_factory):
+    return user_kubeconfig(training_layer, tmp_path_factory.mktemp("bob"), "bob")
+
+
+def test_a_reused_job_name_gets_its_new_makers_folder_never_the_old_one(training_layer, researcher, bob, capsys,
+                                                                         tmp_path, monkeypatch):  # fmt: skip
+    """alice's job is deleted, her folder stays; bob submits a job of the same name: his pods mount his own folder,
+    and every way of his to hers (her folder by name, the old layout's <job>, a reader of the name) is refused.
+    On the previous policy and CLI bob's job mounted <job>: alice's folder (and the old layout's is refused here)."""
+    from tests.controlplane.layer import kubectl, wait_for
+    from torchfleet.jobs import reader_pod
+
+    layer = training_layer
+    monkeypatch.setenv("HOME", str(tmp_path))
+    job = name("tier-reuse")
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    submit = ["submit", job, "--gpu", "t4", "--nodes", "1", "--image", IMAGE, "--workdir", str(tmp_path), "--",
+              "python", "train.py"]  # fmt: skip
+    code, out = as_researcher(layer, researcher, capsys, *submit)
+    assert code == 0, out
+    assert stored_sub_paths(layer, job) == {f"@alice/{job}"}  # the worker's and the --workdir init container's
+    code, out = as_researcher(layer, researcher, capsys, "delete", job)
+    assert code == 0, out
+    wait_for(f"job {job} gone", lambda: kubectl(layer.cp, "get", "job", job, "-n", layer.namespace,
+                                                "--ignore-not-found", "-o", "name").strip() == "")  # fmt: skip
+
+    bobs = cli_documents(layer, capsys, job, "--workdir", str(tmp_path))["Job"]
+    for sub_path in (job, f"@alice/{job}", f"@alice/{job}/checkpoints"):
+        code, out = sent_as_is(layer, bob, as_made_by(set_store(copy.deepcopy(bobs), sub_path), "bob"))
+        assert code != 0 and SUBPATH in out and f"must be @bob/{job}," in out, (sub_path, out)
+    target = targets.defaults("aws", layer.namespace)
+    readers = [reader_pod.build_pod(reader_pod.pod_name(job), job, "/mnt/shared", IMAGE, target, None, creator="bob"),
+               tensorboard.build_pod(job, f"/mnt/shared/{job}", "/mnt/shared", IMAGE, target)]
+    for pod in readers:
+        pod["metadata"]["namespace"] = layer.namespace
+        for sub_path in (job, f"@alice/{job}"):
+            code, out = sent_as_is(layer, bob, as_made_by(set_store(copy.deepcopy(pod), sub_path), "bob"))
+            assert code != 0 and f"must be @bob/{job}," in out, (pod["metadata"]["name"], sub_path, out)
+
+    code, out = as_researcher(layer, bob, capsys, *submit)
+    assert code == 0, out
+    assert stored_sub_paths(layer, job) == {f"@bob/{job}"}
+    as_researcher(layer, bob, capsys, "delete", job)
+
+
+@pytest.mark.parametrize("username", ["eve:x/../y", "carol%3Ab", "Dave@example.org", ".."],
+                         ids=["colon-slash-dots", "percent", "email", "dots"])
+def test_the_policy_and_the_cli_name_the_same_folder_for_any_username(training_layer, capsys, tmp_path, monkeypatch,
+                                                                      username):  # fmt: skip
+    """A real submit by USERNAME is admitted with the CLI's folder (the policy computed the same one in CEL), and a
+    folder of another mapping (the raw username, unescaped) is refused: one path element, never a traversal."""
+    from torchfleet.jobs import store_folder
+
+    layer = training_layer
+    monkeypatch.setenv("HOME", str(tmp_path))
+    kubeconfig = user_kubeconfig(layer, tmp_path, username)
+    job = name("tier-user")
+    code, out = as_researcher(layer, kubeconfig, capsys, "submit", job, "--gpu", "t4", "--nodes", "1", "--image",
+                              IMAGE, "--", "python", "train.py")  # fmt: skip
+    assert code == 0, out
+    assert stored_sub_paths(layer, job) == {store_folder.sub_path(username, job)}
+    as_researcher(layer, kubeconfig, capsys, "delete", job)
+    raw = cli_documents(layer, capsys, name("tier-user"))["Job"]
+    code, out = sent_as_is(layer, kubeconfig, as_made_by(set_store(raw, f"@{username}/{raw['metadata']['name']}"),
+                                                         username))  # fmt: skip
+    if "/" in username or ":" in username or "%" in username:  # ('..' as an element: the API server's own check)
+        assert code != 0 and (SUBPATH in out or "must not contain '..'" in out), out
+
+
+def test_a_username_that_names_no_folder_mounts_nothing_and_the_cli_says_so(training_layer, capsys, tmp_path,
+                                                                          monkeypatch):  # fmt: skip
+    """'dave smith' (a space): the CLI refuses before making anything (exit 2), the policy refuses any store mount."""
+    layer = training_layer
+    monkeypatch.setenv("HOME", str(tmp_path))
+    kubeconfig = user_kubeconfig(layer, tmp_path, "dave smith")
+    job = name("tier-nofolder")
+    code, out = as_researcher(layer, kubeconfig, capsys, "submit", job, "--gpu", "t4", "--nodes", "1", "--image",
+                              IMAGE, "--", "python", "train.py")  # fmt: skip
+    assert code == 2 and "cannot name a folder of the shared store" in out, out
+    from tests.controlplane.layer import kubectl
+
+    assert kubectl(layer.cp, "get", "jobs,networkpolicies", "-n", layer.namespace, "-l", f"torchfleet.io/job={job}",
+                   "-o", "name").strip() == ""  # fmt: skip
+    document = cli_documents(layer, capsys, job)["Job"]
+    for sub_path in (f"@dave smith/{job}", job):
+        refused_one = as_made_by(set_store(copy.deepcopy(document), sub_path), "dave smith")
+        code, out = sent_as_is(layer, kubeconfig, refused_one)
+        assert code != 0 and MAKERS_FOLDER in out, out

@@ -21,8 +21,10 @@ pod the API server admits from a researcher is inside. A researcher's pod
 - runs at Pod Security's restricted level (no host namespace or path, non-root, no privilege, no added
   capability but NET_BIND_SERVICE): checked on Pods, the only objects that level is enforced on;
 - runs as training-job or job-reader, the accounts bound to no Role;
-- reaches only its own job's folder of the shared store (a job's pods: the job's own name; a reader or TensorBoard
-  pod: the job its label names, read-only; any other pod: none of it), through one volume, and projects only
+- reaches only its own job's folder of the shared store, in its maker's folder (subPath <maker's folder>/<job>, the
+  maker its torchfleet.io/created-by: a folder outlives its job, a name does not; a job's pods: the job's own name;
+  a reader or TensorBoard pod: the job its label names, read-only; any other pod: none of it), through one volume,
+  and projects only
   its own job's --workdir code (or, for a job <sweep>-<n> of a sweep, the sweep's): every job runs as uid 10001,
   the owner of every checkpoint, so a wider mount is another job's code and checkpoints;
 - if a job's, never on the manager pool (etcd's nodes): only reader, TensorBoard and store pods go there.
@@ -139,7 +141,7 @@ def _secrets(spec: dict[str, Any]) -> list[str]:
     return why
 
 
-def _store(kind: str, name: str, labels: dict[str, str], spec: dict[str, Any]) -> list[str]:
+def _store(kind: str, name: str, labels: dict[str, str], spec: dict[str, Any], maker: str) -> list[str]:
     why = []
     volumes = spec.get("volumes") or []
     claims = {v.get("name"): v["persistentVolumeClaim"] for v in volumes
@@ -161,9 +163,10 @@ def _store(kind: str, name: str, labels: dict[str, str], spec: dict[str, Any]) -
         for mount in container.get("volumeMounts") or []:
             if mount.get("name") not in claims:
                 continue
-            if mount.get("subPathExpr") or mount.get("subPath") != job:
+            if mount.get("subPathExpr") or mount.get("subPath") != _folder(maker, job):
                 reach = mount.get("subPathExpr") or mount.get("subPath") or "the whole store"
-                why.append(f"{where} {container.get('name')} mounts {reach} of the store, not job {job}'s folder")
+                why.append(f"{where} {container.get('name')} mounts {reach} of the store, not job {job}'s folder "
+                           f"of its maker {maker!r}")
             if reads_only and not mount.get("readOnly"):
                 why.append(f"{where} {container.get('name')} may write job {job}'s folder from a reader")
     owners = {name} if kind in JOB_KINDS else set()
@@ -179,6 +182,19 @@ def _store(kind: str, name: str, labels: dict[str, str], spec: dict[str, Any]) -
             ):
                 why.append(f"projects ConfigMap {config_map}, not its own job's --workdir code")
     return why
+
+
+def _folder(maker: str, job: str | None) -> str | None:
+    """A job's folder of the store: its maker's folder, then the job (issue 30: a folder named only for the job
+    outlived it and went to whoever next took the name). The mapping is the CLI's (store_folder.py), which
+    test_researcher_store.py holds equal to the policy's on the real API server."""
+    from torchfleet.jobs import store_folder
+    from torchfleet.jobs.errors import UsageError
+
+    try:
+        return store_folder.sub_path(maker, job) if maker and job else None
+    except UsageError:
+        return None  # a username that names no folder: no mount of the store is inside
 
 
 def _restricted(spec: dict[str, Any]) -> list[str]:
@@ -200,8 +216,9 @@ def _restricted(spec: dict[str, Any]) -> list[str]:
     return why
 
 
-def outside(kind: str, name: str, labels: dict[str, str] | None, spec: dict[str, Any]) -> list[str]:
-    """Every way this pod (KIND Pod) or pod template (of the workload KIND named NAME) is outside the model."""
+def outside(kind: str, name: str, labels: dict[str, str] | None, spec: dict[str, Any], maker: str = "") -> list[str]:
+    """Every way this pod (KIND Pod) or pod template (of the workload KIND named NAME, made by MAKER: its
+    torchfleet.io/created-by) is outside the model."""
     why = _labels(kind, name, labels or {})
     why += [f"sets {field}" for field in ("hostname", "subdomain", "nodeName", "runtimeClassName") if spec.get(field)]
     if spec.get("priorityClassName") not in PRIORITY_CLASSES:
@@ -214,7 +231,7 @@ def outside(kind: str, name: str, labels: dict[str, str] | None, spec: dict[str,
     why += _affinity(kind, name, affinity)
     why += [f"tolerates {t.get('key') or 'every taint'}" for t in spec.get("tolerations") or []
             if t.get("key") not in TOLERABLE]  # fmt: skip
-    why += _gpu_visibility(spec) + _secrets(spec) + _store(kind, name, labels or {}, spec)
+    why += _gpu_visibility(spec) + _secrets(spec) + _store(kind, name, labels or {}, spec, maker)
     if kind in ("Job", "ElasticJob", "PyTorchJob") and (spec.get("nodeSelector") or {}).get(POOL) == "manager":
         why.append("a job's pods on the manager pool, beside etcd")  # only readers, TensorBoard, Lighthouses
     if kind == "Pod":

@@ -115,13 +115,15 @@ def kubeconfig(tmp_path):
 
 
 def recorded(document: dict) -> dict:
-    """DOCUMENT as the CLI sends it: its maker recorded on it and its pod templates (cluster.py JobClient.stamped)."""
+    """DOCUMENT as the CLI sends it: its maker recorded on it and its pod templates, its store mounts in the
+    maker's folder (cluster.py JobClient.stamped)."""
+    from torchfleet.jobs import store_folder
     from torchfleet.jobs.cluster import CREATED_BY, pod_templates
 
     document = json.loads(json.dumps(document))
     for metadata in [document["metadata"], *(t.setdefault("metadata", {}) for t in pod_templates(document))]:
         metadata.setdefault("annotations", {})[CREATED_BY] = USER
-    return document
+    return store_folder.place(document, USER)
 
 
 def pod_json(name, phase="Running", node="node-a"):
@@ -284,6 +286,10 @@ def test_submit_inplace_sends_the_job_then_everything_it_owns(server, kubeconfig
                               ("POST", SERVICES), ("POST", DEPLOYMENTS)]
     policies, (create,), adopted, children = server.calls[1:3], server.calls[3:4], server.calls[4:6], server.calls[6:]
     assert create.body == recorded(job)
+    # the store under the maker's folder: a folder named only for the job went to the name's next taker (issue 30)
+    mounts = [m for m in create.body["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+              if m["name"] == "shared"]  # fmt: skip
+    assert [(m["subPath"], m["mountPath"]) for m in mounts] == [("@alice@example.org/pair", "/mnt/shared/pair")]
     assert create.query == {"fieldManager": ["torchfleet"], "fieldValidation": ["Strict"]}
     owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": "pair", "uid": "u-2", "blockOwnerDeletion": False}]
     for call, document in zip(policies + children, owned, strict=True):

@@ -41,4 +41,6 @@ def test_the_doc_shows_what_the_hint_says():
     assert f"\n{command}\n" in doc  # the doc's command is the hint's, word for word
     # a job sees only its own folder of the store (issue 30): the data goes there
     assert "/mnt/shared/JOB/imagenet" in doc and "/mnt/shared/JOB/imagenet" in LOCAL_DATA_HINT
-    assert "/var/lib/torchfleet/shared/JOB/`" in LOCAL_DATA_HINT
+    # in its maker's folder (store_folder.py): kind's admin's, made with the group too
+    assert "/var/lib/torchfleet/shared/@kubernetes-admin/JOB/`" in LOCAL_DATA_HINT
+    assert "2775 /var/lib/torchfleet/shared/@kubernetes-admin /var/lib/torchfleet/shared/@kubernetes-admin/JOB " in doc

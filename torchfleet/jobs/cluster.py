@@ -17,7 +17,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from torchfleet.jobs import manifests
+from torchfleet.jobs import manifests, store_folder
 from torchfleet.jobs.errors import ClusterError, JobNotFoundError, NameTakenError, NotYoursError, UsageError
 from torchfleet.jobs.indexed_job import BATCH_JOB, LABEL_RECOVERY, RECOVERY_MODES
 from torchfleet.jobs.kubeconfig import api_host
@@ -67,12 +67,14 @@ class JobClient:
 
     def stamped(self, document: dict[str, Any]) -> dict[str, Any]:
         """A copy of ``document`` recording its maker, on the object and on each of its pod templates (the
-        pods a controller makes from them are the maker's too)."""
+        pods a controller makes from them are the maker's too), its store mounts under the maker's folder."""
         document = copy.deepcopy(document)
         me = self.creator()
         for metadata in [document["metadata"], *(t.setdefault("metadata", {}) for t in pod_templates(document))]:
             metadata.setdefault("annotations", {})[CREATED_BY] = me
-        return document
+        # Its pods mount the store under their maker's folder, the record's (store_folder.py; the policy holds
+        # the two equal); a username that names no folder is refused here, before anything is made.
+        return store_folder.place(document, me)
 
     # ------------------------------------------------------------ error translation
 

@@ -69,18 +69,21 @@ CONTAINER_PORT = {
 
 def shared_mount(mount: str, job: str, *, read_only: bool = False) -> dict[str, Any]:
     """The shared store as every pod of JOB mounts it (its training and --workdir containers, its reader and
-    TensorBoard pods): only the job's own folder, ``subPath: JOB``, at ``MOUNT/JOB``, the path it had under the
-    whole-store mount, so $TORCHFLEET_CHECKPOINT_DIR, the workdir target and the trainer's paths are unchanged.
-    A job's code then cannot reach another job's code or checkpoints on the store; the researcher limits refuse
-    any other mount of the claim (k8s/base/cluster/validatingadmissionpolicy-researcher-limits.yaml).
+    TensorBoard pods): only the job's own folder, ``subPath: JOB`` here, which the client puts under its maker's
+    folder as it records the maker (``<maker's folder>/JOB``: store_folder.place, in JobClient.stamped; a folder
+    named only for the job outlived it and went to whoever next took the name), at ``MOUNT/JOB``, the path it had
+    under the whole-store mount, so $TORCHFLEET_CHECKPOINT_DIR, the workdir target and the trainer's paths are
+    unchanged. A job's code then cannot reach another job's code or checkpoints on the store; the researcher
+    limits refuse any other mount of the claim (k8s/base/cluster/validatingadmissionpolicy-researcher-limits.yaml).
 
     A missing folder is made by the kubelet before the container starts (k8s.io/kubernetes v1.35.4
     pkg/kubelet/kubelet_pods.go makeMounts: SafeMakeDir with the volume root's mode, GetMode; then
     pkg/volume/util/subpath/subpath_linux.go doSafeMakeDir: mkdirat per level without following links, and
-    fchmod to that mode, setgid included). The store's root is 2775 and group 10001 (components/kube/store_owner.py)
+    fchmod to that mode, setgid included, for every level it makes: the maker's folder too, lines 427-470).
+    The store's root is 2775 and group 10001 (components/kube/store_owner.py)
     and a folder made in a setgid folder takes its group, so the folder is 2775 with the training group and its
     pods (runAsGroup and fsGroup 10001) can write it, whoever the kubelet writes as (root, or 10001 through an
-    EFS access point). The folder stays after the job: a later job of the same name resumes from it."""
+    EFS access point). The folder stays after the job: the maker's later job of the same name resumes from it."""
     out: dict[str, Any] = {"name": SHARED_VOLUME, "mountPath": f"{mount.rstrip('/')}/{job}", "subPath": job}
     if read_only:
         out["readOnly"] = True
@@ -89,13 +92,15 @@ def shared_mount(mount: str, job: str, *, read_only: bool = False) -> dict[str, 
 
 def store_root(volume_mount: dict[str, Any]) -> str | None:
     """Where a job's pods have the store's root (``--mount``), from their shared volumeMount: shared_mount's
-    ``MOUNT/JOB`` less its subPath, or the mountPath of a job submitted before per-job mounts (the whole store)."""
+    ``MOUNT/JOB`` less its last element (the subPath's job, ``<maker's folder>/JOB`` or ``JOB`` of a job submitted
+    before makers' folders), or the mountPath of a job submitted before per-job mounts (the whole store)."""
     path, sub = volume_mount.get("mountPath"), volume_mount.get("subPath")
     if not path or not sub:
         return path
-    if not path.rstrip("/").endswith(f"/{sub}"):
+    job = sub.rstrip("/").rsplit("/", 1)[-1]
+    if not job or not path.rstrip("/").endswith(f"/{job}"):
         return None  # not a mount this CLI made: the caller's default applies
-    return path.rstrip("/")[: -len(sub) - 1] or "/"
+    return path.rstrip("/")[: -len(job) - 1] or "/"
 
 
 def labels(req: JobRequest) -> dict[str, str]:

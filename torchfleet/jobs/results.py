@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from torchfleet.jobs import flag_checks, image_ref, reader_pod, store_access, terminal_text
+from torchfleet.jobs import flag_checks, image_ref, reader_pod, store_access, store_folder, terminal_text
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs.errors import EXIT_OK, JobNotFoundError, UsageError
 from torchfleet.jobs.session import EXIT_DOC, cluster_options, job_client, resolve_target
@@ -143,6 +143,7 @@ def _runner(args: argparse.Namespace, job: str) -> Iterator[tuple[store_access.R
     mount = mount or job_mount or jobspec.DEFAULT_MOUNT
     pod = reader_pod.build_pod(reader_pod.pod_name(job), job, mount, image, session.target, owner,
                                creator=reader_pod.whoami(jobs))
+    store_folder.follow(pod, owner)  # the maker's folder of the job, as its pods mount it
     with reader_pod.running(jobs, pod) as name:
         yield store_access.pod_runner(jobs, name), f"{mount.rstrip('/')}/{job}"
 

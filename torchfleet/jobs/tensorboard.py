@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any
 
-from torchfleet.jobs import commands, flag_checks, manifests, pod_template, store_pod
+from torchfleet.jobs import commands, flag_checks, manifests, pod_template, store_folder, store_pod
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs.errors import EXIT_OK, ClusterError, UsageError
 from torchfleet.jobs.image_ref import EXAMPLE as IMAGE_EXAMPLE
@@ -146,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
     if not image:
         raise UsageError(f"--image: job {args.name} names no image; give one with TensorBoard installed")
     pod = owned_by(build_pod(args.name, f"{mount.rstrip('/')}/{args.name}", mount, image, session.target, PORT), job)
+    store_folder.follow(pod, job)  # the maker's folder of the job, as its pods mount it
     listener = _listen(args.port)  # before the pod: a taken port is the user's to fix, with nothing made
     jobs.create_pod(pod)
     try:
