@@ -152,11 +152,12 @@ def test_a_collection_delete_is_refused_object_by_object(training_layer, researc
 
 def test_no_one_records_another_as_the_maker(training_layer, researcher, bob):  # noqa: F811
     layer = training_layer
+    forged = f"tier-own-forged-{next(_names)}"  # the policy named as the CLI names its job's (researcher-objects)
     policy = {
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-        "metadata": {"name": f"job-tier-own-forged-{next(_names)}", "labels": {"torchfleet.io/job": "tier-forged"},
+        "metadata": {"name": f"job-{forged}", "labels": {"torchfleet.io/job": forged},
                      "annotations": {CREATED_BY: "alice"}},
-        "spec": {"podSelector": {"matchLabels": {"torchfleet.io/job": "tier-forged"}}, "policyTypes": ["Ingress"]},
+        "spec": {"podSelector": {"matchLabels": {"torchfleet.io/job": forged}}, "policyTypes": ["Ingress"]},
     }
     code, out = researcher_kubectl(layer, bob, "create", "-f", "-", input=json.dumps(policy))
     assert code != 0 and OWNER in out and "torchfleet.io/created-by: bob" in out, out

@@ -99,7 +99,9 @@ def test_a_policy_opening_another_job_to_alices_is_refused(training_layer, resea
     job's pods as the peer."""
     mine, documents = cli_policy(training_layer, capsys)
     policy = documents["NetworkPolicy"]
-    policy["metadata"]["name"] = f"{mine}-opens-victim"
+    # Under the CLI's name for victim's policy (no job victim: the name is free), so that what refuses it is the
+    # peer; any other name is refused on its own (validatingadmissionpolicy-researcher-objects.yaml).
+    policy["metadata"]["name"] = "job-victim" + ("-lighthouse" if selects == "torchfleet.io/lighthouse" else "")
     policy["spec"]["podSelector"] = {"matchLabels": {selects: "victim"}}
     peer = {"podSelector": {"matchLabels": {"torchfleet.io/job": mine}}}
     policy["spec"]["policyTypes"] = ["Ingress" if direction == "ingress" else "Egress"]

@@ -161,11 +161,14 @@ def test_a_dataset_claim_is_admitted(training_layer, researcher):
 
 
 def network_policy(selector: dict, ingress: list) -> dict:
-    name = f"tier-limits-np-{next(_names)}"
+    # Named as the CLI names a job's policy (job-JOB) where it selects a job: another name is refused on its
+    # own (validatingadmissionpolicy-researcher-objects.yaml), and these tests are about what it opens.
+    job = (selector.get("matchLabels") or {}).get("torchfleet.io/job")
+    name = f"job-{job}" if job else f"tier-limits-np-{next(_names)}"
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {"name": name, "labels": {"torchfleet.io/job": name}},
+        "metadata": {"name": name, "labels": {"torchfleet.io/job": job or name}},
         "spec": {"podSelector": selector, "policyTypes": ["Ingress"], "ingress": ingress},
     }
 
