@@ -118,8 +118,15 @@ def test_pods_tolerate_the_gpu_taints_and_stay_in_one_zone():
 def test_pods_mount_the_shared_claim_and_a_memory_shm(name):
     _, pod = job_and_pod(name)
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
-    mounts = {m["mountPath"]: m["name"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
-    assert volumes[mounts["/mnt/shared"]]["persistentVolumeClaim"]["claimName"] == DEFAULT_CLAIM
+    mounts = {m["mountPath"]: m for m in pod["spec"]["containers"][0]["volumeMounts"]}
+    # Folders of the claim, never its root writable: a pod that can write the store's root could plant a link at
+    # another job's folder path, which the kubelet follows (docs/threat-model.md, boundary 2).
+    shared = {path: m for path, m in mounts.items() if m["name"] == "shared"}
+    assert volumes["shared"]["persistentVolumeClaim"]["claimName"] == DEFAULT_CLAIM
+    assert shared and all(m.get("subPath") and path == f"/mnt/shared/{m['subPath']}" for path, m in shared.items())
+    writable = [m["subPath"] for m in shared.values() if not m.get("readOnly")]
+    assert writable == [name], writable  # the job's own folder, named as the job
+    mounts = {path: m["name"] for path, m in mounts.items()}
     assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
 
 
