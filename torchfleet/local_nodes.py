@@ -31,6 +31,7 @@ WORKER_FAILURES = 3
 # glog-style prefix of torch's own log lines ("E1123 06:53:16.091000 13726 ...").
 _WORKER_FAILED = re.compile(r"failed \(exitcode: -?\d+\)")
 _TORCH_LOG = re.compile(r"[EWIF]\d{4} \d\d:\d\d:\d\d")
+PROGRESS_EVENTS = ("step", "done")  # elastic_trainer.events kinds that mean the worker trained
 
 
 class Timeline:
@@ -124,15 +125,27 @@ def _fail_fast_events():
     return FailFastEvents()
 
 
+def _progress(payload: str) -> bool:
+    """Whether an event line's JSON is a step or the end of training (progress, not a start)."""
+    import json
+
+    try:
+        return json.loads(payload).get("ev") in PROGRESS_EVENTS
+    except (ValueError, AttributeError):
+        return False
+
+
 def worker_failures(log: str) -> int:
     """Worker failures torchrun logged since the node's last progress event. A survivor's worker
     may fail once or twice when its peer is killed; one failing again and again (torchrun
-    restarts it up to --max_restarts times) is failing for good."""
+    restarts it up to --max_restarts times) is failing for good. Only a step (or the end of
+    training) resets the count: every attempt emits ``start`` before it fails, so resetting on any
+    event let a worker that fails before its first step restart 100 times (issue 32)."""
     from elastic_trainer.events import PREFIX
 
     count = 0
     for line in log.splitlines():
-        if line.startswith(PREFIX):
+        if line.startswith(PREFIX) and _progress(line[len(PREFIX):]):
             count = 0
         elif _WORKER_FAILED.search(line):
             count += 1

@@ -119,6 +119,16 @@ def test_demo_log_excerpt_is_the_last_failed_attempt_without_torch_frames():
     assert local_nodes.worker_failures(log + '\n@@tf {"ev": "step", "step": 1}') == 0  # progress resets the count
 
 
+def test_worker_failures_are_not_reset_by_a_start_event():
+    """Each torchrun attempt emits start before it fails: a Task error in the first step retried
+    101 times when any event reset the count (issue 32)."""
+    attempt = '@@tf {"ev": "start", "world": 1}\nAttributeError: loss_sum\n' \
+              "E1123 06:53:18.407000 13726 api.py:836] failed (exitcode: 1) local_rank: 0\n"
+    assert local_nodes.worker_failures(attempt * 3) == 3
+    assert local_nodes.worker_failures(attempt * 3 + '@@tf {"ev": "step", "step": 1}\n' + attempt) == 1
+    assert local_nodes.worker_failures(attempt + "@@tf not json\n" + attempt) == 2
+
+
 # ---------------------------------------------------------------- kubeconfig and stack files
 
 
