@@ -83,6 +83,11 @@ class Estimate:
             elif line.spot:
                 found.append(f"{spot_prices.missing(self.cloud, self.region or basis.region, line.machine)}; "
                              "spot pool priced at the on-demand list price, a ceiling")
+        for line in self.lines:  # an old snapshot says its age (issue 32)
+            row = spot_prices.price(self.cloud, self.region, line.machine) if line.regional else None
+            old = spot_prices.stale(row.priced) if row is not None else None
+            if old:
+                found.append(old)
         return list(dict.fromkeys(found))
 
     def render(self, subject: str) -> str:

@@ -130,11 +130,16 @@ def footer(found: list[dict[str, Any]], cloud: str | None, gpu: str | None) -> l
     dated = dict.fromkeys((r["regionPriced"], r["regionPriceSource"]) for r in regional if r["regionPriced"])
     for priced, source in dated:
         lines.append(f"ON-DEMAND, SPOT: {regional[0]['region']} prices, a snapshot of {priced} ({source})")
+        old = spot_prices.stale(priced)  # its age, once it is old (issue 32)
+        if old:
+            lines.append(old)
     missing: dict[str, list[str]] = {}  # why -> machines: "no spot price known for X in Y", never a guess
     for r in regional:
         if r["regionPriced"] is None:
             why = spot_prices.unknown(r["cloud"], r["region"], r["machine"]) or spot_prices.NOT_LISTED
-            missing.setdefault(why, []).append(r["machine"])
+            missing.setdefault(why, [])
+            if r["machine"] not in missing[why]:  # one row per GPU a machine carries: name it once
+                missing[why].append(r["machine"])
     for why, machines in missing.items():
         lines.append(f"no spot price known for {', '.join(machines)} in {regional[0]['cloud']}/{regional[0]['region']} "
                      f"({why}): ON-DEMAND and SPOT show -, USD/HOUR is the list price above")

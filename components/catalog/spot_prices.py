@@ -7,6 +7,7 @@ Pure Python: no pulumi import.
 
 from __future__ import annotations
 
+import datetime
 import functools
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ import yaml
 SPOT_PRICES_FILE = Path(__file__).with_name("spot_prices.yaml")
 UNKNOWN = "unknown"  # the file's one key that is not a <cloud>/<region> row
 NOT_LISTED = "components/catalog/spot_prices.yaml has no row for it"
+STALE_DAYS = 180  # a snapshot older than this is said to be old wherever its prices are shown
 
 
 @dataclass(frozen=True)
@@ -84,3 +86,15 @@ def missing(cloud: str, region: str | None, machine: str) -> str:
     """"no spot price known for g4dn.xlarge in aws/us-west-2 (why)": the words for a machine without a row."""
     why = unknown(cloud, region, machine) if region is not None else None
     return f"no spot price known for {machine} in {cloud}/{region or '?'} ({why or NOT_LISTED})"
+
+
+def stale(priced: object, today: datetime.date | None = None) -> str | None:
+    """"the 2025-03-06 snapshot is 632 days old: ..." when a row's date is more than STALE_DAYS before
+    today (spot prices move weekly; an old figure may be far off), else None. Computed from today's date
+    so that the warning appears by itself as the snapshot ages (issue 32, a second fresh walk)."""
+    date = datetime.date.fromisoformat(str(priced))
+    days = ((today or datetime.date.today()) - date).days
+    if days <= STALE_DAYS:
+        return None
+    return (f"the {date.isoformat()} spot price snapshot is {days} days old (over {STALE_DAYS}): "
+            "check the cloud's current price before relying on it")

@@ -103,3 +103,18 @@ def _envs(doc):
         elif isinstance(item, list):
             todo += item
     return found
+
+
+def test_the_dry_run_says_an_old_snapshots_age(capsys, no_cluster):
+    import datetime
+
+    from components.catalog import spot_prices
+
+    _, err = dry_run(capsys, "--stack", "gcp-usc1", "--gpu", "l4", "--nodes", "4")
+    age = (datetime.date.today() - datetime.date(2025, 3, 6)).days  # computed, as the CLI does
+    assert (f"the 2025-03-06 spot price snapshot is {age} days old" in err) == (age > spot_prices.STALE_DAYS)
+    with mock.patch.object(spot_prices.datetime, "date", wraps=datetime.date) as date:
+        date.today.return_value = datetime.date(2025, 4, 1)  # a fresh snapshot: no age line
+        date.fromisoformat = datetime.date.fromisoformat
+        _, err = dry_run(capsys, "--stack", "gcp-usc1", "--gpu", "l4", "--nodes", "4")
+    assert "days old" not in err

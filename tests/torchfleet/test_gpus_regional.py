@@ -81,3 +81,24 @@ def test_an_unknown_region_names_the_catalog_s_regions_not_the_priced_ones(capsy
     assert code == 2 and "--region: 'us-west-9' is not one of aws's regions; did you mean us-west-2?" in err, err
     assert "us-east-1, us-east-2, us-west-1, us-west-2" in err and "spot_prices" not in err
     assert run(capsys, "--cloud", "aws", "--region", "us-west-2")[0] == 0
+
+
+def test_a_machine_without_a_row_is_named_once_in_the_footer(capsys):
+    # n1-standard-8/16/32 carry a T4 and a V100: one table row each, once in the footer (issue 32).
+    _, out, _ = run(capsys, "--stack", "gcp-usc1")
+    [line] = [line for line in out.splitlines() if line.startswith("no spot price known for")]
+    machines = line.split("no spot price known for ", 1)[1].split(" in gcp/")[0].split(", ")
+    assert "n1-standard-8" in machines and len(machines) == len(set(machines))
+
+
+def test_an_old_snapshot_says_its_age_from_todays_date(capsys):
+    import datetime
+
+    from components.catalog import spot_prices
+
+    priced = datetime.date(2025, 3, 6)
+    assert spot_prices.stale("2025-03-06", priced + datetime.timedelta(days=180)) is None
+    assert "is 181 days old" in spot_prices.stale("2025-03-06", priced + datetime.timedelta(days=181))
+    _, out, _ = run(capsys, "--stack", "gcp-usc1", "--gpu", "l4")
+    age = (datetime.date.today() - priced).days  # the shipped snapshot's age today
+    assert (f"the 2025-03-06 spot price snapshot is {age} days old" in out) == (age > spot_prices.STALE_DAYS)
