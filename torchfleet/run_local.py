@@ -168,9 +168,23 @@ def sweep_line(name: str, overrides: list[str], code: int, folder: Path) -> str:
     return f"  {name}  exit {code}  {shown}  {' '.join(overrides)}"
 
 
+RUNS = Path("torchfleet-runs")  # the default parent of a run's folder, in the current folder
+RUNS_GITIGNORE = "# Created by torchfleet run --local: its runs (logs, checkpoints) stay out of git.\n*\n"
+
+
+def runs_folder() -> Path:
+    """./torchfleet-runs, with a .gitignore of ``*`` written when this creates it, as python -m venv and
+    pytest do for their folders, so that ``git add -A`` leaves the runs out (issue 32, a second fresh
+    walk). A folder that already exists is left as its owner made it."""
+    if not RUNS.exists():
+        output_paths.make_folder("--workdir", RUNS)
+        (RUNS / ".gitignore").write_text(RUNS_GITIGNORE)
+    return RUNS
+
+
 def _run_one(args: argparse.Namespace, name: str, folder: Path | None, script: Path, script_args: list[str],
              every: float | None, replace_after: float) -> int:
-    workdir = output_paths.make_folder("--workdir", folder or Path("torchfleet-runs") / name)
+    workdir = output_paths.make_folder("--workdir", folder or runs_folder() / name)
     from torchfleet import local_folder, local_schedule
 
     record = local_folder.Record(workdir, name=name, recovery=args.recovery, nodes_wanted=args.nodes,
