@@ -186,7 +186,7 @@ def _timeline(job, nodes: _Nodes, killed: set[str], schedule: Schedule, timeline
     threading.Thread(target=_schedule_rebuilt, args=(job, timeline), name="run-schedule", daemon=True).start()
     try:
         while first.kind != "done" and _trigger(job, schedule, since) is None:
-            since = _kill_and_replace(job, nodes, killed, schedule, timeline, inplace)
+            since = _kill_and_replace(job, nodes, killed, schedule, timeline, inplace, first["step"])
         done = job.events.wait_for(lambda e: e.kind == "done", UNBOUNDED_S, describe="the job's last step")
     finally:
         quiet.set()
@@ -260,7 +260,22 @@ def _progress(job, timeline, total: int | None, quiet: threading.Event) -> None:
         timeline.say(f"step {found.step}{of}{loss}{speed}, world size {found.world}")
 
 
-def _kill_and_replace(job, nodes: _Nodes, killed: set[str], schedule: Schedule, timeline, inplace: bool):
+def kill_moved(schedule: Schedule, killed_step: int, together_step: int, what: str = "nodes") -> str:
+    """Why a --kill-at kill came at a later step than asked, as words to add to the kill's line, or "" (issue
+    32, a second fresh walk: `--kill-at 60` printed `killed group1-1 at step 97` and nothing else).
+    ``together_step`` is the first step every node trained at; a kill waits for it (_timeline)."""
+    asked = schedule.at_steps[schedule.kills - 1] if 0 < schedule.kills <= len(schedule.at_steps) else None
+    if schedule.every_s is not None or asked is None or killed_step <= asked:
+        return ""
+    if together_step >= asked:
+        return (f" (--kill-at {asked} moved: a kill waits until all {schedule.nodes} {what} train together, "
+                f"which first happened at step {together_step})")
+    return (f" (--kill-at {asked} moved: the run reads steps from the node logs and kills when it sees step {asked}; "
+            f"training had gone on to step {killed_step} by then)")
+
+
+def _kill_and_replace(job, nodes: _Nodes, killed: set[str], schedule: Schedule, timeline, inplace: bool,
+                      together_step: int = 0):
     """One kill: the whole tree of the slot's node, the survivors' next step, the replacement's join."""
     from elastic_trainer.local import descendants
 
@@ -277,7 +292,8 @@ def _kill_and_replace(job, nodes: _Nodes, killed: set[str], schedule: Schedule, 
     nodes.record.node_killed(victim.name)
     parts = "in-place node, worker" if inplace else "torchrun agent, forkserver, worker"
     timeline.say(f"killed {victim.name} at step {last}: SIGKILL of its whole process tree (pids "
-                 f"{' '.join(map(str, tree))}: {parts}), like a spot reclaim", killed_at)
+                 f"{' '.join(map(str, tree))}: {parts}), like a spot reclaim"
+                 f"{kill_moved(schedule, last, together_step, 'groups' if inplace else 'nodes')}", killed_at)
     went_on = _step(job, killed_at, n - 1, RECOVERY_TIMEOUT_S, f"a step of the {n - 1} survivor(s) after the kill",
                     hold=True)
     if went_on.kind == "hold":  # no checkpoint yet: the survivors start again from step 0 and wait for all

@@ -125,3 +125,15 @@ def test_torchfleet_logs_says_a_rebuilt_schedule_in_words():
     assert log_lines.Readable().line(raw).endswith(
         "the learning-rate schedule is rebuilt for --total-steps=600 at step 300 (the checkpoint's was for "
         "--total-steps=300; --schedule-on-extend=keep keeps the saved one)")
+
+
+def test_a_kill_that_came_later_than_kill_at_says_why():
+    # issue 32: `--recovery inplace --kill-at 60` printed `killed group1-1 at step 97` with no reason
+    schedule = local_schedule.Schedule(2, None, [60], kills=1)  # the first kill, just made
+    waited = local_schedule.kill_moved(schedule, 97, 97, "groups")
+    assert "--kill-at 60 moved: a kill waits until all 2 groups train together, which first happened at step 97" \
+        in waited
+    lagged = local_schedule.kill_moved(schedule, 64, 12)
+    assert "--kill-at 60 moved" in lagged and "kills when it sees step 60" in lagged and "step 64" in lagged
+    assert local_schedule.kill_moved(schedule, 60, 12) == ""  # on time: nothing to say
+    assert local_schedule.kill_moved(local_schedule.Schedule(2, 30.0, [], kills=1), 97, 97) == ""  # --kill-every
