@@ -249,13 +249,15 @@ def test_the_platform_policies_cannot_be_deleted_or_changed(training_layer, rese
     assert get(training_layer.cp, "networkpolicy", "default-deny", "-n", training_layer.namespace)
 
 
-def policy(name: str, egress: list) -> dict:
+def policy(job: str, egress: list) -> dict:
+    """A NetworkPolicy for JOB's pods named and labelled as the CLI's (job-JOB-egress: the researcher-objects
+    policy refuses any other name for a policy that selects a job)."""
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {"name": name, "labels": {"torchfleet.io/job": name}},  # as the CLI's policies
+        "metadata": {"name": f"job-{job}-egress", "labels": {"torchfleet.io/job": job}},
         "spec": {
-            "podSelector": {"matchLabels": {"torchfleet.io/job": name}},
+            "podSelector": {"matchLabels": {"torchfleet.io/job": job}},
             "policyTypes": ["Egress"],
             "egress": egress,
         },
@@ -297,7 +299,7 @@ def test_the_clis_own_egress_policy_is_taken(training_layer, researcher, cidr):
         input=yaml.safe_dump(policy(name, [{"to": [{"ipBlock": ip_block(cidr)}]}])),
     )
     assert code == 0, out
-    code, out = researcher_kubectl(training_layer, researcher, "delete", "networkpolicy", name)
+    code, out = researcher_kubectl(training_layer, researcher, "delete", "networkpolicy", f"job-{name}-egress")
     assert code == 0, out
 
 
