@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Sequence
 
 from torchfleet import __version__, extras
-from torchfleet.jobs.errors import EXIT_CLUSTER, JobError
+from torchfleet.jobs.errors import EXIT_CLUSTER, JobError, Problems, UsageError
 from torchfleet.user_files import relabel
 
 # Each module exposes register(subparsers), which adds its command(s) and sets `func`.
@@ -240,6 +240,7 @@ def run(args: argparse.Namespace) -> int:
         _prepare(args)
         return args.func(args)
     except JobError as error:
+        error = _with_file_problems(args, error)
         # A value from a job file, a variable or the config file is named as such, not as its flag.
         message = relabel(str(error), getattr(args, "value_sources", {}))
         if message.startswith("no cluster to talk to") and hasattr(args, "local_run"):  # checkpoints, cp
@@ -259,6 +260,24 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_CLUSTER
     except Exception as error:  # the last line of defence: one line, not a traceback
         return _unexpected(args, error)
+
+
+def _with_file_problems(args: argparse.Namespace, error: JobError) -> JobError:
+    """A job file's problems (job_file.apply notes them without raising) first, with the error's own when it
+    is the input's too: whatever stopped the command, a run lists every problem of the file (issue 32)."""
+    file_problems = getattr(args, "file_problems", None)
+    if not file_problems:
+        return error
+    found = Problems()
+    for problem in file_problems:
+        found.add(problem)
+    if isinstance(error, UsageError):
+        found.add_error(error)
+    try:
+        found.raise_any()
+    except UsageError as combined:
+        return combined
+    return error
 
 
 def _unexpected(args: argparse.Namespace, error: Exception) -> int:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from torchfleet.jobs.errors import UsageError
+from torchfleet.jobs.errors import Problems, UsageError
 from torchfleet.preview.stack_file import BudgetLoader, StackFileError, parse_yaml_text, read_text
 
 
@@ -66,10 +66,11 @@ def check_keys(document: Mapping[Any, Any], known: Iterable[str], where: str) ->
             close = difflib.get_close_matches(str(key), known, n=1)
             hint = f"did you mean '{close[0]}'?" if close else f"the keys are: {', '.join(known)}"
             problems.append(f"{where}: unknown key {str(key)[:60]!r}; {hint}")
-    if len(problems) == 1:
-        raise UsageError(problems[0])
     if problems:
-        raise UsageError(f"{len(problems)} problems:\n  " + "\n  ".join(problems))
+        found = Problems()
+        for problem in problems:
+            found.add(problem)
+        found.raise_any()  # its list kept, so a caller collecting problems lists each (issue 32)
 
 
 def text_value(value: Any, where: str, *, numbers: bool = True) -> str:

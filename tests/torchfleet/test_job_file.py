@@ -149,3 +149,34 @@ def test_output_job_needs_dry_run(capsys):
     code, out, err = run(["submit", "j", "--gpu", "t4", "--image", IMAGE, "-o", "job", "--", "python", "t.py"],
                          capsys)
     assert (code, out) == (2, "") and "-o job: only with --dry-run" in err
+
+
+def test_every_problem_of_a_job_file_and_its_values_at_once(capsys):
+    # issue 32, a second fresh walk: two misspelled keys, an image :latest and a GPU the stack lacks took
+    # four runs (the keys, then the image, then the GPU); docs/jobs.md says every problem is listed at once
+    Path("job.yaml").write_text("name: j\nstack: gcp-usc1\ngpuu: t4\nnodez: 2\ngpu: t44\n"
+                                "image: registry.example.com/t:latest\ncommand: [python, train.py]\n")
+    code, out, err = run(["submit", "-f", "job.yaml", "--dry-run"], capsys)
+    assert code == 2 and out == ""
+    assert "4 problems:" in err
+    for expected in ("unknown key 'gpuu'; did you mean 'gpu'?", "unknown key 'nodez'; did you mean 'nodes'?",
+                     "job.yaml: image: 'registry.example.com/t:latest' names no fixed version",
+                     "job.yaml: gpu: stack gcp-usc1 has no 't44' pool"):
+        assert expected in err, err
+
+
+def test_a_file_problem_is_said_with_an_error_that_stops_the_command_earlier(capsys):
+    # a misspelled stack key leaves no stack: the typo is listed with the error it caused, not hidden by it
+    Path("job.yaml").write_text("name: j\nstakc: gcp-usc1\ngpu: t4\nimage: registry.example.com/t:1\n"
+                                "command: [python, train.py]\n")
+    code, _, err = run(["submit", "-f", "job.yaml", "--dry-run"], capsys)
+    assert code == 2 and "unknown key 'stakc'; did you mean 'stack'?" in err, err
+
+
+def test_every_flag_problem_with_the_gpu_and_the_limits_at_once(capsys):
+    code, _, err = run(["submit", "j", "--stack", "gcp-usc1", "--nodes", "8:2", "--gpu", "t44", "--max-cost", "-5",
+                        "--max-duration", "1s", "--image", IMAGE, "--dry-run", "--", "python", "train.py"], capsys)
+    assert code == 2 and "4 problems:" in err, err
+    for expected in ("--nodes: the minimum (8) must not exceed the maximum (2)", "--gpu: stack gcp-usc1 has no 't44'",
+                     "--max-cost: a number of US dollars above 0", "--max-duration: from 1m to"):
+        assert expected in err, err

@@ -24,7 +24,7 @@ from torchfleet.jobs import datasets as job_datasets
 from torchfleet.jobs import flag_checks, image_ref, limits, manifests, schema, script_flags, workdir, workdir_pack
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs import target as targets
-from torchfleet.jobs.errors import EXIT_OK, JobError, JobNotFoundError, NameTakenError, UsageError
+from torchfleet.jobs.errors import EXIT_OK, JobError, JobNotFoundError, NameTakenError, Problems, UsageError
 from torchfleet.jobs.session import EXIT_DOC, cluster_options, job_client, resolve_target
 from torchfleet.jobs.workdir_submit import Code, create_config_maps, remove_config_maps
 
@@ -131,12 +131,16 @@ def training_command(args: argparse.Namespace) -> list[str]:
 def _request(args: argparse.Namespace, t: targets.Target, name: str, command: Sequence[str],
              overrides: Sequence[str] = (), sweep: str | None = None,
              code: workdir.Workdir | None = None) -> jobspec.JobRequest:
+    found = Problems()  # a job file's problems and the limits' with the flags': all at once (issue 32)
+    for problem in getattr(args, "file_problems", None) or ():
+        found.add(problem)
+    limits.check_flags(args, found)
     req = jobspec.build_request(
         t, name=name, gpu=args.gpu, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
         image=args.image or image_ref.DEFAULT_IMAGE,
         command=command, zone=args.zone, env=args.env, mount=args.mount, overrides=overrides, sweep=sweep,
         run_as_user=args.run_as_user, cpu=args.cpu, cpus=args.cpus, memory=args.memory,
-        allow_egress=args.allow_egress, recovery=args.recovery, workdir=code,
+        allow_egress=args.allow_egress, recovery=args.recovery, workdir=code, problems=found,
     )
     if not args.image:
         req = dataclasses.replace(req, notes=(*req.notes, f"--image not given: the published training image "

@@ -59,15 +59,22 @@ class Problems:
         try:
             return fn(*args, **kwargs)
         except UsageError as error:
-            self.add(str(error))
+            self.add_error(error)
             return None
+
+    def add_error(self, error: UsageError) -> None:
+        """Each problem ``error`` lists (one raised by raise_any keeps its list), not one block of them."""
+        for message in getattr(error, "problems", None) or [str(error)]:
+            self.add(message)
 
     def add(self, message: str) -> None:
         if message not in self.messages:
             self.messages.append(message)
 
     def raise_any(self) -> None:
-        if len(self.messages) == 1:
-            raise UsageError(self.messages[0])
-        if self.messages:
-            raise UsageError(f"{len(self.messages)} problems:\n  " + "\n  ".join(self.messages))
+        if not self.messages:
+            return
+        error = UsageError(self.messages[0] if len(self.messages) == 1 else
+                           f"{len(self.messages)} problems:\n  " + "\n  ".join(self.messages))
+        error.problems = list(self.messages)
+        raise error

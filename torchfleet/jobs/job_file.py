@@ -71,7 +71,10 @@ def apply(args: argparse.Namespace, parser: argparse.ArgumentParser, given: set[
         given.add(dest)
         sources[flag] = where
     command = problems.check(_command, document["command"], f"{path}: command") if "command" in document else None
-    problems.raise_any()
+    # Not raised here: submit and sweep list them with the flags' own problems (commands._request), and
+    # torchfleet.cli puts them first in any error before that, so one run says all (issue 32: a file with
+    # two misspelled keys, an image :latest and --gpu t44 took four runs).
+    args.file_problems = list(problems.messages)
     return command
 
 

@@ -20,7 +20,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from torchfleet import cost
-from torchfleet.jobs.errors import UsageError
+from torchfleet.jobs.errors import Problems, UsageError
 from torchfleet.jobs.spec import JobRequest
 from torchfleet.jobs.target import Target
 
@@ -61,6 +61,15 @@ def parse_cost(text: str) -> float:
     if not (usd > 0 and usd < 1e7):
         raise UsageError(f"--max-cost: a number of US dollars above 0, e.g. 50 or 12.5; got {text!r}")
     return usd
+
+
+def check_flags(args: argparse.Namespace, problems: Problems) -> None:
+    """--max-duration and --max-cost's own values, noted in ``problems`` with the job's other flags (issue 32:
+    `--nodes 8:2 --gpu t44 --max-cost -5` took three runs, one error each)."""
+    if getattr(args, "max_duration", None) is not None:
+        problems.check(parse_duration, args.max_duration)
+    if getattr(args, "max_cost", None) is not None:
+        problems.check(parse_cost, args.max_cost)
 
 
 def limit_s(args: argparse.Namespace, target: Target, req: JobRequest) -> tuple[float, str] | None:

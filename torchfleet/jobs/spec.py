@@ -247,13 +247,15 @@ def build_request(
     allow_egress: Sequence[str] = (),
     recovery: str = "restart",
     workdir: Workdir | None = None,
+    problems: Problems | None = None,
 ) -> JobRequest:
     """A job request; ``cpu=True`` makes a CPU job (no GPU, sized from ``cpus``/``memory``).
 
     The flags that can be checked on their own are checked together, so one UsageError lists
-    every problem among them; the GPU, zone and sizing checks that need them valid come after.
+    every problem among them (with ``problems`` already found by the caller: a job file's, --max-cost's); the
+    GPU's name is checked with them, the zone and sizing checks that need them valid come after.
     """
-    problems = Problems()
+    problems = Problems() if problems is None else problems
     lo, hi = problems.check(parse_nodes, nodes) or (1, 1)
     problems.check(check_run_as_user, run_as_user)
     if recovery not in RECOVERY_MODES:
@@ -284,6 +286,8 @@ def build_request(
                 problems.add(f"{flag}: only with --cpu; a GPU job is sized from its machine type")
         if not gpu:
             problems.add(kind_missing(target))
+        else:  # its name against the stack's pools or the catalog, with the rest (issue 32)
+            problems.check(resolve_machine, target, gpu, None, 0)
         if gpus_per_node is not None and gpus_per_node < 1:
             problems.add(f"--gpus-per-node: must be at least 1, got {gpus_per_node}")
     problems.raise_any()
