@@ -33,6 +33,10 @@ What it adds (every item can be overridden, see README.md):
   exit 1), and every attempt would fail the same way. Each node whose worker exits 2 stops its agent
   and ends with 2, which every controller treats as fatal (the Indexed Job's pod failure policy fails
   the job at once).
+- exit code 1 after 3 attempts in a row that failed before their first step with the same error (a Task
+  error in the first step: launch/first_step.py), with the worker's traceback, not after 101: a fatal code
+  for the Indexed Job's pod failure policy, as torchrun's own 1 when its restarts run out. A failure after
+  a step (a peer lost, a spot reclaim) keeps restarting up to ``--max_restarts``.
 - exit code 75 (EX_TEMPFAIL) when etcd cannot be reached, or the rendezvous was closed before this node
   joined (the run ended without it, e.g. a node that was Pending until the last step): the Indexed Job
   retries 75 instead of failing the job on a late node or an etcd blip. Too few nodes within the join

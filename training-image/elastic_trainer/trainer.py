@@ -46,6 +46,7 @@ from elastic_trainer.hooks import REQUIRED_KEYS, hold_for_world, stall_commit_at
 from elastic_trainer.inplace import recovery_mode
 from elastic_trainer.inplace.group import train_inplace
 from elastic_trainer.launch import worker_exits
+from elastic_trainer.launch.first_step import mark_progress
 from elastic_trainer.nonfinite import NonFiniteGuard, nan_steps
 from elastic_trainer.rng import seed_rank, set_rng_state
 from elastic_trainer.signals import StopRequest
@@ -272,6 +273,7 @@ class _Run:
             if scheduler is not None:
                 scheduler.step()  # also after a skipped update: the schedule follows the global step
             optimizer.zero_grad(set_to_none=True)
+            mark_progress()  # this attempt trained: its failures are no longer "before a step" (first_step.py)
             if self.rank == 0 and (step % cfg.progress_every == 0 or step == first_step):
                 mean_loss = loss_sum / cfg.global_batch_size if not guard.in_a_row else None
                 emit("step", step=step, world=self.world, gen=generation,

@@ -4,7 +4,8 @@
 to exit codes the controllers act on: 128 + signal for a stop, 2 (final) when a worker exited 2,
 75 (retried) when etcd is unreachable or the rendezvous closed without this node, 1 otherwise. Before
 it, the agent is patched where torchrun has no option for what a spot job needs: a worker exiting 2
-is not restarted (``_make_bad_input_final``), a worker's exit code is logged in one line
+is not restarted (``_make_bad_input_final``), nor one that failed 3 times in a row before its first step
+with the same error (first_step.py: exit 1, its traceback printed), a worker's exit code is logged in one line
 (``_quiet_worker_exits``), a node lost before its peers formed their group restarts them
 (lost_peer.py), and the rendezvous store's keys expire (rdzv_store_ttl.py). ``start_forkserver`` and
 ``warm_agent_imports`` pay imports while the agent is still in the rendezvous (warm.py).
@@ -19,7 +20,7 @@ import threading
 from collections.abc import Mapping, Sequence
 
 from elastic_trainer import ENV_WARM_MODULES, EXIT_MEMBERSHIP_CHANGE
-from elastic_trainer.launch import lost_peer
+from elastic_trainer.launch import first_step, lost_peer
 from elastic_trainer.launch.plan import PRELOAD_MODULES
 from elastic_trainer.launch.worker_exits import debug
 
@@ -156,6 +157,8 @@ def run_torchrun(torchrun_args: list[str]) -> int:
         run(config)
 
     _make_bad_input_final()
+    # a worker failing before its first step the same way, again and again: stop at 3, not 101 (first_step.py)
+    first_step.install(first_step.FirstStepFailures())
     _quiet_worker_exits()
     # a node lost before its peers' process group formed: restart them now, not at its timeout (lost_peer.py)
     lost_peer.install()
