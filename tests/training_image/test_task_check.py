@@ -78,8 +78,48 @@ def test_the_examples_pass(example):
 def test_a_class_with_a_base_from_elsewhere_may_inherit_what_it_lacks(tmp_path):
     script = tmp_path / "t.py"
     script.write_text("from mylib import BaseTask\n\nclass T(BaseTask):\n    def build_model(self):\n        pass\n")
-    (tmp_path / "mylib.py").write_text("class BaseTask: ...\n")  # beside the script: found as Python would
+    (tmp_path / "mylib").mkdir()  # a package, not a module file beside the script: not read
+    (tmp_path / "mylib" / "__init__.py").write_text("class BaseTask: ...\n")
     assert check_script(script) == []
+
+
+BESIDE = """import torch
+
+
+class BaseTask:
+    def build_optimizer(self, model):
+        return torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def build_scheduler(self, optimizer, total_steps):
+        return None
+
+    def {loss}(self, model, batch, device):
+        return model(batch).sum()
+"""
+
+
+def test_a_base_imported_from_a_module_beside_the_script_is_read(tmp_path):
+    # issue 32, a second fresh walk: a misspelled loss_sum in a base class of the user's own module passed
+    # the check (a base imported from elsewhere was never read), and the run failed in the first step
+    (tmp_path / "base.py").write_text(BESIDE.format(loss="loss_summ"))
+    script = tmp_path / "my_train.py"
+    script.write_text("from base import BaseTask as Base\n\n\nclass MyTask(Base):\n    def build_model(self):\n"
+                      "        return None\n")
+    problems = check_script(script, resolve_imports=False)
+    assert [str(p) for p in problems] == [
+        f"{tmp_path / 'base.py'}:{_line_of(tmp_path / 'base.py', 'def loss_summ(')}: Task MyTask has no method "
+        "loss_sum (the trainer calls loss_sum(self, model, batch, device)); rename loss_summ to loss_sum?"]
+    (tmp_path / "base.py").write_text(BESIDE.format(loss="loss_sum"))  # spelt right: nothing to say
+    assert check_script(script, resolve_imports=False) == []
+
+
+def test_a_wrong_signature_in_a_base_beside_the_script_names_that_file(tmp_path):
+    (tmp_path / "base.py").write_text(BESIDE.format(loss="loss_sum").replace("optimizer, total_steps", "optimizer"))
+    script = tmp_path / "my_train.py"
+    script.write_text("from base import BaseTask\n\n\nclass MyTask(BaseTask):\n    def build_model(self):\n"
+                      "        return None\n")
+    [problem] = check_script(script, resolve_imports=False)
+    assert problem.path == str(tmp_path / "base.py") and "build_scheduler" in problem.message
 
 
 def test_the_imports_are_left_alone_when_the_image_resolves_them(tmp_path):
@@ -150,7 +190,9 @@ def test_a_base_methods_wrong_signature_is_named_once_at_its_line(tmp_path):
 
 
 def test_a_base_imported_from_the_users_own_module_may_provide_the_rest(tmp_path):
-    (tmp_path / "tasks_common.py").write_text("class Common: ...\n")
+    # tasks_common.py beside the script is read (issue 32); its Common extends a library's class, which may
+    # provide loss_sum, so nothing is refused. A bare `class Common: ...` there is now refused: it has none.
+    (tmp_path / "tasks_common.py").write_text("from torch import nn\n\n\nclass Common(nn.Module): ...\n")
     script = tmp_path / "inherit.py"
     script.write_text("from tasks_common import Common\n\n\nclass BaseTask(Common):\n"
                       "    def build_optimizer(self, m):\n"

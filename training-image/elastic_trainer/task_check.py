@@ -9,8 +9,10 @@ launcher itself refuse it at once, each problem as ``FILE:LINE: what is wrong``.
 What is a Task here: the class the script passes as ``train``'s first argument (or ``task=``) where
 that can be read; otherwise a class that defines ``build_model``, or two of the Task's methods
 (trainer.py's ``Task`` protocol), and that no other class of the script extends. A class's methods
-include those of its bases defined in the script; a base that is not (a library's class, one imported
-from the user's own module) may provide the methods it lacks, so only the methods found are checked.
+include those of its bases defined in the script or imported by name from a module file beside it
+(``from base import BaseTask``, base.py in the same folder: read, not imported); a base found nowhere
+(a library's class, a package's, ``import base`` then ``base.BaseTask``) may provide the methods it lacks,
+so then only the methods found are checked.
 Imports are resolved (``importlib.util.find_spec`` of the top-level name, next to the script first,
 as Python's ``sys.path[0]`` is) only where asked: the command line checks a script bound for a cluster's
 image on a laptop without torch.
@@ -61,19 +63,22 @@ def check_script(path: str | Path, *, resolve_imports: bool = True) -> list[Prob
     except SyntaxError as exc:
         return [Problem(shown, exc.lineno or 1, f"SyntaxError: {exc.msg}")]
     problems: list[Problem] = []
-    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
-    for node in _task_classes(tree, classes):
+    own = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    where: dict[int, str] = {}  # id of a method read from a module beside the script -> that file
+    classes = {**_local_bases(tree, path.parent, where), **own}
+    for node in _task_classes(tree, own, classes):
         methods = _methods(node, classes)
         for name, wanted in TASK_METHODS.items():
             if name in methods:
                 problem = _signature_problem(node.name, methods[name], wanted)
                 if problem:
-                    problems.append(Problem(shown, methods[name].lineno, problem))
+                    problems.append(Problem(where.get(id(methods[name]), shown), methods[name].lineno, problem))
             elif _bases_all_known(node, classes):
                 near = difflib.get_close_matches(name, [m for m in methods if m not in TASK_METHODS], n=1, cutoff=0.5)
                 hint = f"; rename {near[0]} to {name}?" if near else ""
                 call = f"{name}(self{''.join(', ' + a for a in wanted)})"
-                problems.append(Problem(shown, (methods[near[0]].lineno if near else node.lineno),
+                at = methods[near[0]] if near else node
+                problems.append(Problem(where.get(id(at), shown), at.lineno,
                                         f"Task {node.name} has no method {name} (the trainer calls {call}){hint}"))
     if resolve_imports:
         problems.extend(_import_problems(tree, shown, path.resolve().parent))
@@ -81,18 +86,43 @@ def check_script(path: str | Path, *, resolve_imports: bool = True) -> list[Prob
     return sorted(dict.fromkeys(problems), key=lambda p: p.line)
 
 
-def _task_classes(tree: ast.Module, classes: dict[str, ast.ClassDef]) -> list[ast.ClassDef]:
+def _local_bases(tree: ast.Module, folder: Path, where: dict[int, str]) -> dict[str, ast.ClassDef]:
+    """Classes the script imports by name from a module file beside it (``from base import BaseTask`` with
+    base.py in the script's folder, as ``sys.path[0]`` finds it), under the name the script uses, with that
+    module's other classes for their own bases. Read, never imported; ``where`` gets each of their methods'
+    file. A module elsewhere (a package, a subfolder, an installed library) is not read (issue 32: such a
+    base's methods were unknown, so a misspelled method in it passed the check)."""
+    found: dict[str, ast.ClassDef] = {}
+    for node in _top_level_imports(tree.body):
+        if not isinstance(node, ast.ImportFrom) or node.level or not node.module or "." in node.module:
+            continue
+        module = folder / f"{node.module}.py"
+        try:
+            body = ast.parse(module.read_text(encoding="utf-8"), filename=str(module)).body
+        except (OSError, UnicodeDecodeError, SyntaxError):
+            continue  # not beside the script, or unreadable: its classes stay unknown (only found methods checked)
+        defined = {item.name: item for item in body if isinstance(item, ast.ClassDef)}
+        for cls in defined.values():
+            for item in cls.body:
+                where[id(item)] = str(module)
+        found.update({name: cls for name, cls in defined.items() if name not in found})
+        found.update({alias.asname or alias.name: defined[alias.name] for alias in node.names if alias.name in defined})
+    return found
+
+
+def _task_classes(tree: ast.Module, own: dict[str, ast.ClassDef], classes: dict[str, ast.ClassDef]
+                  ) -> list[ast.ClassDef]:
     """The classes checked as whole Tasks: the ones the script hands to ``train`` where it can be read
     which; otherwise each class that looks like a Task (``build_model``, or two of the Task's methods,
     its bases' included) and that no other class of the script extends. A shared base holding
     ``build_optimizer`` and ``build_scheduler`` is part of a Task, not one: it was checked as one and
     refused for lacking ``build_model`` and ``loss_sum``, which its subclass defines (issue 32)."""
-    passed = [classes[name] for name in sorted(_classes_passed_to_train(tree)) if name in classes]
+    passed = [own[name] for name in sorted(_classes_passed_to_train(tree)) if name in own]
     if passed:
         return passed
-    extended = {base.id for node in classes.values() for base in node.bases if isinstance(base, ast.Name)}
+    extended = {base.id for node in own.values() for base in node.bases if isinstance(base, ast.Name)}
     found = []
-    for node in classes.values():
+    for node in own.values():  # the script's own classes: a module beside it is only read for their bases
         defined = set(_methods(node, classes)) & set(TASK_METHODS)
         if node.name not in extended and ("build_model" in defined or len(defined) >= 2):
             found.append(node)
