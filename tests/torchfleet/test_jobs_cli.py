@@ -188,7 +188,7 @@ ARGPARSE_ERRORS = [
      "unrecognized arguments: python train.py; the training command goes after --"),
     # Regression (issue 12): with abbreviations on, --node was silently taken as --nodes.
     ("abbreviation", ["submit", "j", "--gpu", "t4", "--node", "2", "--image", "r/t:1", *CMD],
-     "unrecognized arguments: --node 2; `torchfleet submit --help` lists the options"),
+     "unrecognized arguments: --node 2; --node: did you mean --nodes?; `torchfleet submit --help` lists the options"),
     ("abbreviation-global", ["sub", "j", *BASE, *CMD], "invalid choice: 'sub'"),
     ("list-with-command", ["list", "--", "x"], "takes no command after --"),
     ("status-no-name", ["status"], "required: NAME"),
