@@ -127,7 +127,8 @@ def status_text(folder: Path) -> str:
     events = [summary.events_from_lines(path.read_text(errors="replace").splitlines())
               for path in node_logs(folder, record)]
     command = [str(c) for c in record.get("command") or []]
-    found = summary.summarize(summary.merge(*events), summary.total_steps_from_args(command))
+    merged = summary.merge(*events)
+    found = summary.summarize(merged, summary.total_steps_from_args(command))
     checkpoint = progress.from_store(folder / "checkpoints")
     stored = ("none committed" if checkpoint is None else
               f"step {checkpoint.step} (generation {checkpoint.generation}) in {folder / 'checkpoints'}")
@@ -136,15 +137,29 @@ def status_text(folder: Path) -> str:
              ("State", _state(record)),
              ("Nodes", _nodes(record)),
              *summary.render(found, now=time.time()),
-             *_worker_errors(folder, record, found),
+             *_worker_errors(folder, record, _trained_since_start(merged)),
              ("On disk", stored)]
     return "\n".join(f"{label + ':':<17}{value}" for label, value in lines)
 
 
-def _worker_errors(folder: Path, record: dict[str, Any], found: summary.Summary) -> list[tuple[str, str]]:
-    """Before the first step, each node's last worker exception (issue 32: "no progress events yet"
-    was all a run whose Task raised showed); after it, a worker's error is a peer's loss or a kill."""
-    if found.step is not None:
+def _trained_since_start(events: list[dict[str, Any]]) -> bool:
+    """Whether the newest attempt trained a step. Each attempt starts with ``start`` (or ``resumed``), at
+    step 0 when nothing was saved: the summary's step is then 0, not None, and hid a Task error raised in
+    the first step (issue 32, a second fresh walk: no Worker error line after 101 attempts)."""
+    trained = False
+    for event in events:
+        if event.get("ev") in ("start", "resumed"):
+            trained = False
+        elif event.get("ev") in ("step", "done"):
+            trained = True
+    return trained
+
+
+def _worker_errors(folder: Path, record: dict[str, Any], trained: bool) -> list[tuple[str, str]]:
+    """While the newest attempt has trained no step, each node's last worker exception (issue 32: "no
+    progress events yet" was all a run whose Task raised showed); after a step, a worker's error is a
+    peer's loss or a kill."""
+    if trained:
         return []
     errors = []
     for path in node_logs(folder, record):

@@ -88,3 +88,19 @@ def test_logs_follow_prints_what_the_nodes_add_until_the_run_ends(tmp_path):
         follow.kill()
     assert follow.returncode == 0
     assert out.splitlines()[-1].endswith("  checkpoint of step 20 committed (generation 1, periodic)"), out
+
+
+def test_a_task_error_in_the_first_step_shows_the_workers_error(tmp_path):
+    # issue 32, a second fresh walk: each attempt's start event puts the step at 0, and a step of 0 hid the
+    # Worker error line of a run whose Task raised in its first step
+    record = Record(tmp_path, name="bad", recovery="restart", nodes_wanted=1, command=["bad.py"])
+    record.node_started(SimpleNamespace(name="node0", pid=os.getpid()), 0)
+    attempt = (event(ev="start", wall=1000.0, world=1, gen=1) + "Traceback (most recent call last):\n"
+               '  File "/ws/bad.py", line 7, in loss_sum\n    return self.loss_summ(model)\n'
+               "AttributeError: 'Bad' object has no attribute 'loss_summ'\n")
+    (tmp_path / "node0.log").write_text("[torchfleet] torchrun ...\n" + attempt * 3)
+    shown = torchfleet("status", "--local", str(tmp_path)).stdout
+    assert "Worker error:    node0: AttributeError: 'Bad' object has no attribute 'loss_summ'" in shown, shown
+    (tmp_path / "node0.log").write_text("[torchfleet] torchrun ...\n" + attempt
+                                        + event(ev="step", wall=1001.0, step=1, loss=0.5, world=1, gen=1))
+    assert "Worker error" not in torchfleet("status", "--local", str(tmp_path)).stdout  # it trained since
