@@ -22,6 +22,7 @@ from torchfleet.jobs.errors import ClusterError, JobNotFoundError, NameTakenErro
 from torchfleet.jobs.indexed_job import BATCH_JOB, LABEL_RECOVERY, RECOVERY_MODES
 from torchfleet.jobs.kubeconfig import api_host
 from torchfleet.jobs.manifests import RESOURCES
+from torchfleet.jobs.store_folder import pod_templates  # here too: callers and tests import it from cluster
 
 # Connect in seconds, read in seconds: a dead endpoint should fail fast, not hang a terminal.
 TIMEOUT = (10, 60)
@@ -366,15 +367,6 @@ class JobClient:
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise ClusterError(f"no cluster reachable at {api_host(self.api)}: {error}") from None
         yield from (text or "").splitlines()
-
-
-def pod_templates(document: dict[str, Any]) -> list[dict[str, Any]]:
-    """The pod templates of a workload (a Job's, a Deployment's, each replica's of an ElasticJob/PyTorchJob)."""
-    spec = document.get("spec") or {}
-    if document["kind"] in ("Job", "Deployment") and "template" in spec:
-        return [spec["template"]]
-    replicas = spec.get("replicaSpecs") or spec.get("pytorchReplicaSpecs") or {}
-    return [r["template"] for r in replicas.values() if "template" in r]
 
 
 def maker(obj: dict[str, Any]) -> str:

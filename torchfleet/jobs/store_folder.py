@@ -54,9 +54,17 @@ def sub_path(username: str, job: str) -> str:
     return f"{folder(username)}/{job}"
 
 
-def _pod_specs(document: dict[str, Any]) -> list[dict[str, Any]]:
-    from torchfleet.jobs.cluster import pod_templates
+def pod_templates(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod templates of a workload (a Job's, a Deployment's, each replica's of an ElasticJob/PyTorchJob).
+    Here and not in cluster.py, which imports this module."""
+    spec = document.get("spec") or {}
+    if document["kind"] in ("Job", "Deployment") and "template" in spec:
+        return [spec["template"]]
+    replicas = spec.get("replicaSpecs") or spec.get("pytorchReplicaSpecs") or {}
+    return [r["template"] for r in replicas.values() if "template" in r]
 
+
+def _pod_specs(document: dict[str, Any]) -> list[dict[str, Any]]:
     if document.get("kind") == "Pod":
         return [document.get("spec") or {}]
     return [t.get("spec") or {} for t in pod_templates(document)]

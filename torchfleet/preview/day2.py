@@ -161,6 +161,15 @@ def set_change(old: list[Any], new: list[Any]) -> tuple[list[Any], list[Any]]:
     return [after[k] for k in after if k not in before], [before[k] for k in before if k not in after]
 
 
+def changed_keys(old_config: dict[str, Any], new_config: dict[str, Any]) -> list[str]:
+    """The config paths that differ, as --set takes them: torchfleet:gpuPools[0].maxNodes (what a broken
+    guardrail names as the change that breaks it, torchfleet/preview/guardrails.py)."""
+    out: list[str] = []
+    for key in list(old_config) + [k for k in new_config if k not in old_config]:
+        out += changed_paths(old_config.get(key), new_config.get(key), key)
+    return out
+
+
 def changed_paths(old: Any, new: Any, path: str = "", sets: frozenset[str] = frozenset()) -> list[str]:
     """The input paths whose values differ, as deep as both sides are objects or lists.
 
@@ -508,7 +517,7 @@ def plan_configs(stack: str, old_config: dict[str, Any], new_config: dict[str, A
     old_inputs = {f"{r.type}::{r.name}": dict(r.inputs) for r in old.resources if r.custom}
     cautions = refusal_rules.cautions(old_spec.cloud, changes, old_inputs)
     broken = policy_checks.refusals(old_spec, new_spec, old.resources, new.resources,
-                                    policy_checks.changed_keys(old_config, new_config))
+                                    changed_keys(old_config, new_config))
     costs = policy_checks.cost_changes(old_spec, new_spec)
     return Day2Plan(stack, changes, refusals, described, cautions, placeholders.warnings(new_spec),
                     guardrails=broken, costs=costs)

@@ -65,16 +65,6 @@ class CostChange:
         return {"what": self.what, "beforeUsdPerHour": round(self.before, 4), "afterUsdPerHour": round(self.after, 4)}
 
 
-def changed_keys(old_config: dict[str, Any], new_config: dict[str, Any]) -> list[str]:
-    """The config paths that differ, as --set takes them: torchfleet:gpuPools[0].maxNodes."""
-    from torchfleet.preview.day2 import changed_paths
-
-    out: list[str] = []
-    for key in list(old_config) + [k for k in new_config if k not in old_config]:
-        out += changed_paths(old_config.get(key), new_config.get(key), key)
-    return out
-
-
 def _violations(spec: Any, resources: list[Any]) -> list[policy.Violation]:
     g = spec.guardrails
     found = policy.check([{"type": r.type, "name": r.name, "inputs": r.inputs, "options": r.options}
