@@ -52,6 +52,8 @@ def test_the_parts_go_first_and_the_job_becomes_their_owner_by_strategic_merge(s
                      ("PATCH", f"{CONFIGMAPS}/{config_map['metadata']['name']}")]  # fmt: skip
     create = next(c for c in server.calls if (c.method, c.path) == ("POST", CONFIGMAPS))
     patch = server.calls[-1]
+    # what the dry run printed, with its maker recorded as submit records it (the fake server's SelfSubjectReview)
+    config_map["metadata"]["annotations"]["torchfleet.io/created-by"] = "alice@example.org"
     assert create.body == config_map and create.query["fieldValidation"] == ["Strict"]
     assert patch.content_type == "application/strategic-merge-patch+json"
     owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "wd", "uid": "u-1", "blockOwnerDeletion": False}
