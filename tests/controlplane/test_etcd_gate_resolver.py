@@ -114,7 +114,8 @@ def training_operator(control_plane, training_layer, tmp_path_factory):
     with operators.training_operator(control_plane, tmp_path_factory.mktemp("kubeflow")) as operator:
         # The gate's get on pytorchjobs, as a kubeflow stack grants it with the operator (k8s/kubeflow/): with
         # PyTorchJobs served and not readable, the gate cannot tell whose a job name is and refuses.
-        for relative in ("../kubeflow/role-etcd-gate-pytorchjobs.yaml", "../kubeflow/rolebinding-etcd-gate-pytorchjobs.yaml"):
+        for relative in ("../kubeflow/role-etcd-gate-pytorchjobs.yaml",
+                         "../kubeflow/rolebinding-etcd-gate-pytorchjobs.yaml"):
             obj = static.load(relative)
             obj["metadata"]["namespace"] = training_layer.namespace
             kubectl(control_plane, "apply", "-f", "-", input=yaml.safe_dump(obj))

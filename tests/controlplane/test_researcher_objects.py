@@ -1,5 +1,6 @@
-"""What a researcher's objects may say about others' (k8s/base/cluster/validatingadmissionpolicy-researcher-objects.yaml),
-on the real API server as two researchers, alice and bob: a hostile-researcher review had, as bob,
+"""What a researcher's objects may say about others'
+(k8s/base/cluster/validatingadmissionpolicy-researcher-objects.yaml), on the real API server as two
+researchers, alice and bob: a hostile-researcher review had, as bob,
 - a NetworkPolicy `bob-opens-<alice's job>` selecting her pods with egress to 0.0.0.0/0 admitted (policies add
   up: her pods lost the namespace's default-deny egress);
 - a ConfigMap with a controller ownerReference to her Job, blockOwnerDeletion and a finalizer admitted (her
@@ -59,7 +60,7 @@ def test_a_policy_opening_alices_pods_is_refused_by_name_and_maker(training_laye
     layer = training_layer
     job = {"torchfleet.io/job": alices}
     # The review's policy, and other names that are not the CLI's for the job selected.
-    for name in (f"bob-opens-{alices}", f"job-{alices}-open", f"job-other-egress"):
+    for name in (f"bob-opens-{alices}", f"job-{alices}-open", "job-other-egress"):
         code, out = _create(layer, bob, _policy(name, job))
         assert code != 0 and POLICY_NAMES in out, (name, out)
     code, out = _create(layer, bob, _policy(f"job-{alices}-x", {"torchfleet.io/lighthouse": alices}))

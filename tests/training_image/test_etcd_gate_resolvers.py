@@ -69,7 +69,7 @@ def api():
     state = Api()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's name)
+        def do_GET(self):
             url = urlparse(self.path)
             code, body = state.answer(url.path, parse_qs(url.query))
             data = json.dumps(body).encode()
