@@ -2,7 +2,9 @@
 one in-process gloo rank for the trainer's own tests (tests/harness/trainer_run.py).
 
 etcd is Debian's ``etcd-server`` (3.4, with ``--enable-v2=true``), which ``.ci/run`` installs; elsewhere
-``TORCHFLEET_ETCD_BINARY`` names the binary to run.
+``TORCHFLEET_ETCD_BINARY`` names the binary to run. ``each_etcd`` is that one and the tier's etcd
+3.5 (tests/controlplane/build.py, the platform's etcd image's minor, k8s/base/etcd/statefulset.yaml),
+for what the two versions' v2 stores do differently (a directory's TTL: launch/rdzv_store_ttl.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pytest
 from elastic_trainer.local import ENV_ETCD_BINARY, Etcd, LocalJob, etcd_binary
 from elastic_trainer.store import checkpoint_verify as checkpoint_module  # _hash_file: every read-back hash
 
+from tests.controlplane import build
 from tests.harness.trainer_run import group  # noqa: F401 (a fixture)
 
 
@@ -22,6 +25,23 @@ def etcd() -> Iterator[Etcd]:
     if etcd_binary() is None:
         pytest.fail(f"etcd is not installed (apt-get install etcd-server), or ${ENV_ETCD_BINARY} is not executable")
     with Etcd() as server:
+        yield server
+
+
+@pytest.fixture(scope="session", params=["etcd-path", "etcd-tier"])
+def each_etcd(request) -> Iterator[Etcd]:
+    """etcd_binary()'s etcd (Debian's 3.4 in CI), then the tier's 3.5: a module runs on both by
+    defining ``etcd`` as this fixture. The tier's is built by .ci/run before the tests, so its
+    absence fails the test, never skips it."""
+    if request.param == "etcd-path":
+        binary = etcd_binary()
+        if binary is None:
+            pytest.fail(f"etcd is not installed (apt-get install etcd-server), or ${ENV_ETCD_BINARY} is not executable")
+    else:
+        binary = str(build.path("etcd"))
+        if not build.path("etcd").exists():
+            pytest.fail(f"{binary} is missing: build it with `python -m tests.controlplane.build etcd`")
+    with Etcd(binary) as server:
         yield server
 
 

@@ -5,6 +5,8 @@ The finding it closes: with etcd's v2 API open, any pod could ``DELETE /v2/keys/
 backend quota). Through the gate a pod reaches only its own run's paths, every write expires, and
 values, keys and bodies are bounded. The rendezvous nodes connect from 127.0.0.1 (their run), the
 other pod from 127.0.0.2: the gate tells them apart by source address, as it tells pods by IP.
+Each test runs on etcd 3.4 and the platform's 3.5 (``each_etcd``): the run's store directory was
+written in a way only 3.4 accepts (launch/rdzv_store_ttl.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ from elastic_trainer.local import Etcd, LocalJob
 from torch.distributed.elastic.rendezvous import RendezvousParameters
 
 OTHER = "127.0.0.2"  # another pod: a loopback address of its own
+
+
+@pytest.fixture
+def etcd(each_etcd):
+    return each_etcd
 
 
 @pytest.fixture
@@ -130,7 +137,14 @@ def test_a_rendezvous_forms_and_reforms_through_the_gate(gate, run_id):
     second = rendezvous(nodes)
     assert sorted(r.rank for r in second) == [0, 1] and {r.world_size for r in second} == {2}
     status, answer = ask(endpoint, "GET", f"/v2/keys/torch/elastic/store/{run_id}?recursive=true")
-    assert status == 200 and answer["node"]["dir"] and 0 < answer["node"]["ttl"] <= 7200
+    assert status == 200 and answer["node"]["dir"] and "ttl" not in answer["node"]  # the sweep's (sweep.py)
+    keys = []
+    walk = [answer["node"]]
+    while walk:
+        node = walk.pop()
+        walk += node.get("nodes") or []
+        keys += [] if node.get("dir") else [node]
+    assert keys and all(0 < key["ttl"] <= 7200 for key in keys), keys
     for node in nodes:
         node.shutdown()
 
@@ -145,11 +159,15 @@ def test_writes_are_bounded(gate, run_id):
     assert ask(endpoint, "PUT", state, value="x" * 1025, ttl=60)[0] == 413
     assert ask(endpoint, "PUT", state, value="x" * 1024, ttl=60)[0] == 201
     assert ask(endpoint, "POST", state, value="x", ttl=60)[0] == 403
-    # Store keys only inside the run's directory, which must expire too, and at most 3 of them.
-    assert ask(endpoint, "PUT", f"{store}/a", value="1", ttl=60)[0] == 400
-    assert ask(endpoint, "PUT", store, dir="true")[0] == 400
-    assert ask(endpoint, "PUT", store, value="x", ttl=60)[0] == 400
-    assert ask(endpoint, "PUT", store, dir="true", ttl=60)[0] == 201
+    # Store keys only inside the run's directory, created once without a TTL (etcd 3.5 cannot renew
+    # one; the sweep deletes it), and at most 3 of them.
+    status, answer = ask(endpoint, "PUT", f"{store}/a", value="1", ttl=60)
+    assert status == 404 and answer["errorCode"] == 100  # etcd's "Key not found": the store makes it
+    assert ask(endpoint, "PUT", store, dir="true")[0] == 400  # an update, which etcd 3.5 refuses
+    assert ask(endpoint, "PUT", store, dir="true", ttl=60, prevExist="false")[0] == 400
+    assert ask(endpoint, "PUT", store, value="x", prevExist="false")[0] == 400
+    assert ask(endpoint, "PUT", store, dir="true", prevExist="false")[0] == 201
+    assert ask(endpoint, "PUT", store, dir="true", prevExist="false")[0] == 412  # etcd's: it exists
     assert [ask(endpoint, "PUT", f"{store}/{k}", value="1", ttl=60)[0] for k in "abc"] == [201] * 3
     status, answer = ask(endpoint, "PUT", f"{store}/d", value="1", ttl=60)
     assert status == 507 and "3 keys" in answer["message"]
@@ -175,13 +193,15 @@ def test_python_etcd_sees_a_refusal_as_an_etcd_error(gate, run_id):
 
 
 def test_the_command_line_refuses_bad_arguments(capsys):
-    assert gate_main(["--etcd", "nohost", "--listen", "x", "--static", "a", "--max-store-keys", "0"]) == 2
+    argv = ["--etcd", "nohost", "--listen", "x", "--static", "a", "--max-store-keys", "0", "--sweep-interval-s", "0"]
+    assert gate_main(argv) == 2
     err = capsys.readouterr().err
     for wanted in (
         "--etcd must be HOST:PORT, got 'nohost'",
         "--listen must be HOST:PORT, got 'x'",
         "--static must be ADDRESS=RUN_ID, got 'a'",
         "--max-store-keys must be a whole number >= 1, got 0",
+        "--sweep-interval-s must be a whole number >= 1, got 0",
     ):
         assert wanted in err
 

@@ -3,14 +3,18 @@
 Regression (issue 19): keys under /torch/elastic/store never expired (25 keys after 5 short jobs):
 torch's etcd-v2 backend hands the agents an EtcdStore that writes without a TTL. Each test runs a
 real one-node rendezvous (torch's own handler, as torchrun builds it) against the session's etcd and
-reads what it left in etcd.
+reads what it left in etcd. Every test runs on etcd 3.4 and 3.5 (``each_etcd``): a run's store
+directory was renewed with dir=true&ttl=..&prevExist=true, which 3.4 accepts and 3.5 refuses ("Not a
+file"), so every restart-mode job failed its first rendezvous on the platform's etcd 3.5.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
 import time
+import urllib.request
 import uuid
 
 import etcd as python_etcd  # the `etcd` fixture is the server
@@ -20,6 +24,16 @@ from torch.distributed.elastic.rendezvous import RendezvousParameters, rendezvou
 from torch.distributed.elastic.rendezvous.registry import _create_etcd_v2_handler
 
 STORE = "/torch/elastic/store"
+
+
+@pytest.fixture
+def etcd(each_etcd):
+    return each_etcd
+
+
+def version(etcd_server) -> str:
+    with urllib.request.urlopen(f"http://{etcd_server.endpoint}/version", timeout=10) as answer:
+        return json.load(answer)["etcdserver"]
 
 
 def params(etcd_server, run_id: str) -> RendezvousParameters:
@@ -96,13 +110,39 @@ def test_add_counts_and_expires(etcd):
     assert 0 < store_keys(etcd, key)[key] <= 60
 
 
-def test_each_run_has_a_store_directory_that_expires(etcd):
-    # Its own prefix (etcd-gate lets a pod reach only its run's paths), expiring with its keys.
+def test_each_run_has_a_store_directory_of_its_own(etcd):
+    # Its own prefix (etcd-gate lets a pod reach only its run's paths), with no TTL: etcd 3.5 cannot
+    # renew one, and etcd-gate's sweep deletes it once empty and the run's state is gone.
     run_id = f"dir-{uuid.uuid4().hex[:8]}"
     one_round(rdzv_store_ttl.create_handler(params(etcd, run_id)))
     directory = etcd_client(etcd).read(f"{STORE}/{run_id}")
-    assert directory.dir and 0 < directory.ttl <= rdzv_store_ttl.STORE_TTL_S
+    assert directory.dir and directory.ttl is None
     assert store_keys(etcd, run_id)
+
+
+def test_a_directory_ttl_is_renewed_on_etcd_3_4_only(etcd):
+    # Why the store directory has no TTL: the renewal the launcher made is refused by etcd 3.5
+    # (v2store Update writes the node; node.Write refuses a directory). Pins the etcd under test.
+    client, directory = etcd_client(etcd), f"{STORE}/renew-{uuid.uuid4().hex[:8]}"
+    client.write(directory, None, dir=True, ttl=60, prevExist=False)
+    if version(etcd).startswith("3.4."):
+        assert client.write(directory, None, dir=True, ttl=120, prevExist=True).ttl > 60
+    else:
+        assert version(etcd).startswith("3.5."), version(etcd)
+        for form in ({"dir": True, "ttl": 120}, {"dir": True, "ttl": 120, "refresh": True}, {"ttl": 120}):
+            with pytest.raises(python_etcd.EtcdException, match="Not a file"):
+                client.write(directory, None, prevExist=True, **form)
+
+
+def test_a_store_whose_directory_was_deleted_makes_it_again(etcd):
+    # etcd-gate's sweep may delete it, empty, between the store's making it and a write.
+    client, prefix = etcd_client(etcd), f"{STORE}/again-{uuid.uuid4().hex[:8]}"
+    store = rdzv_store_ttl.ExpiringEtcdStore(client, prefix, ttl_s=60)
+    store.set("a", "1")
+    client.delete(prefix, recursive=True, dir=True)
+    store.set("b", "2")
+    assert store.add("c", 5) == 5
+    assert client.read(prefix).dir and store.get("b") == b"2"
 
 
 def test_install_makes_torchruns_etcd_v2_expire(etcd, monkeypatch):

@@ -3,6 +3,7 @@
 In a cluster, pods are resolved through the API server with the pod's own service account
 (resolvers.Pods.in_cluster: list pods and get jobs in its namespace, k8s/base/etcd-gate/role.yaml);
 ``--static ADDRESS=RUN_ID`` (repeatable) replaces that with a fixed table, as local runs and tests use.
+Every ``--sweep-interval-s`` the gate deletes the store's empty directories (sweep.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from elastic_trainer.etcd_gate.resolvers import Pods, Static
 from elastic_trainer.etcd_gate.rules import Limits
 from elastic_trainer.etcd_gate.server import Upstream, serve
+from elastic_trainer.etcd_gate.sweep import INTERVAL_S, Sweeper
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-value-bytes", type=int, default=Limits.max_value_bytes)
     parser.add_argument("--max-store-keys", type=int, default=Limits.max_store_keys)
     parser.add_argument("--max-ttl-s", type=int, default=Limits.max_ttl_s)
+    parser.add_argument("--sweep-interval-s", type=int, default=INTERVAL_S, help="(default %(default)s)")
     args = parser.parse_args(argv)
     problems = []
     table = {}
@@ -42,14 +45,19 @@ def main(argv: list[str] | None = None) -> int:
         limits = Limits(args.max_value_bytes, args.max_store_keys, args.max_ttl_s)
     except ValueError as error:
         problems.append(f"--{str(error).replace('_', '-')}")
+    if args.sweep_interval_s < 1:
+        problems.append(f"--sweep-interval-s must be a whole number >= 1, got {args.sweep_interval_s}")
     if problems:
         for problem in problems:
             print(f"etcd-gate: {problem}", file=sys.stderr)
         return 2
     resolver = Static(table) if table else Pods.in_cluster()
-    gate = serve((host, int(port)), Upstream(args.etcd), resolver, limits)
+    upstream = Upstream(args.etcd)
+    gate = serve((host, int(port)), upstream, resolver, limits)
+    sweeper = Sweeper(upstream, args.sweep_interval_s).start()
     print(f"etcd-gate: serving {host}:{gate.server_address[1]} for {', '.join(args.etcd)}", file=sys.stderr, flush=True)
     signal.sigwait({signal.SIGTERM, signal.SIGINT})
+    sweeper.stop()
     gate.shutdown()
     return 0
 

@@ -9,16 +9,18 @@ torch/distributed/elastic/rendezvous/etcd_rendezvous_backend.py ``create_backend
 - ``/torch/elastic/rendezvous/<run id>``: one key, the pickled state, written with a TTL (2 h);
 - the store, ``EtcdStore`` (etcd_store.py), keys ``<prefix>/<base64 of the key>`` (base64 may hold
   ``/``, so sub-directories appear), read back by reading and watching the whole prefix. Torchfleet's
-  launcher gives each run its own prefix, ``/torch/elastic/store/<run id>``, created as a directory
-  with a TTL that every write renews (launch/rdzv_store_ttl.py), so a run's store goes at once.
+  launcher gives each run its own prefix, ``/torch/elastic/store/<run id>``, a directory it creates
+  once, without a TTL (etcd 3.5 cannot renew a directory's: launch/rdzv_store_ttl.py).
 
 So a pod whose run id is R may: read, watch and delete under those two paths; write the state key
 and store keys only with a TTL of at most ``max_ttl_s`` (nothing it writes outlives it by more);
-write values of at most ``max_value_bytes``; create the store directory only as a directory with a
-TTL, and store keys only inside such a directory, at most ``max_store_keys`` of them. What one run
+write values of at most ``max_value_bytes``; create the store directory only as a new directory
+without a TTL (``dir=true&prevExist=false``: a TTL would take the keys before their own), and store
+keys only inside it, at most ``max_store_keys`` of them. The directories are the gate's to remove:
+its sweep (sweep.py) deletes the empty ones, and a run's own once its state is gone. What one run
 can hold is then bounded: (1 + max_store_keys) values of max_value_bytes, gone max_ttl_s after its
-last write. Anything else (another run's keys, the parents, POST's in-order keys, v3, the
-members API) is refused.
+last write, and its empty directories, gone one sweep after its state. Anything else (another
+run's keys, the parents, POST's in-order keys, v3, the members API) is refused.
 """
 
 from __future__ import annotations
@@ -113,13 +115,17 @@ def check(request: Request, run_id: str | None, limits: Limits) -> str:
         return where
     if request.method != "PUT":
         raise forbidden(f"{request.method} is not open here (torch's etcd-v2 rendezvous uses GET, PUT, DELETE)")
+    is_dir = request.form.get("dir", "false") == "true"
     ttl = request.form.get("ttl")
+    if where == "store":
+        # Created once, never updated: etcd 3.5 refuses any update of a directory (v2store Update,
+        # node.Write: launch/rdzv_store_ttl.py), and a TTL would expire the keys with it.
+        if not is_dir or request.form.get("prevExist") != "false" or ttl is not None:
+            raise invalid(f"{STORE}{run_id} is a directory: create it with dir=true&prevExist=false, without a ttl")
+        return where
     if ttl is None or not ttl.isdigit() or not 1 <= int(ttl) <= limits.max_ttl_s:
         raise invalid(f"every write needs a ttl of 1 to {limits.max_ttl_s} seconds, got {ttl!r}")
-    is_dir = request.form.get("dir", "false") == "true"
-    if where == "store" and not is_dir:
-        raise invalid(f"{STORE}{run_id} is a directory: write it with dir=true")
-    if where != "store" and is_dir:
+    if is_dir:
         raise invalid(f"only {STORE}{run_id} may be a directory")
     value = request.form.get("value", "")
     if len(value.encode()) > limits.max_value_bytes:

@@ -80,11 +80,17 @@ class Gate(ThreadingHTTPServer):
         self.upstream, self.resolver, self.limits = upstream, resolver, limits
 
     def store_ready(self, run_id: str, request: Request) -> None:
-        """A store key goes only into the run's directory (it must exist, with a TTL) and within the count."""
+        """A store key goes only into the run's directory (it must exist: made with dir=true) and within the count.
+
+        A missing directory is refused as etcd's own "Key not found" (404, 100): the launcher's store
+        then makes it and writes again (launch/rdzv_store_ttl.py), as it must when the sweep deleted
+        it empty between the two (sweep.py). Through the gate the directory is never one etcd made
+        for a key; the sweep deletes either kind once empty and its run's state is gone.
+        """
         status, answer = self.upstream.get_json(STORE + run_id, "?recursive=true")
         node = answer.get("node") or {}
-        if status == 404 or not node.get("dir") or not node.get("ttl"):
-            raise invalid(f"write {STORE}{run_id} first, as a directory with a ttl (dir=true&ttl=...)")
+        if status == 404 or (status == 200 and not node.get("dir")):
+            raise Refused(404, 100, f"create {STORE}{run_id} first, as a directory (dir=true&prevExist=false)")
         if status != 200:
             raise Refused(status, answer.get("errorCode", 300), answer.get("message", "etcd refused the read"))
         if count_leaves(node) >= self.limits.max_store_keys and not _exists(node, request.key):
