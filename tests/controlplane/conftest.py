@@ -36,8 +36,12 @@ GROUP = "torchfleet:researchers"
 def researcher(training_layer, tmp_path_factory):
     """A kubeconfig for user alice in group torchfleet:researchers, and nothing else: a client certificate
     the control plane's CA signed, the group as its Organization (test_researcher*.py)."""
-    cp = training_layer.cp
-    pki, folder = cp.workdir / "pki", tmp_path_factory.mktemp("researcher")
+    return researcher_kubeconfig(training_layer.cp, tmp_path_factory.mktemp("researcher"))
+
+
+def researcher_kubeconfig(cp, folder):
+    """Alice's kubeconfig (CN alice, O torchfleet:researchers, signed by CP's CA), written in FOLDER."""
+    pki = cp.workdir / "pki"
     openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "alice.key", "-out", "alice.csr",
             "-subj", f"/CN=alice/O={GROUP}", cwd=folder)  # fmt: skip
     openssl("x509", "-req", "-in", "alice.csr", "-CA", str(pki / "ca.crt"), "-CAkey", str(pki / "ca.key"),
