@@ -84,8 +84,8 @@ class Gate(ThreadingHTTPServer):
 
         A missing directory is refused as etcd's own "Key not found" (404, 100): the launcher's store
         then makes it and writes again (launch/rdzv_store_ttl.py), as it must when the sweep deleted
-        it empty between the two (sweep.py). Through the gate the directory is never one etcd made
-        for a key; the sweep deletes either kind once empty and its run's state is gone.
+        it, empty, between the two (sweep.py). So the directory is always one the run made, never
+        one etcd would make for the key.
         """
         status, answer = self.upstream.get_json(STORE + run_id, "?recursive=true")
         node = answer.get("node") or {}
