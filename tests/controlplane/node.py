@@ -45,6 +45,7 @@ and the component's last log lines; the fixture fails the test with it (never sk
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import random
@@ -295,6 +296,10 @@ class RealNode:
 
     def ctr(self, *args: str, timeout: float = 600) -> str:
         return _run(["ctr", "--address", str(self.containerd_socket), "-n", "k8s.io", *args], timeout=timeout).stdout
+
+    def _ctr_best_effort(self, *args: str) -> None:
+        """ctr on this node's containerd, its failure ignored (teardown: the task may be gone already)."""
+        subprocess.run(["ctr", "--address", str(self.containerd_socket), "-n", "k8s.io", *args], capture_output=True)
 
     def import_archive(self, archive: Path, base_name: str = "") -> tuple[list[str], float]:
         """Import an OCI archive (a tar of an OCI image layout, or a docker-save tar; an OCI layout
@@ -650,50 +655,10 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
                     ]
                     for cid in ids:
                         if kind == "tasks":
-                            subprocess.run(
-                                [
-                                    "ctr",
-                                    "--address",
-                                    str(self.containerd_socket),
-                                    "-n",
-                                    "k8s.io",
-                                    "tasks",
-                                    "kill",
-                                    "-a",
-                                    "-s",
-                                    "SIGKILL",
-                                    cid,
-                                ],
-                                capture_output=True,
-                            )
-                            subprocess.run(
-                                [
-                                    "ctr",
-                                    "--address",
-                                    str(self.containerd_socket),
-                                    "-n",
-                                    "k8s.io",
-                                    "tasks",
-                                    "rm",
-                                    "-f",
-                                    cid,
-                                ],
-                                capture_output=True,
-                            )
+                            self._ctr_best_effort("tasks", "kill", "-a", "-s", "SIGKILL", cid)
+                            self._ctr_best_effort("tasks", "rm", "-f", cid)
                         else:
-                            subprocess.run(
-                                [
-                                    "ctr",
-                                    "--address",
-                                    str(self.containerd_socket),
-                                    "-n",
-                                    "k8s.io",
-                                    "containers",
-                                    "rm",
-                                    cid,
-                                ],
-                                capture_output=True,
-                            )
+                            self._ctr_best_effort("containers", "rm", cid)
         stop_groups([p for _, p, _ in reversed(self._procs)], grace_s=15)
         self._procs.clear()
         if self._holder is not None:
@@ -712,7 +677,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
             for folder in sorted((p for p in [top, *top.rglob("*")] if p.is_dir()), key=lambda p: -len(p.parts)):
                 with contextlib.suppress(FileNotFoundError):
                     try:
-                        folder.rmdir()
+                        _remove_cgroup(folder)
                     except OSError as err:
                         errors.append(f"cgroup {folder}: {err}")
         if self.netns:
@@ -747,3 +712,18 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, 9)
             time.sleep(1)
+
+
+def _remove_cgroup(folder: Path, within_s: float = 30.0) -> None:
+    """rmdir of a cgroup, retried while it is busy: a process SIGKILLed a moment ago still counts in it until
+    the kernel has reaped it (EBUSY twice in an end-to-end run with a pod still exiting). The bound is for a
+    loaded machine; an emptied cgroup goes in milliseconds."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            folder.rmdir()
+            return
+        except OSError as err:
+            if err.errno != errno.EBUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
