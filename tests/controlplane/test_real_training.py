@@ -73,7 +73,19 @@ def _layer(store: Path, etcd_data: Path, etcd_image: str, trainer_image: str, wo
 
 
 @pytest.fixture(scope="module")
-def platform(control_plane, tmp_path_factory):
+def own_control_plane(tmp_path_factory):
+    """A control plane of this module's own. The session's holds the kwok tier's training layer (layer.py):
+    the same cluster-scoped PersistentVolume names with other paths (immutable, so the apply fails, as
+    it did in CI after the tier's layer tests had run) and kwok manager nodes that etcd's pod could be
+    scheduled onto."""
+    from tests.controlplane.cluster import ControlPlane
+
+    with ControlPlane.start(tmp_path_factory.mktemp("controlplane-e2e")) as cp:
+        yield cp
+
+
+@pytest.fixture(scope="module")
+def platform(own_control_plane, tmp_path_factory):
     from tests.controlplane.cluster import ControlPlaneError
     from tests.controlplane.node import NodeError, RealNode
 
@@ -87,7 +99,7 @@ def platform(control_plane, tmp_path_factory):
     try:
         trainer = training_image.build(log=lambda line: None)
         etcd = platform_images.etcd(log=lambda line: None)
-        with RealNode.start(control_plane, work / "node", name="real-train-0") as node:
+        with RealNode.start(own_control_plane, work / "node", name="real-train-0") as node:
             print(f"[e2e] node Ready in {node.started_s:.1f} s")
             names, seconds = node.import_archive(trainer.layout, TRAINER)
             print(f"[e2e] imported {names} in {seconds:.1f} s")
@@ -115,7 +127,7 @@ def platform(control_plane, tmp_path_factory):
             node.kubectl("rollout", "status", "-n", NS, "deployment/etcd-gate", f"--timeout={WAIT_S}s",
                          timeout=WAIT_S + 30)  # fmt: skip
             print(f"[e2e] etcd and its gate ready {time.monotonic() - started:.1f} s after the apply")
-            alice = researcher_kubeconfig(control_plane, work)
+            alice = researcher_kubeconfig(own_control_plane, work)
             yield node, alice, trainer_name, reader, store
     except (NodeError, ControlPlaneError, training_image.ImageError) as err:
         pytest.fail(f"the real node cannot run the training layer: {err}")
