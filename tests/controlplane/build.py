@@ -57,10 +57,11 @@ TOOLS = (
     Tool("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok"),
     # The real node (tests/controlplane/node.py): kubelet and kube-proxy from the same k8s.io/kubernetes
     # v1.35.4 (tagged 2026-04-15) in a module of their own (modules/kubernetes-node), and CoreDNS
-    # v1.15.0 (github.com/coredns/coredns, tagged 2026-10-21; its version is a constant, no -X).
+    # v1.15.0 (github.com/coredns/coredns, tagged 2026-10-21; its version is a constant, no -X), from a main of
+    # the module's own with only the plugins the node uses (modules/coredns/cmd/coredns/main.go).
     Tool("kubelet", "kubernetes-node", "k8s.io/kubernetes/cmd/kubelet", _KUBE_VERSION),
     Tool("kube-proxy", "kubernetes-node", "k8s.io/kubernetes/cmd/kube-proxy", _KUBE_VERSION),
-    Tool("coredns", "coredns", "github.com/coredns/coredns"),
+    Tool("coredns", "coredns", "torchfleet.local/coredns/cmd/coredns"),
     # The training controllers the project installs: tests/controlplane/operators.py.
     Tool("elasticjob-controller", "elasticjob", "github.com/pytorch/elastic/kubernetes"),
     Tool("training-operator", "kubeflow", "github.com/kubeflow/training-operator/cmd/training-operator.v1"),
