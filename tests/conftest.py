@@ -20,3 +20,27 @@ def _no_ip_lookup(monkeypatch):
     monkeypatch.setenv(URL_ENV, "off")
     monkeypatch.setenv(AZURE_CALLER_ENV, "off")
     monkeypatch.setenv(AWS_CALLER_ENV, "off")  # test_check_aws_admins sets its own
+
+
+# Files whose tests share this machine's containerd state, network namespaces or image caches (the
+# training image, the node's images): one xdist worker runs them one after another. RealNode.stop()
+# removes the CNI network namespaces that appeared while its node ran, and two builds of one cached
+# image would write the same files (issue 31, item 5: parallel only where it is safe).
+ONE_AT_A_TIME = (
+    "tests/containers/",
+    "tests/controlplane/test_real_node.py",
+    "tests/controlplane/test_real_training.py",
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under `pytest -n N --dist loadgroup` (.ci/run): each file's tests on one worker, so a module's
+    fixtures (a control plane's training layer, a real node) start once; the files in ONE_AT_A_TIME
+    all on the same worker. Runs before xdist reads the groups (tryfirst); a plain run ignores them."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        path = item.nodeid.split("::", 1)[0]
+        group = "one-at-a-time" if path.startswith(ONE_AT_A_TIME) else path
+        item.add_marker(pytest.mark.xdist_group(group))
