@@ -96,6 +96,26 @@ def _run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
     return done
 
 
+def _abandoned(path: str, in_use: set[int]) -> bool:
+    """A network namespace no process is in, made over a minute ago: its sandbox is gone. (containerd
+    makes a pod's namespace with no process in it and starts the pause container in it a few seconds
+    later, after CNI's setup: a younger one may be another node's pod being born.)"""
+    try:
+        st = os.stat(path)  # the nsfs inode bind-mounted there; its times are the namespace's birth
+    except OSError:
+        return False
+    return st.st_ino not in in_use and time.time() - st.st_mtime > 60
+
+
+def _netns_in_use() -> set[int]:
+    """The inodes of the network namespaces some process is in."""
+    inodes = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            inodes.add(os.stat(f"/proc/{pid}/ns/net").st_ino)
+    return inodes
+
+
 def require() -> None:
     """Every tool the node needs, or a NodeError naming what is missing and how to install it."""
     missing = [
@@ -643,7 +663,10 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
                 ("default", f"kubernetes-{self.name}"),
             ):
                 self.kubectl("delete", "endpointslice", "-n", namespace, slice_name, "--ignore-not-found", timeout=30)
+        ours: set[str] = set()  # the pod network namespaces this node's containerd made
         if self.containerd_socket.exists() and self._holder is not None:
+            with contextlib.suppress(Exception):
+                ours = self._pod_netns()
             for kind in ("tasks", "containers"):
                 with contextlib.suppress(Exception):
                     ids = [
@@ -683,16 +706,32 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         if self.netns:
             subprocess.run(["ip", "netns", "delete", self.netns], capture_output=True)
             # containerd's pod network namespaces: files under /var/run/netns (mounted only in the node's
-            # mount namespace, gone with it), left behind when a sandbox was not removed.
+            # mount namespace, gone with it), left behind when a sandbox was not removed. This node's
+            # pods' and any no process is in (a sandbox already gone); never one another node's running
+            # pod is in (a second test's node, or a second node of one test).
             if os.path.isdir("/var/run/netns"):
+                in_use = _netns_in_use()
                 for left in set(os.listdir("/var/run/netns")) - self._netns_before:
-                    if left.startswith("cni-"):
+                    if left in ours or (left.startswith("cni-") and _abandoned(f"/var/run/netns/{left}", in_use)):
                         subprocess.run(["ip", "netns", "delete", left], capture_output=True)
             self.netns = ""
         if self.root != Path() and self.root.exists():
             shutil.rmtree(self.root, ignore_errors=True)
         if errors:
             raise NodeError("the node was not cleaned up:\n" + "\n".join(errors))
+
+    def _pod_netns(self) -> set[str]:
+        """The names under /var/run/netns of the network namespaces this node's pods run in: each
+        container's OCI spec names its sandbox's (`linux.namespaces`, type network)."""
+        names = set()
+        for cid in self.ctr("containers", "ls", "-q").split():
+            with contextlib.suppress(NodeError, json.JSONDecodeError, KeyError, TypeError):
+                spec = json.loads(self.ctr("containers", "info", cid, timeout=30))["Spec"]
+                for namespace in spec["linux"]["namespaces"]:
+                    path = namespace.get("path", "")
+                    if namespace.get("type") == "network" and path.rsplit("/", 2)[-2:-1] == ["netns"]:
+                        names.add(path.rsplit("/", 1)[1])
+        return names
 
     def _kill_namespace_members(self) -> None:
         """SIGKILL what is left in the node's mount namespace (containerd's shims and their
