@@ -178,6 +178,58 @@ def test_writes_are_bounded(gate, run_id):
     assert status == 413
 
 
+def test_another_runs_keys_are_not_reached_by_an_encoded_path(gate, etcd, run_id):
+    # etcd percent-decodes the path and cleans it (path.Join) after the gate's check: /store/<own>/%2e%2e/...
+    # and /store/<own>/x%2F..%2F... read, rewrote and deleted any other run's state and store on 3.4 and 3.5.
+    # The state is a pickle torch's agents load (dynamic_rendezvous.py _BackendRendezvousStateHolder): a
+    # rewrite of it is code run in the other job's pods.
+    endpoint = gate()
+    other = f"victim-{uuid.uuid4().hex[:8]}"
+    state = f"/v2/keys/torch/elastic/rendezvous/{other}"
+    assert ask(etcd.endpoint, "PUT", state, source=OTHER, value="theirs", ttl=600)[0] == 201
+    theirs = f"/v2/keys/torch/elastic/store/{other}/k"
+    assert ask(etcd.endpoint, "PUT", theirs, source=OTHER, value="a", ttl=600)[0] == 201
+    store = f"/v2/keys/torch/elastic/store/{run_id}"
+    assert ask(endpoint, "PUT", store, dir="true", prevExist="false")[0] == 201
+    for path in (
+        f"{store}/%2e%2e/%2e%2e/rendezvous/{other}",
+        f"{store}/%2E%2E/%2E%2E/rendezvous/{other}",
+        f"{store}/x%2F..%2F..%2F..%2Frendezvous%2F{other}",
+        f"{store}/%2e/../../rendezvous/{other}",
+        f"{store}/./k",
+    ):
+        assert ask(endpoint, "GET", path)[0] == 403, path
+        assert ask(endpoint, "PUT", path, value="mine", ttl=60)[0] == 403, path
+        assert ask(endpoint, "DELETE", path)[0] == 403, path
+    assert ask(endpoint, "DELETE", f"{store}/%2e%2e/{other}?recursive=true&dir=true")[0] == 403
+    status, answer = ask(etcd.endpoint, "GET", state)
+    assert status == 200 and answer["node"]["value"] == "theirs"
+    assert ask(etcd.endpoint, "GET", theirs)[0] == 200
+
+
+def test_a_ttl_hidden_from_etcd_in_the_form_is_refused_or_kept(gate, etcd, run_id):
+    # The gate read a body as a form whatever its Content-Type, and the query before the body; etcd reads a
+    # body only as application/x-www-form-urlencoded, and its fields first (Go's Request.ParseForm). A ttl
+    # only in a text/plain body, or a form body's empty ttl= under a checked one, stored a key for good.
+    endpoint = gate(Limits(max_ttl_s=60))
+    state = f"/v2/keys/torch/elastic/rendezvous/{run_id}"
+    store = f"/v2/keys/torch/elastic/store/{run_id}"
+    assert ask(endpoint, "PUT", store, dir="true", prevExist="false")[0] == 201
+    host, port = endpoint.split(":")
+    for path, body, kind in (
+        (f"{state}?value=kept", b"ttl=60", "text/plain"),
+        (f"{store}/k?value=kept&ttl=60", b"ttl=", "application/x-www-form-urlencoded"),
+        (f"{store}/j?value=kept&ttl=60", b"ttl=&value=other", "application/x-www-form-urlencoded"),
+    ):
+        connection = http.client.HTTPConnection(host, int(port), timeout=30)
+        connection.request("PUT", path, body=body, headers={"Content-Type": kind})
+        status = connection.getresponse().status
+        connection.close()
+        key = path.split("?")[0]
+        held, answer = ask(etcd.endpoint, "GET", key)
+        assert status >= 400 or (held == 200 and 0 < answer["node"].get("ttl", 0) <= 60), (path, status, answer)
+
+
 def test_an_unknown_address_is_refused_everything(gate, run_id):
     endpoint = gate()
     assert ask(endpoint, "GET", f"/v2/keys/torch/elastic/rendezvous/{run_id}", source=OTHER)[0] == 403

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote, urlencode
 
 KEYS = "/v2/keys"
 RDZV = "/torch/elastic/rendezvous/"
@@ -87,6 +87,22 @@ class Request:
                 form.setdefault(name, values[0])
         return cls(method.upper(), path[len(KEYS) :] or "/", form)
 
+    def forwarded(self) -> tuple[str, bytes | None]:
+        """What etcd is sent: the key and the form exactly as checked, encoded by the gate, never the client's bytes.
+
+        etcd reads the key percent-decoded and cleaned (``path.Join(StoreKeysPrefix, r.URL.Path[...])``) and
+        the form with a body's fields first, the body only when it is application/x-www-form-urlencoded (Go's
+        ``Request.ParseForm``; etcd-io/etcd go.etcd.io/etcd/server/v3@v3.5.35 etcdserver/api/v2http/client.go
+        parseKeyRequest, lines 351-365 and 445). Forwarded as sent, a ``ttl`` in a text/plain body passed the
+        check here and was no TTL there (a key kept for good), and a form body's empty ``ttl=`` overrode the
+        query's checked one.
+        """
+        form = urlencode(self.form)
+        target = KEYS + quote(self.key)
+        if self.method == "PUT":
+            return target, form.encode()
+        return target + ("?" + form if form else ""), None
+
 
 def area(key: str, run_id: str) -> str | None:
     """Which of the run's places the key is in: 'state', 'store' (the directory), 'store-key', or None."""
@@ -107,7 +123,12 @@ def check(request: Request, run_id: str | None, limits: Limits) -> str:
     if not RUN_ID.match(run_id):
         raise forbidden(f"the rendezvous id {run_id!r} is not a DNS label")
     where = area(request.key, run_id)
-    if where is None or ".." in request.key.split("/"):
+    # etcd decodes %XX in the path and then cleans it (forwarded()'s docstring): /store/<id>/%2e%2e/<other> or
+    # /store/<id>/x%2F..%2F.. passed a check of the raw key and reached every other run's state and store (Go's
+    # ServeMux, since Go 1.22, cleans only the escaped path, so it redirects neither). torch's keys never need
+    # either: run ids are DNS labels, its store's keys base64 (torch/distributed/elastic/rendezvous/etcd_store.py
+    # _encode) and python-etcd sends keys unquoted, so a key with a '%', '.' or '..' is refused.
+    if where is None or "%" in request.key or any(part in (".", "..") for part in request.key.split("/")):
         raise forbidden(
             f"a pod of rendezvous {run_id} may use only {RDZV}{run_id} and {STORE}{run_id}/..., not {request.key}"
         )

@@ -29,6 +29,9 @@ Resolver = Callable[[str], "str | None"]
 # other fields are not read at all.
 FORM_OVERHEAD = 4096
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "content-length"}
+# The request line and body are the gate's own encoding of what it checked (rules.Request.forwarded), so the
+# client's description of its body goes too.
+FORWARDED_NOT = HOP_BY_HOP | {"content-type"}
 
 
 class Upstream:
@@ -130,10 +133,11 @@ class Handler(BaseHTTPRequestHandler):
             where = check(request, run_id, self.server.limits)
             if where == "store-key" and self.command == "PUT":
                 self.server.store_ready(run_id, request)
-            headers = {name: value for name, value in self.headers.items() if name.lower() not in HOP_BY_HOP}
-            status, answer_headers, answer = self.server.upstream.request(
-                self.command, self.path, body if body else None, headers
-            )
+            headers = {name: value for name, value in self.headers.items() if name.lower() not in FORWARDED_NOT}
+            target, form_body = request.forwarded()
+            if form_body is not None:
+                headers["Content-Type"] = "application/x-www-form-urlencoded"
+            status, answer_headers, answer = self.server.upstream.request(self.command, target, form_body, headers)
             self._send(status, [(n, v) for n, v in answer_headers if n.lower() not in HOP_BY_HOP], answer)
         except Refused as refusal:
             self._refuse(source, refusal)
