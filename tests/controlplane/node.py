@@ -7,7 +7,8 @@ kube-proxy in nftables mode and CoreDNS, in a network namespace of its own.
 
 Network (the tier touches only loopback and namespaces it makes): the node lives in netns
 tfnode-<hex>. Inside it are a bridge tfnode0 (10.244.255.1/24, the pods' CIDR, private to the
-namespace), containerd with the CNI bridge plugin (Debian's containernetworking-plugins) giving
+namespace; a node on a fabric gets its own CIDR, fabric.py; its Node's spec.podCIDR says which),
+containerd with the CNI bridge plugin (Debian's containernetworking-plugins) giving
 each pod a veth on it, kube-proxy's nftables tables, and CoreDNS on 10.244.255.1:53 behind the
 kube-dns Service (10.96.0.10; an EndpointSlice names it, as for a DNS server outside the pods).
 Two relays over Unix sockets, which cross network namespaces, join it to the host's loopback:
@@ -24,6 +25,12 @@ Two relays over Unix sockets, which cross network namespaces, join it to the hos
   So logs, exec and port-forward go API server -> relay -> kubelet -> containerd's stream server.
 - pods -> the `kubernetes` Service (10.96.0.1:443) -> an EndpointSlice naming the bridge address,
   where the API relay listens too: the API server cannot publish its loopback address itself.
+- Two or more nodes (fabric.py): their namespaces joined by a bridge in a namespace of its own, each
+  routing the others' pod CIDRs, so a pod reaches a pod or a Service endpoint on another node. The
+  `kubernetes` and kube-dns Services have internalTrafficPolicy Local (kube-proxy sends a node's
+  traffic only to the endpoints named with its nodeName): each node's relay and CoreDNS serve its
+  own pods, as a node-local DNS cache does, and a lost node's endpoints (RealNode.lose) are never
+  tried by the others.
 
 Mounts: containerd and the kubelet share a mount namespace of their own (`unshare --mount
 --propagation slave`), so the containers' overlay roots and the kubelet's volume mounts never
@@ -38,6 +45,11 @@ by the API server), CoreDNS as system:coredns with kubeadm's ClusterRole; the AP
 the kubelet as kube-apiserver-kubelet-client (cluster.py), bound to system:kubelet-api-admin, and
 the kubelet authenticates it by the CA and authorizes it by SubjectAccessReview (no anonymous).
 
+Losing a node (RealNode.lose), as a spot reclaim does: its containers frozen (the freezer
+cgroup), then the kubelet, containerd, its shims, kube-proxy, CoreDNS, the relays and the containers
+SIGKILLed, and its link to the fabric cut, with nothing told to the API server: the Node object stays,
+its Lease stops being renewed, and the control plane finds out as it would (stop() cleans up after).
+
 Failures: a missing tool or binary, or a component not up in time, raise NodeError with the reason
 and the component's last log lines; the fixture fails the test with it (never skips).
 """
@@ -46,10 +58,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import ipaddress
 import json
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import tarfile
@@ -73,9 +87,11 @@ from tests.controlplane.cluster import (
     spawn_group,
     stop_groups,
 )
+from tests.controlplane.cluster import POD_CIDR as CLUSTER_POD_CIDR
+from tests.controlplane.fabric import Fabric
 
 POD_CIDR = "10.244.255.0/24"  # inside the node's netns only; kwok's fake pod IPs stay far below it
-BRIDGE, BRIDGE_IP = "tfnode0", "10.244.255.1"
+BRIDGE, BRIDGE_IP = "tfnode0", "10.244.255.1"  # a single node's; fabric.py numbers each node's
 DNS_SERVICE_IP = "10.96.0.10"  # kube-dns, in cluster.py's SERVICE_CIDR, as kubeadm numbers it
 CLUSTER_DOMAIN = "cluster.local"
 CNI_BIN = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
@@ -195,18 +211,18 @@ def _kubeconfig(path: Path, server: str, pki: Path, name: str) -> None:
 
 # kubeadm's CoreDNS ClusterRole (cmd/kubeadm/app/phases/addons/dns/manifests.go, CoreDNSClusterRole),
 # and the bindings kubeadm makes at init for the API server's kubelet client.
-def _api_slice(name: str, api_port: int) -> dict:
+def _api_slice(name: str, api_port: int, bridge_ip: str) -> dict:
     return {
         "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
         "metadata": {"name": f"kubernetes-{name}", "namespace": "default",
                      "labels": {"kubernetes.io/service-name": "kubernetes",
                                 "endpointslice.kubernetes.io/managed-by": "torchfleet-tests"}},
-        "endpoints": [{"addresses": [BRIDGE_IP], "conditions": {"ready": True}, "nodeName": name}],
+        "endpoints": [{"addresses": [bridge_ip], "conditions": {"ready": True}, "nodeName": name}],
         "ports": [{"name": "https", "port": api_port, "protocol": "TCP"}],
     }  # fmt: skip
 
 
-def _rbac_and_dns(name: str) -> list[dict]:
+def _rbac_and_dns(name: str, bridge_ip: str) -> list[dict]:
     return [
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "system:coredns"},
          "rules": [{"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"],
@@ -223,14 +239,16 @@ def _rbac_and_dns(name: str) -> list[dict]:
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": KUBELET_CLIENT}]},
         {"apiVersion": "v1", "kind": "Service",
          "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}},
-         "spec": {"clusterIP": DNS_SERVICE_IP, "ports": [{"name": "dns", "port": 53, "protocol": "UDP"},
-                                                         {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]}},
+         # Local: each node's pods ask its own CoreDNS (the module's docstring).
+         "spec": {"clusterIP": DNS_SERVICE_IP, "internalTrafficPolicy": "Local",
+                  "ports": [{"name": "dns", "port": 53, "protocol": "UDP"},
+                            {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]}},
         # No selector: CoreDNS runs in the node's namespace, not as a pod; this slice names it.
         {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
          "metadata": {"name": f"kube-dns-{name}", "namespace": "kube-system",
                       "labels": {"kubernetes.io/service-name": "kube-dns",
                                  "endpointslice.kubernetes.io/managed-by": "torchfleet-tests"}},
-         "endpoints": [{"addresses": [BRIDGE_IP], "conditions": {"ready": True}, "nodeName": name}],
+         "endpoints": [{"addresses": [bridge_ip], "conditions": {"ready": True}, "nodeName": name}],
          "ports": [{"name": "dns", "port": 53, "protocol": "UDP"}, {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]},
     ]  # fmt: skip
 
@@ -248,19 +266,28 @@ class RealNode:
     root: Path = field(default_factory=Path)  # /tmp/tfnode-XXXX: sockets, state (short for socket paths)
     cgroup: str = ""
     fake_gpus: int = 0
+    fabric: Fabric | None = None  # the network to other nodes (fabric.py), or None: a node alone
+    pod_cidr: str = POD_CIDR
+    bridge_ip: str = BRIDGE_IP  # the pods' gateway, the API relay's and CoreDNS's address for them
+    lost: bool = False  # lose() ran: nothing of the node runs; stop() still cleans up
     started_s: float = 0.0  # seconds from start() to the node Ready with kube-proxy and CoreDNS up
     _procs: list[tuple[str, subprocess.Popen, Path]] = field(default_factory=list)
     _holder: subprocess.Popen | None = None
     _netns_before: set[str] = field(default_factory=set)
+    _lost_pod_netns: set[str] = field(default_factory=set)  # its pods' namespaces, read before lose()
 
     @classmethod
     @contextlib.contextmanager
-    def start(cls, cp: ControlPlane, workdir: Path, name: str = "gpu-real-0", fake_gpus: int = 0) -> Iterator[RealNode]:
+    def start(
+        cls, cp: ControlPlane, workdir: Path, name: str = "gpu-real-0", fake_gpus: int = 0, fabric: Fabric | None = None
+    ) -> Iterator[RealNode]:
         """FAKE_GPUS: nvidia.com/gpu the node advertises with no GPU behind it (an extended resource
         set on its status, which the kubelet keeps: no device plugin owns it), so that pods which
-        request one in every container, as a GPU pool's training pods must, are placed and run here."""
+        request one in every container, as a GPU pool's training pods must, are placed and run here.
+        FABRIC: the network joining this node to the other nodes on it (fabric.py); the node gets
+        the fabric's next pod CIDR."""
         labels, taints = gpu_pool_identity()
-        node = cls(cp, Path(workdir), name, labels, taints, fake_gpus=fake_gpus)
+        node = cls(cp, Path(workdir), name, labels, taints, fake_gpus=fake_gpus, fabric=fabric)
         try:
             node._start()
             yield node
@@ -362,13 +389,17 @@ class RealNode:
         api_port = int(self.cp.server.rsplit(":", 1)[1])
         node_server = f"https://127.0.0.1:{api_port}"  # the same address inside the netns, by the relay
         self._netns_before = set(os.listdir("/var/run/netns")) if os.path.isdir("/var/run/netns") else set()
+        fabric_index = 0
+        if self.fabric is not None:
+            fabric_index, self.pod_cidr = self.fabric.allocate()
+            self.bridge_ip = str(next(ipaddress.ip_network(self.pod_cidr).hosts()))
 
         # The network namespace: loopback, and the pods' bridge with the node's address on it.
         _run(["ip", "netns", "add", self.netns])
         nsx = ["ip", "netns", "exec", self.netns]
         _run([*nsx, "ip", "link", "set", "lo", "up"])
         _run([*nsx, "ip", "link", "add", BRIDGE, "type", "bridge"])
-        _run([*nsx, "ip", "addr", "add", f"{BRIDGE_IP}/24", "dev", BRIDGE])
+        _run([*nsx, "ip", "addr", "add", f"{self.bridge_ip}/24", "dev", BRIDGE])
         _run([*nsx, "ip", "link", "set", BRIDGE, "up"])
         # The Services' range routed onto the bridge: the node's own processes (the DNS probe,
         # hostNetwork pods) reach ClusterIPs through kube-proxy's output DNAT, as a node's default route
@@ -377,6 +408,8 @@ class RealNode:
         # Routing between pods and Services, and bridged traffic through nftables (br_netfilter), so
         # a reply from a pod behind a ClusterIP to a pod on the same bridge is un-NATed: per netns.
         _run([*nsx, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.bridge.bridge-nf-call-iptables=1"])
+        if self.fabric is not None:
+            self.fabric.join(self.netns, fabric_index, self.pod_cidr)
         # The mount namespace containerd and the kubelet share (see the module's docstring).
         self._holder = spawn_group(
             ["unshare", "--mount", "--propagation", "slave", "sleep", "infinity"], self.workdir / "holder.log"
@@ -399,7 +432,7 @@ class RealNode:
         _cert(pki, "coredns", "/CN=system:coredns")
         for name in ("kubelet", "kube-proxy", "coredns"):
             _kubeconfig(self.root / f"{name}.kubeconfig", node_server, pki, name)
-        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(_rbac_and_dns(self.name)))
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(_rbac_and_dns(self.name, self.bridge_ip)))
 
         # The relays: the netns's 127.0.0.1:<api port> -> the host's API server.
         api_sock = self.root / "api.sock"
@@ -415,9 +448,14 @@ class RealNode:
         # the node's bridge address, where the same relay listens for the pods.
         self._spawn(
             "relay-api-pods",
-            [*nsx, "socat", f"TCP-LISTEN:{api_port},bind={BRIDGE_IP},reuseaddr,fork", f"UNIX-CONNECT:{api_sock}"],
+            [*nsx, "socat", f"TCP-LISTEN:{api_port},bind={self.bridge_ip},reuseaddr,fork", f"UNIX-CONNECT:{api_sock}"],
         )
-        self.kubectl("apply", "-f", "-", input=yaml.safe_dump(_api_slice(self.name, api_port)))
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump(_api_slice(self.name, api_port, self.bridge_ip)))
+        # Each node's pods to its own relay (the module's docstring). The API server keeps the Service's
+        # ports and type only (k8s.io/kubernetes v1.35.4 pkg/controlplane/controller/kubernetesservice/
+        # controller.go, getMasterServiceUpdateIfNeeded), so the policy set here stays.
+        self.kubectl("patch", "service", "kubernetes", "-n", "default", "-p",
+                     json.dumps({"spec": {"internalTrafficPolicy": "Local"}}))  # fmt: skip
 
         self._start_containerd()
         pause = node_images.pause(log=lambda line: None)
@@ -474,7 +512,8 @@ class RealNode:
             "cniVersion": "1.0.0", "name": "tfnode",
             "plugins": [{"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False,
                          "hairpinMode": True,
-                         "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR, "gateway": BRIDGE_IP}]],
+                         "ipam": {"type": "host-local",
+                                  "ranges": [[{"subnet": self.pod_cidr, "gateway": self.bridge_ip}]],
                                   "routes": [{"dst": "0.0.0.0/0"}], "dataDir": str(cni / "leases")}}],
         }, indent=1))  # fmt: skip
         pause = node_images.pause(log=lambda line: None)
@@ -580,15 +619,26 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
             gpus = {GPU_RESOURCE: str(self.fake_gpus)}
             core.patch_node_status(self.name, {"status": {"capacity": gpus, "allocatable": gpus}})
         taints = [t.to_dict() for t in (core.read_node(self.name).spec.taints or []) if t.key != UNINITIALIZED]
+        # The node's pod CIDR, as the controller manager's IPAM (--allocate-node-cidrs) or a cloud's writes
+        # it; the API server allows it to be set once, from empty (ValidateNodeUpdate).
         core.patch_node(
-            self.name, {"spec": {"taints": [{k: v for k, v in t.items() if v is not None} for t in taints]}}
+            self.name,
+            {
+                "spec": {
+                    "taints": [{k: v for k, v in t.items() if v is not None} for t in taints],
+                    "podCIDR": self.pod_cidr,
+                    "podCIDRs": [self.pod_cidr],
+                }
+            },
         )
 
     def _start_kube_proxy(self) -> None:
         config = {
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
             "mode": "nftables", "clientConnection": {"kubeconfig": str(self.root / "kube-proxy.kubeconfig")},
-            "hostnameOverride": self.name, "clusterCIDR": POD_CIDR,
+            # The cluster's pod range (every node's CIDR in it), as kube-proxy's clusterCIDR means: traffic from
+            # a pod of any node to a Service is not masqueraded, so an endpoint sees the pod's own address.
+            "hostnameOverride": self.name, "clusterCIDR": CLUSTER_POD_CIDR,
             # 0: leave the conntrack sysctls as they are (they are the host's, not the netns's).
             "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
             "healthzBindAddress": "127.0.0.1:10256", "metricsBindAddress": "127.0.0.1:10249",
@@ -616,7 +666,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
     def _start_coredns(self) -> None:
         corefile = self.root / "Corefile"
         corefile.write_text(f""".:53 {{
-    bind {BRIDGE_IP}
+    bind {self.bridge_ip}
     errors
     kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
         kubeconfig {self.root / "coredns.kubeconfig"} controlplane
@@ -652,9 +702,52 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         node = client.CoreV1Api(self.cp.api()).read_node(self.name)
         return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
 
+    def lose(self) -> None:
+        """The node lost as a spot reclaim loses it: every container frozen at one instant (the freezer
+        cgroup of the kubelet's cgroupRoot), then everything of the node SIGKILLed (the kubelet,
+        containerd and its shims, kube-proxy, CoreDNS, the relays, the mount namespace's holder; then
+        the containers, whose kill lands when they are thawed), and its link to the other nodes cut.
+        No one tells the API server: the Node object, its pods and its EndpointSlices stay as they
+        were, and only the Lease the kubelet no longer renews says anything. stop() cleans up after."""
+        if self.lost or self._holder is None:
+            raise NodeError(f"node {self.name} is not running")
+        with contextlib.suppress(Exception):  # containerd's answer, while it still answers (for stop())
+            self._lost_pod_netns = self._pod_netns()
+        freezers = [h / self.cgroup.lstrip("/") for h in self._hierarchies() if h.name == "freezer"]
+        for freezer in freezers:
+            (freezer / "freezer.state").write_text("FROZEN")
+        deadline = time.monotonic() + 30
+        while any((f / "freezer.state").read_text().strip() != "FROZEN" for f in freezers):
+            if time.monotonic() > deadline:
+                raise NodeError(f"node {self.name}'s containers did not freeze in 30 s")
+            time.sleep(0.05)
+        for _, popen, _ in self._procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(popen.pid, signal.SIGKILL)
+        shims = self._kill_namespace_members(rounds=1)  # containerd's shims (sessions of their own)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self._holder.pid, signal.SIGKILL)
+        self._kill_cgroup_members()
+        for freezer in freezers:
+            (freezer / "freezer.state").write_text("THAWED")
+        if self.fabric is not None:
+            self.fabric.unplug(self.netns)
+        self.lost = True
+        for _, popen, _ in self._procs:
+            popen.wait()
+        self._holder.wait()
+        # The kills land asynchronously (a thawed container, a shim): back once none is alive.
+        deadline = time.monotonic() + 30
+        while left := [pid for pid in [*shims, *self._cgroup_members()] if _alive(pid)]:
+            if time.monotonic() > deadline:
+                raise NodeError(f"node {self.name}: processes {left} still alive 30 s after the loss")
+            self._kill_cgroup_members()
+            time.sleep(0.1)
+
     def stop(self) -> None:
         """Everything the node made, gone: its pods' containers, processes, mounts (with the mount
-        namespace), cgroups, netns (and containerd's pod netns), the Node and the temp folder."""
+        namespace), cgroups, netns (and containerd's pod netns), the Node and the temp folder; after
+        lose() too."""
         errors = []
         with contextlib.suppress(Exception):
             self.kubectl("delete", "node", self.name, "--ignore-not-found", "--wait=false", timeout=30)
@@ -663,8 +756,8 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
                 ("default", f"kubernetes-{self.name}"),
             ):
                 self.kubectl("delete", "endpointslice", "-n", namespace, slice_name, "--ignore-not-found", timeout=30)
-        ours: set[str] = set()  # the pod network namespaces this node's containerd made
-        if self.containerd_socket.exists() and self._holder is not None:
+        ours = set(self._lost_pod_netns)  # the pod network namespaces this node's containerd made
+        if self.containerd_socket.exists() and self._holder is not None and not self.lost:
             with contextlib.suppress(Exception):
                 ours = self._pod_netns()
             for kind in ("tasks", "containers"):
@@ -685,16 +778,12 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         stop_groups([p for _, p, _ in reversed(self._procs)], grace_s=15)
         self._procs.clear()
         if self._holder is not None:
-            self._kill_namespace_members()
+            if self._holder.poll() is None:
+                self._kill_namespace_members()
             stop_groups([self._holder], grace_s=5)
             self._holder = None
         hierarchies = self._hierarchies() if self.cgroup else []
-        for hierarchy in hierarchies:  # a container left by a dead shim still lies in our cgroups
-            top = hierarchy / self.cgroup.lstrip("/")
-            for procs in top.rglob("cgroup.procs") if top.is_dir() else []:
-                for pid in procs.read_text().split():
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(int(pid), 9)
+        self._kill_cgroup_members()  # a container left by a dead shim still lies in our cgroups
         for hierarchy in hierarchies:
             top = hierarchy / self.cgroup.lstrip("/")
             for folder in sorted((p for p in [top, *top.rglob("*")] if p.is_dir()), key=lambda p: -len(p.parts)):
@@ -704,6 +793,8 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
                     except OSError as err:
                         errors.append(f"cgroup {folder}: {err}")
         if self.netns:
+            if self.fabric is not None:
+                self.fabric.leave(self.netns)
             subprocess.run(["ip", "netns", "delete", self.netns], capture_output=True)
             # containerd's pod network namespaces: files under /var/run/netns (mounted only in the node's
             # mount namespace, gone with it), left behind when a sandbox was not removed. This node's
@@ -733,11 +824,28 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
                         names.add(path.rsplit("/", 1)[1])
         return names
 
-    def _kill_namespace_members(self) -> None:
+    def _cgroup_members(self) -> set[int]:
+        """The processes in the node's cgroups (its pods' containers), in every hierarchy."""
+        pids = set()
+        for hierarchy in self._hierarchies() if self.cgroup else []:
+            top = hierarchy / self.cgroup.lstrip("/")
+            for procs in top.rglob("cgroup.procs") if top.is_dir() else []:
+                with contextlib.suppress(OSError):
+                    pids.update(int(pid) for pid in procs.read_text().split())
+        return pids
+
+    def _kill_cgroup_members(self) -> None:
+        for pid in self._cgroup_members():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def _kill_namespace_members(self, rounds: int = 3) -> list[int]:
         """SIGKILL what is left in the node's mount namespace (containerd's shims and their
-        containers, started by the node's containerd), found by that namespace, one pid at a time."""
+        containers, started by the node's containerd), found by that namespace, one pid at a time.
+        Returns the pids killed."""
         mine = os.readlink(f"/proc/{self._holder.pid}/ns/mnt")
-        for _ in range(3):
+        killed: list[int] = []
+        for round_ in range(rounds):
             left = []
             for pid in filter(str.isdigit, os.listdir("/proc")):
                 if int(pid) == self._holder.pid:
@@ -746,11 +854,22 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
                     if os.readlink(f"/proc/{pid}/ns/mnt") == mine:
                         left.append(int(pid))
             if not left:
-                return
+                break
+            killed += left
             for pid in left:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, 9)
-            time.sleep(1)
+            if round_ < rounds - 1:
+                time.sleep(1)
+        return killed
+
+
+def _alive(pid: int) -> bool:
+    """PID exists and is not a zombie (a killed process whose parent has not reaped it yet is dead)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _remove_cgroup(folder: Path, within_s: float = 30.0) -> None:

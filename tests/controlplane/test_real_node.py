@@ -8,6 +8,7 @@ SIGTERM, which it gets within the grace period. The node start and the image imp
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import subprocess
@@ -176,6 +177,80 @@ def test_a_pod_runs_talks_and_ends_on_the_real_node(real_node, smoke, tmp_path):
     assert deleted - 1 <= signalled <= deleted + GRACE_S
 
 
+def http_get(host: str, port: int) -> str:
+    return (f'exec 3<>/dev/tcp/{host}/{port}; printf "GET / HTTP/1.0\\r\\nHost: {host}\\r\\n\\r\\n" >&3; '
+            "cat <&3")  # fmt: skip
+
+
+def test_pods_on_two_nodes_reach_each_other_by_ip_service_and_name(control_plane, smoke, tmp_path):
+    """Two nodes on one fabric (fabric.py): each has a pod CIDR of its own, its Node's spec.podCIDR;
+    a pod on node A reaches a pod on node B by its IP and through a ClusterIP Service whose endpoint
+    is on B (kube-proxy on A), finds that Service by name (A's CoreDNS), and B's pod finds and reaches
+    A's the same way. On one shared CIDR and no link between the nodes (the old node.py) none of it could."""
+    from tests.controlplane.fabric import Fabric
+    from tests.controlplane.node import RealNode
+
+    with (
+        Fabric.start() as fabric,
+        RealNode.start(control_plane, tmp_path / "a", name="gpu-real-a", fabric=fabric) as a,
+        RealNode.start(control_plane, tmp_path / "b", name="gpu-real-b", fabric=fabric) as b,
+    ):
+        assert a.pod_cidr != b.pod_cidr
+        for node in (a, b):
+            node.import_archive(node_images.smoke().archive, smoke.rsplit(":", 1)[0])
+            spec = json.loads(node.kubectl("get", "node", node.name, "-o", "json"))["spec"]
+            assert (spec["podCIDR"], spec["podCIDRs"]) == (node.pod_cidr, [node.pod_cidr])
+        serve = "exec busybox httpd -f -p 8080 -h /srv"
+        a.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
+            pod("web-a", smoke, a.name, serve, labels={"app": "web-a"}),
+            pod("web-b", smoke, b.name, serve, labels={"app": "web-b"}),
+            *({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": NS},
+               "spec": {"selector": {"app": name}, "ports": [{"port": 80, "targetPort": 8080}]}}
+              for name in ("web-a", "web-b")),
+        ]))  # fmt: skip
+        ips = {}
+        for name, node in (("web-a", a), ("web-b", b)):
+            got = wait_running(a, name)
+            assert got["spec"]["nodeName"] == node.name
+            ips[name] = got["status"]["podIP"]
+            assert ipaddress.ip_address(ips[name]) in ipaddress.ip_network(node.pod_cidr), (ips[name], node.pod_cidr)
+        for client, other in (("web-a", "web-b"), ("web-b", "web-a")):
+            exec_ = ["exec", "-n", NS, client, "--", "timeout", "20", "bash", "-c"]
+            direct = a.kubectl(*exec_, http_get(ips[other], 8080))  # pod to pod across the fabric
+            assert direct.endswith("\n\n" + node_images.SMOKE_PAGE), (client, direct)
+            resolved = a.kubectl("exec", "-n", NS, client, "--", "getent", "hosts", other).split()
+            cluster_ip = json.loads(a.kubectl("get", "svc", "-n", NS, other, "-o", "json"))["spec"]["clusterIP"]
+            assert resolved[:2] == [cluster_ip, f"{other}.{NS}.svc.cluster.local"], (client, resolved)
+            served = a.kubectl(*exec_, http_get(other, 80))  # the Service on this node, its endpoint on the other
+            assert served.startswith("HTTP/1.1 200 OK") and served.endswith("\n\n" + node_images.SMOKE_PAGE), served
+
+        # B lost (lose(): a spot reclaim): every process of it dead at once, its Node object kept and
+        # still Ready (nothing told the API server), its pod unreachable from A.
+        pids = [p.pid for _, p, _ in b._procs] + [b._holder.pid]
+        holder_mnt = os.readlink(f"/proc/{b._holder.pid}/ns/mnt")
+        shims = [int(pid) for pid in filter(str.isdigit, os.listdir("/proc"))
+                 if _mnt(pid) == holder_mnt and b"containerd-shim" in _cmdline(pid)]  # fmt: skip
+        tops = [c / b.cgroup.lstrip("/") for c in _cgroup_mounts()]
+        in_pods = [int(pid) for top in tops if top.is_dir()
+                   for procs in top.rglob("cgroup.procs") for pid in procs.read_text().split()]  # fmt: skip
+        assert shims and in_pods, "B's pod's shim and containers, before the loss"
+        b.lose()
+        assert [pid for pid in [*pids, *shims, *in_pods] if os.path.exists(f"/proc/{pid}") and not _zombie(pid)] == []
+        node_b = json.loads(a.kubectl("get", "node", b.name, "-o", "json"))
+        assert node_b["metadata"].get("deletionTimestamp") is None
+        unreachable = a.kubectl("exec", "-n", NS, "web-a", "--", "timeout", "5", "bash", "-c",
+                                http_get(ips["web-b"], 8080), check=False)  # fmt: skip
+        assert node_images.SMOKE_PAGE not in unreachable
+        names = (b.netns, b.root, b.cgroup, fabric.netns)
+        a.kubectl("delete", "pod,service", "-n", NS, "web-a", "web-b", "--wait=false")
+    # Stopped after the loss: nothing of B (or of the fabric) is left.
+    netns, root, cgroup, fabric_netns = names
+    assert [c / cgroup.lstrip("/") for c in _cgroup_mounts() if (c / cgroup.lstrip("/")).exists()] == []
+    assert {netns, fabric_netns} & set(os.listdir("/var/run/netns")) == set()
+    assert not root.exists() and str(root) not in Path("/proc/self/mountinfo").read_text()
+    assert "node/gpu-real-b" not in nodes_once_gone(control_plane, "gpu-real-b")
+
+
 def test_the_node_runs_the_control_planes_kubernetes():
     """kubelet and kube-proxy come from their own tools module (so adding them relinked none of the
     control plane's binaries) at the very k8s.io/kubernetes release the API server is built from."""
@@ -250,6 +325,17 @@ def test_stopping_a_node_with_a_running_pod_leaves_nothing(control_plane, real_n
     while name in real_node.kubectl("get", "nodes", "-o", "name") and time.monotonic() < deadline:
         time.sleep(1)
     assert f"node/{name}" not in real_node.kubectl("get", "nodes", "-o", "name")
+
+
+def nodes_once_gone(cp, name: str) -> str:
+    """`kubectl get nodes -o name`, once NAME's deletion is through (a hang detector: 60 s)."""
+    deadline = time.monotonic() + 60
+    while True:
+        names = subprocess.run([binary("kubectl"), f"--kubeconfig={cp.kubeconfig}", "get", "nodes", "-o", "name"],
+                               capture_output=True, text=True, timeout=60).stdout  # fmt: skip
+        if f"node/{name}" not in names or time.monotonic() > deadline:
+            return names
+        time.sleep(1)
 
 
 def _mnt(pid: str) -> str:
