@@ -62,6 +62,15 @@ TOOLS = (
     Tool("kubelet", "kubernetes-node", "k8s.io/kubernetes/cmd/kubelet", _KUBE_VERSION),
     Tool("kube-proxy", "kubernetes-node", "k8s.io/kubernetes/cmd/kube-proxy", _KUBE_VERSION),
     Tool("coredns", "coredns", "torchfleet.local/coredns/cmd/coredns"),
+    # NetworkPolicy on the real node (node.py's network_policy): kube-router v2.1.0's policy controller
+    # (github.com/cloudnativelabs/kube-router, tagged 2024-03-03; modules/kube-router/go.mod says why not
+    # kube-network-policies). Its Makefile links the release into pkg/version.Version.
+    Tool(
+        "kube-router",
+        "kube-router",
+        "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router",
+        "github.com/cloudnativelabs/kube-router/v2/pkg/version.Version",
+    ),
     # The training controllers the project installs: tests/controlplane/operators.py.
     Tool("elasticjob-controller", "elasticjob", "github.com/pytorch/elastic/kubernetes"),
     Tool("training-operator", "kubeflow", "github.com/kubeflow/training-operator/cmd/training-operator.v1"),

@@ -266,6 +266,7 @@ class RealNode:
     root: Path = field(default_factory=Path)  # /tmp/tfnode-XXXX: sockets, state (short for socket paths)
     cgroup: str = ""
     fake_gpus: int = 0
+    network_policy: bool = False  # kube-router enforces NetworkPolicy on its pods (start()'s doc)
     fabric: Fabric | None = None  # the network to other nodes (fabric.py), or None: a node alone
     pod_cidr: str = POD_CIDR
     bridge_ip: str = BRIDGE_IP  # the pods' gateway, the API relay's and CoreDNS's address for them
@@ -279,15 +280,24 @@ class RealNode:
     @classmethod
     @contextlib.contextmanager
     def start(
-        cls, cp: ControlPlane, workdir: Path, name: str = "gpu-real-0", fake_gpus: int = 0, fabric: Fabric | None = None
+        cls,
+        cp: ControlPlane,
+        workdir: Path,
+        name: str = "gpu-real-0",
+        fake_gpus: int = 0,
+        fabric: Fabric | None = None,
+        network_policy: bool = False,
     ) -> Iterator[RealNode]:
         """FAKE_GPUS: nvidia.com/gpu the node advertises with no GPU behind it (an extended resource
         set on its status, which the kubelet keeps: no device plugin owns it), so that pods which
         request one in every container, as a GPU pool's training pods must, are placed and run here.
         FABRIC: the network joining this node to the other nodes on it (fabric.py); the node gets
-        the fabric's next pod CIDR."""
+        the fabric's next pod CIDR.
+        NETWORK_POLICY: NetworkPolicy enforced on the node's pods (kube-router's policy controller,
+        _start_kube_router); off by default: it adds its start and a full sync per change."""
         labels, taints = gpu_pool_identity()
         node = cls(cp, Path(workdir), name, labels, taints, fake_gpus=fake_gpus, fabric=fabric)
+        node.network_policy = network_policy
         try:
             node._start()
             yield node
@@ -479,6 +489,8 @@ class RealNode:
         )
         self._start_kube_proxy()
         self._start_coredns()
+        if self.network_policy:
+            self._start_kube_router(pki)
         self._wait(f"node {self.name} Ready", self._ready, "kubelet")
         self.started_s = time.monotonic() - started
 
@@ -695,6 +707,44 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
             lambda: subprocess.run(probe, capture_output=True, timeout=10).returncode == 0,
             "coredns",
         )
+
+    def _start_kube_router(self, pki: Path) -> None:
+        """NetworkPolicy on this node: kube-router's network policy controller alone (modules/kube-router:
+        --run-firewall, no router or service proxy, as its daemonset/kube-router-firewall-daemonset.yaml at
+        v2.1.0 runs it), in the node's network namespace as a DaemonSet pod on the host network would be.
+        It writes iptables filter chains (iptables-nft: a table of its own beside kube-proxy's) and ipsets
+        for each pod whose status.hostIP is the node's InternalIP: traffic between two pods on the bridge
+        passes them through br_netfilter (bridge-nf-call-iptables, set in _start), pod -> node address
+        (CoreDNS, the API relay) through INPUT. Its identity is system:kube-router, read-only."""
+        missing = [t for t in ("iptables", "iptables-save", "iptables-restore", "ipset") if shutil.which(t) is None]
+        if missing:
+            raise NodeError(f"missing {', '.join(missing)} for network_policy: apt-get install iptables ipset")
+        _cert(pki, "kube-router", "/CN=system:kube-router")
+        api_port = self.cp.server.rsplit(":", 1)[1]
+        _kubeconfig(self.root / "kube-router.kubeconfig", f"https://127.0.0.1:{api_port}", pki, "kube-router")
+        # kube-router's ClusterRole (daemonset/generic-kuberouter.yaml, v2.1.0), its read rules only: the
+        # policy controller's process starts informers on these (pkg/cmd/kube-router.go, Run).
+        read = ["get", "list", "watch"]
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "kube-router"},
+             "rules": [{"apiGroups": [""], "resources": ["namespaces", "pods", "services", "nodes", "endpoints"],
+                        "verbs": read},
+                       {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": read},
+                       {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": read}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+             "metadata": {"name": "kube-router"},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kube-router"},
+             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:kube-router"}]},
+        ]))  # fmt: skip
+        # NODE_NAME: it looks its Node up by that, then by the machine's hostname, then --hostname-override
+        # (pkg/utils/node.go GetNodeObject). Health and metrics servers off: nothing polls them here.
+        self._spawn("kube-router", ["ip", "netns", "exec", self.netns, "env", f"NODE_NAME={self.name}",
+                                    binary("kube-router"), "--run-firewall=true", "--run-router=false",
+                                    "--run-service-proxy=false", f"--kubeconfig={self.root / 'kube-router.kubeconfig'}",
+                                    f"--hostname-override={self.name}", f"--service-cluster-ip-range={SERVICE_CIDR}",
+                                    "--health-port=0", "--metrics-port=0", "--v=1"])  # fmt: skip
+        log = self.workdir / "kube-router.log"
+        self._wait("kube-router's first policy sync", lambda: "sync iptables took" in log.read_text(), "kube-router")
 
     def _ready(self) -> bool:
         from kubernetes import client
