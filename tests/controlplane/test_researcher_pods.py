@@ -358,6 +358,36 @@ def test_a_secret_through_the_environment_is_refused(training_layer, researcher,
     refused(training_layer, researcher, document, SECRETS)
 
 
+PROBE_HOST = "names no host"
+METADATA = {"host": "169.254.169.254", "path": "/computeMetadata/v1/instance/service-accounts/default/token",
+            "port": 80, "httpHeaders": [{"name": "Metadata-Flavor", "value": "Google"}]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("livenessProbe", {"httpGet": METADATA}),
+        ("readinessProbe", {"tcpSocket": {"host": "etcd-0.etcd-peers", "port": 2379}}),
+        ("startupProbe", {"httpGet": METADATA}),
+        ("lifecycle", {"postStart": {"httpGet": METADATA}}),
+        ("lifecycle", {"preStop": {"tcpSocket": {"host": "169.254.169.254", "port": 80}}}),
+    ],
+    ids=["liveness", "readiness-tcp", "startup", "postStart", "preStop-tcp"],
+)
+@pytest.mark.parametrize("kind", ["Pod", "Job", "Deployment"])
+def test_a_probe_or_hook_aimed_at_another_host_is_refused(training_layer, researcher, capsys, field, value, kind):
+    """The kubelet makes a probe's or hook's request from the node, past every NetworkPolicy; Pod Security refuses a
+    host only from v1.34 and the namespace pins v1.30. The CLI's reader, Job and Lighthouse with one probe added."""
+    if kind == "Pod":
+        document = reader(training_layer)
+        spec = document["spec"]
+    else:
+        document = cli_documents(training_layer, capsys, name(), "--recovery", "inplace")[kind]
+        spec = template(document)["spec"] if kind == "Job" else document["spec"]["template"]["spec"]
+    spec["containers"][0][field] = copy.deepcopy(value)
+    refused(training_layer, researcher, document, PROBE_HOST)
+
+
 # ---- defence in depth: the namespace's quotas hold whoever makes the pod -------------------------------------
 
 
