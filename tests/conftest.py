@@ -29,6 +29,7 @@ def _no_ip_lookup(monkeypatch):
 ONE_AT_A_TIME = (
     "tests/containers/",
     "tests/controlplane/test_real_node.py",
+    "tests/controlplane/test_real_network_policy.py",
     "tests/controlplane/test_real_training.py",
 )
 
