@@ -75,6 +75,27 @@ def test_the_accounts_a_researcher_pod_runs_as_have_no_rights(training_layer, ac
     assert granted == [], out
 
 
+@pytest.mark.parametrize("kind", ["Pod", "Job"])
+def test_no_pod_or_template_asks_for_a_token(training_layer, researcher, kind):
+    """A Job's template with automountServiceAccountToken: true was admitted (it has no volumes yet), and the Job
+    controller, a system: user no torchfleet policy holds, made each pod with a training-job token mounted."""
+    pod = reader(training_layer)
+    pod["metadata"].setdefault("annotations", {})["torchfleet.io/created-by"] = "alice"  # reader-owner's
+    pod["spec"]["automountServiceAccountToken"] = True
+    document = pod
+    if kind == "Job":  # the reader's container alone, as a job of alice's that is otherwise admitted
+        name, maker = f"tier-limits-token-{next(_names)}", {"torchfleet.io/created-by": "alice"}
+        spec = {key: pod["spec"][key] for key in ("serviceAccountName", "automountServiceAccountToken",
+                                                   "securityContext")} | {"restartPolicy": "Never"}  # fmt: skip
+        spec["containers"] = [{key: value for key, value in pod["spec"]["containers"][0].items()
+                               if key != "volumeMounts"}]  # fmt: skip
+        document = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "annotations": maker},
+                    "spec": {"template": {"metadata": {"labels": {"torchfleet.io/job": name}, "annotations": maker},
+                                          "spec": spec}}}  # fmt: skip
+    code, out = researcher_kubectl(training_layer, researcher, "create", "-f", "-", input=yaml.safe_dump(document))
+    assert code != 0 and "automountServiceAccountToken" in out, out
+
+
 BECOMING = [("impersonate", "users"), ("impersonate", "serviceaccounts"), ("impersonate", "groups"),
             ("create", "serviceaccounts/token")]  # fmt: skip
 

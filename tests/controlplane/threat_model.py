@@ -225,6 +225,8 @@ def outside(kind: str, name: str, labels: dict[str, str] | None, spec: dict[str,
         why.append(f"priority class {spec['priorityClassName']}")
     if spec.get("serviceAccountName") not in ACCOUNTS:
         why.append(f"service account {spec.get('serviceAccountName')}")
+    if spec.get("automountServiceAccountToken"):
+        why.append("a service-account token")  # a template's pods are made by an exempt controller
     affinity = spec.get("affinity") or {}
     if affinity.get("nodeAffinity"):
         why.append("node affinity")
