@@ -173,8 +173,9 @@ def world(enforcing_node, tmp_path_factory):
     ips = _wait_running(node, ns, list(labels))
     ips.update(_wait_running(node, "kube-system", ["dns"]))
     ips.update(_wait_running(node, ELSEWHERE, ["elsewhere"]))
-    for svc in ("etcd", "etcd-gate"):
-        ips[f"svc/{svc}"] = json.loads(node.kubectl("get", "svc", "-n", ns, svc, "-o", "json"))["spec"]["clusterIP"]
+    for namespace, svc in ((ns, "etcd"), (ns, "etcd-gate"), ("default", "kubernetes")):
+        got = json.loads(node.kubectl("get", "svc", "-n", namespace, svc, "-o", "json"))
+        ips[f"svc/{svc}"] = got["spec"]["clusterIP"]
 
     # The metadata address and one beside it, on the node namespace's loopback, each with a listener.
     nsx = ["ip", "netns", "exec", node.netns]
@@ -197,7 +198,8 @@ def world(enforcing_node, tmp_path_factory):
 
 
 # (source pod, destination, port, allowed, why). A destination is a pod of the training namespace, or
-# svc/NAME (its ClusterIP, through kube-proxy), dns (kube-system), elsewhere (another namespace), or an address.
+# svc/NAME (its ClusterIP, through kube-proxy: etcd, etcd-gate, and default's kubernetes, the API server), dns
+# (kube-system), elsewhere (another namespace), or an address.
 ROWS = [
     # A job's own pods reach each other on any port; no other job's pod, no stray pod, reaches them.
     ("a-0", "a-1", WORKER_PORT, True, "a job's pods talk to each other (job-a)"),
@@ -230,6 +232,9 @@ ROWS = [
     ("w-0", BESIDE, 80, True, "and a link-local address beside the metadata one"),
     ("w-0", METADATA, 80, False, "but never the metadata address (its except)"),
     ("a-0", BESIDE, 80, False, "a job without --allow-egress reaches neither"),
+    # The API server (the `kubernetes` Service): no rule of a job's opens it.
+    ("a-0", "svc/kubernetes", 443, False, "job code never reaches the API server (default-deny egress)"),
+    ("elsewhere", "svc/kubernetes", 443, True, "a pod of a namespace without policies does"),
     # An in-place job's Lighthouse: its own job's pods reach its port; it reaches nothing.
     ("c-0", "c-lighthouse", inplace_job.LIGHTHOUSE_PORT, True, "a job's pods -> its Lighthouse (job-c-lighthouse)"),
     ("a-0", "c-lighthouse", inplace_job.LIGHTHOUSE_PORT, False, "another job's pods never reach it"),
