@@ -130,7 +130,7 @@ def enforcing_node(control_plane, tmp_path_factory):
 @pytest.fixture(scope="module")
 def world(enforcing_node, tmp_path_factory):
     """The local stack's training namespace with its rendered policies and Services, stand-ins for etcd
-    (two members) and the gate, three jobs' pods with the policies submit makes for them (a, b; c
+    (two members) and the gate, four jobs' pods with the policies submit makes for them (a, b; c
     in-place with its Lighthouse; w with --allow-egress 0.0.0.0/0), a stray pod of the training
     namespace that no job owns, a DNS stand-in in kube-system, and a pod of a namespace without policies."""
     node = enforcing_node
