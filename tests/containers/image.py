@@ -38,7 +38,9 @@ Pins: Debian `bookworm` (12) from deb.debian.org, the mirror this machine's apt 
 installed package's version is written next to the image (debian-packages.txt), and
 TORCHFLEET_DEBIAN_MIRROR=http://snapshot.debian.org/archive/debian/<YYYYMMDDTHHMMSSZ>/ pins a
 snapshot where that host is reachable. The Debian Python is 3.11.2, the venv's 3.11 ABI (cp311
-wheels, bytecode magic 3495 for every 3.11); the image's `python` is python-is-python3.
+wheels, bytecode magic 3495 for every 3.11); the image's `python` is python-is-python3. Its tarfile.py
+is this interpreter's (3.11.4+, with PEP 706's extraction filters, which --workdir's init container needs
+and Debian's 3.11.2 lacks; STDLIB_NEWER), in the packages layer.
 """
 
 from __future__ import annotations
@@ -81,6 +83,13 @@ DEBIAN_PACKAGES = ("python3.11", "python-is-python3", "passwd")
 SITE_PACKAGES = "usr/local/lib/python3.11/dist-packages"
 # The packages of pyproject's `train` extra the Dockerfile's base already carries, at those pins.
 TRAIN_PINS = ("torch", "numpy")
+# Stdlib modules the image's code needs newer than Debian bookworm's python3.11 has them (3.11.2, up to
+# 3.11.2-6+deb12u8 without PEP 706's extraction filters: its tarfile.py has no `filter` in extractall,
+# and the changelog backports none), taken from this interpreter's stdlib (3.11.4 or later, the same
+# 3.11 whose venv the packages come from), as the real base's own CPython has them. The --workdir init
+# container unpacks with tarfile's `data` filter and refuses to run without it (torchfleet/jobs/workdir.py).
+STDLIB_NEWER = ("tarfile.py",)
+STDLIB = "usr/lib/python3.11"  # Debian's python3.11 stdlib, which this layer's files replace
 # What the build needs: a test names what is missing rather than a cryptic error.
 TOOLS = ("mmdebstrap", "umoci", "runc", "tar", "zstd")
 LAYER_MEDIA_TYPE = "application/vnd.oci.image.layer.v1.tar+zstd"
@@ -210,8 +219,10 @@ def packages_key() -> str:
     and every distribution installed in the venv (name-version of each dist-info and its RECORD's
     size and mtime), so a venv that changed rebuilds the layer and one that did not is not asked."""
     records = sorted(VENV_SITE.glob("*.dist-info/RECORD"))
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
     return _digest([REQUIREMENTS.read_bytes(), " ".join(train_pins()).encode(),
                     sys.version.split()[0].rsplit(".", 1)[0].encode(), _source("_packages_tree"),
+                    _source("_stdlib_newer"), *((stdlib / name).read_bytes() for name in STDLIB_NEWER),
                     *(f"{p.parent.name} {p.stat().st_size} {p.stat().st_mtime_ns}".encode() for p in records)])
 
 
@@ -375,10 +386,28 @@ def _packages_tree(dest: Path, dists: list[Dist]) -> None:
             if not src.exists() and not src.is_symlink():
                 continue  # RECORD lists it, pip never wrote it (e.g. a .pyc of a py2-only file)
             _link(src, site / rel)
+    _stdlib_newer(dest)
     for path in [dest, *dest.rglob("*")]:  # the folders this made: root's, 0755
         if path.is_dir() and not path.is_symlink():
             os.chown(path, 0, 0)
             path.chmod(0o755)
+
+
+def _stdlib_newer(dest: Path) -> None:
+    """STDLIB_NEWER linked from this interpreter's stdlib over Debian's, with their bytecode (valid:
+    the link keeps the source's mtime and size, which the .pyc records)."""
+    import importlib.util
+    import tarfile
+
+    if not hasattr(tarfile, "data_filter"):
+        raise ImageError(f"{sys.executable} is Python {sys.version.split()[0]}: its tarfile has no extraction "
+                         "filters (PEP 706, 3.11.4 or later), which the image's --workdir init container needs; "
+                         "build with Python 3.11.4 or later")
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    for name in STDLIB_NEWER:
+        _link(stdlib / name, dest / STDLIB / name)
+        if (pyc := Path(importlib.util.cache_from_source(str(stdlib / name)))).is_file():
+            _link(pyc, dest / STDLIB / "__pycache__" / pyc.name)
 
 
 def _code(dest: Path) -> None:

@@ -5,6 +5,7 @@ needs to import at all, GPU or not."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from importlib import metadata
@@ -64,3 +65,29 @@ def test_the_packages_are_the_venvs_files(image):
     assert {"torch", "numpy", "nvidia_cublas", "python_etcd", "tensorboard", "torchft"} <= names
     assert not names & {"pytest", "pulumi", "ruff", "torchfleet"}
     assert not (site / "bin").exists()
+
+
+UNPACK = ("import io, sys, tarfile, tempfile\n"
+          "b = io.BytesIO()\n"
+          "with tarfile.open(fileobj=b, mode='w:gz') as t:\n"
+          "    for name, link in (('train.py', ''), ('escape', '/etc/passwd')):\n"
+          "        i = tarfile.TarInfo(name)\n"
+          "        if link: i.type, i.linkname = tarfile.SYMTYPE, link\n"
+          "        t.addfile(i, io.BytesIO(b''))\n"
+          "b.seek(0)\n"
+          "with tarfile.open(fileobj=b, mode='r:gz') as t:\n"
+          "    try: t.extractall(tempfile.mkdtemp(), filter='data')\n"
+          "    except tarfile.AbsoluteLinkError as e: print('refused', e)\n"
+          "print(sys.version.split()[0])\n")
+
+
+def test_the_images_python_unpacks_workdir_code_with_the_data_filter(image):
+    """The --workdir init container extracts with tarfile's `data` filter (PEP 706) and refuses to run
+    without it (torchfleet/jobs/workdir.py). Debian bookworm's python3.11 (3.11.2) has none, so on the
+    image as first built every --workdir pod's init container exited 1 (seen on the real node,
+    test_real_training.py); the build takes tarfile.py from its own 3.11.4+ stdlib (STDLIB_NEWER)."""
+    done = subprocess.run([shutil.which("chroot") or "chroot", str(image.rootfs), "python", "-I", "-B", "-c", UNPACK],
+                          capture_output=True, text=True, env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
+                          timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["refused 'escape' is a link to an absolute path", "3.11.2"], done.stdout
