@@ -86,8 +86,10 @@ TRAIN_PINS = ("torch", "numpy")
 # Stdlib modules the image's code needs newer than Debian bookworm's python3.11 has them (3.11.2, up to
 # 3.11.2-6+deb12u8 without PEP 706's extraction filters: its tarfile.py has no `filter` in extractall,
 # and the changelog backports none), taken from this interpreter's stdlib (3.11.4 or later, the same
-# 3.11 whose venv the packages come from), as the real base's own CPython has them. The --workdir init
-# container unpacks with tarfile's `data` filter and refuses to run without it (torchfleet/jobs/workdir.py).
+# 3.11 whose venv the packages come from), as the real base has them: pytorch/pytorch's Dockerfile installs
+# conda-forge's `python=3.11`, its newest patch release (pytorch/pytorch 01343dcd Dockerfile, PYTHON_VERSION;
+# 3.11.4 came out in June 2023). The --workdir init container unpacks with tarfile's `data` filter and
+# refuses to run without it (torchfleet/jobs/workdir.py).
 STDLIB_NEWER = ("tarfile.py",)
 STDLIB = "usr/lib/python3.11"  # Debian's python3.11 stdlib, which this layer's files replace
 # What the build needs: a test names what is missing rather than a cryptic error.
