@@ -30,6 +30,7 @@ ONE_AT_A_TIME = (
     "tests/containers/",
     "tests/controlplane/test_real_node.py",
     "tests/controlplane/test_real_network_policy.py",
+    "tests/controlplane/test_real_node_loss.py",
     "tests/controlplane/test_real_training.py",
 )
 
