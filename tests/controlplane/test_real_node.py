@@ -241,12 +241,13 @@ def test_pods_on_two_nodes_reach_each_other_by_ip_service_and_name(control_plane
         unreachable = a.kubectl("exec", "-n", NS, "web-a", "--", "timeout", "5", "bash", "-c",
                                 http_get(ips["web-b"], 8080), check=False)  # fmt: skip
         assert node_images.SMOKE_PAGE not in unreachable
-        names = (b.netns, b.root, b.cgroup, fabric.netns)
+        assert b._lost_pod_netns, "its pod's network namespace, read before the loss"
+        names = (b.netns, b.root, b.cgroup, fabric.netns, b._lost_pod_netns)
         a.kubectl("delete", "pod,service", "-n", NS, "web-a", "web-b", "--wait=false")
     # Stopped after the loss: nothing of B (or of the fabric) is left.
-    netns, root, cgroup, fabric_netns = names
+    netns, root, cgroup, fabric_netns, pod_netns = names
     assert [c / cgroup.lstrip("/") for c in _cgroup_mounts() if (c / cgroup.lstrip("/")).exists()] == []
-    assert {netns, fabric_netns} & set(os.listdir("/var/run/netns")) == set()
+    assert {netns, fabric_netns, *pod_netns} & set(os.listdir("/var/run/netns")) == set()
     assert not root.exists() and str(root) not in Path("/proc/self/mountinfo").read_text()
     assert "node/gpu-real-b" not in nodes_once_gone(control_plane, "gpu-real-b")
 
