@@ -16,6 +16,7 @@ import contextlib
 import io
 import json
 import os
+import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -83,10 +84,11 @@ def cli(alice: Path, *argv: str) -> tuple[int, str]:
     return code, out.getvalue()
 
 
-def import_trainer(node, trainer, log) -> tuple[str, str]:
-    """The training image into NODE's containerd, also under its digest: the CRI finds an image by the
-    names containerd holds, and an import records no digest reference (test_real_training's platform)."""
-    names, seconds = node.import_archive(trainer.layout, TRAINER)
+def import_trainer(node, trainer, archive: Path, log) -> tuple[str, str]:
+    """The training image (ARCHIVE: its layout tarred) into NODE's containerd, also under its digest: the
+    CRI finds an image by the names containerd holds, and an import records no digest reference
+    (test_real_training's platform)."""
+    names, seconds = node.import_archive(archive, TRAINER)
     log(f"[lost-node] imported {names} into {node.name} in {seconds:.1f} s")
     (name,) = names
     (manifest,) = json.loads((trainer.layout / "index.json").read_text())["manifests"]
@@ -121,8 +123,15 @@ def platform(cp, work: Path, log=print) -> Iterator[Platform]:
         RealNode.start(cp, work / "b", name=NODE_B, fabric=fabric) as b,
         RealNode.start(cp, work / "a", name=NODE_A, fabric=fabric) as a,
     ):
-        with ThreadPoolExecutor(2) as pool:  # two containerds, one image: side by side
-            (name, reader), _ = pool.map(lambda node: import_trainer(node, trainer, log), (a, b))
+        # Tarred once for both nodes (import_archive would tar the layout for each: 2.5 GiB apiece on a
+        # disk the two nodes' unpacked images already take about 15 GiB of).
+        archive = work / "trainer.tar"
+        subprocess.run(["tar", "-C", str(trainer.layout), "-cf", str(archive), "."], check=True)
+        try:
+            with ThreadPoolExecutor(2) as pool:  # two containerds, one image: side by side
+                (name, reader), _ = pool.map(lambda node: import_trainer(node, trainer, archive, log), (a, b))
+        finally:
+            archive.unlink()
         (etcd_name,), _ = b.import_archive(etcd.archive, etcd.name.rsplit(":", 1)[0])
         untaint = f"{GPU_TAINT['key']}={GPU_TAINT['value']}:{GPU_TAINT['effect']}-"  # test_real_training's why
         for node in (a, b):
