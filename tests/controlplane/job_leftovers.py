@@ -32,8 +32,8 @@ def objects(node, namespace: str, job: str, job_uid: str = "") -> list[str]:
         ours = (
             any(labels.get(label) == job for label in LABELS)
             or any(o["uid"] == job_uid or o["name"] == job or o["name"].startswith(f"{job}-") for o in owners)
-            or name == job
-            or name.startswith((f"{job}-", f"job-{job}"))
+            or name in (job, f"job-{job}")
+            or name.startswith((f"{job}-", f"job-{job}-"))
         )
         if ours:
             found.append(f"{item['kind']}/{name}")
