@@ -34,7 +34,10 @@ Two relays over Unix sockets, which cross network namespaces, join it to the hos
 
 Mounts: containerd and the kubelet share a mount namespace of their own (`unshare --mount
 --propagation slave`), so the containers' overlay roots and the kubelet's volume mounts never
-appear in the host's mount table and vanish with the last process in it.
+appear in the host's mount table and vanish with the last process in it. Its /run/netns is a tmpfs
+of its own: the pod network namespaces containerd makes there are files of that node alone (in the
+host's /run/netns they were left behind by a killed node, and indistinguishable from another live
+node's there, as bind mounts private to each node's namespace).
 cgroups (v1 here; failCgroupV1: false, cgroupDriver cgroupfs): every pod's cgroup lies under
 /tfnode-<hex> in each hierarchy (the kubelet's cgroupRoot), removed at the end. containerd's root,
 state and runc's root, the kubelet's root and pod logs, host-local's IP leases: under one temp folder.
@@ -110,26 +113,6 @@ def _run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
     if done.returncode != 0:
         raise NodeError(f"{' '.join(map(str, argv))} exited {done.returncode}: {(done.stderr or done.stdout)[-2000:]}")
     return done
-
-
-def _abandoned(path: str, in_use: set[int]) -> bool:
-    """A network namespace no process is in, made over a minute ago: its sandbox is gone. (containerd
-    makes a pod's namespace with no process in it and starts the pause container in it a few seconds
-    later, after CNI's setup: a younger one may be another node's pod being born.)"""
-    try:
-        st = os.stat(path)  # the nsfs inode bind-mounted there; its times are the namespace's birth
-    except OSError:
-        return False
-    return st.st_ino not in in_use and time.time() - st.st_mtime > 60
-
-
-def _netns_in_use() -> set[int]:
-    """The inodes of the network namespaces some process is in."""
-    inodes = set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError):
-            inodes.add(os.stat(f"/proc/{pid}/ns/net").st_ino)
-    return inodes
 
 
 def require() -> None:
@@ -274,7 +257,6 @@ class RealNode:
     started_s: float = 0.0  # seconds from start() to the node Ready with kube-proxy and CoreDNS up
     _procs: list[tuple[str, subprocess.Popen, Path]] = field(default_factory=list)
     _holder: subprocess.Popen | None = None
-    _netns_before: set[str] = field(default_factory=set)
     _lost_pod_netns: set[str] = field(default_factory=set)  # its pods' namespaces, read before lose()
 
     @classmethod
@@ -398,7 +380,6 @@ class RealNode:
         self.kubelet_port = _loopback_port(self.host_ip)
         api_port = int(self.cp.server.rsplit(":", 1)[1])
         node_server = f"https://127.0.0.1:{api_port}"  # the same address inside the netns, by the relay
-        self._netns_before = set(os.listdir("/var/run/netns")) if os.path.isdir("/var/run/netns") else set()
         fabric_index = 0
         if self.fabric is not None:
             fabric_index, self.pod_cidr = self.fabric.allocate()
@@ -430,6 +411,10 @@ class RealNode:
             "holder",
             30,
         )
+        # The node's own /run/netns (the module's docstring): nsenter opens the node's netns file
+        # (the host's /run/netns/tfnode-*) before it enters the mount namespace, so that still works.
+        _run(["nsenter", f"--mount=/proc/{self._holder.pid}/ns/mnt", "mount", "-t", "tmpfs", "-o",
+              "mode=0755,size=1m", "tfnode-netns", "/run/netns"])  # fmt: skip
         self._make_cgroup()
 
         pki = self.root / "pki"
@@ -806,10 +791,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
                 ("default", f"kubernetes-{self.name}"),
             ):
                 self.kubectl("delete", "endpointslice", "-n", namespace, slice_name, "--ignore-not-found", timeout=30)
-        ours = set(self._lost_pod_netns)  # the pod network namespaces this node's containerd made
         if self.containerd_socket.exists() and self._holder is not None and not self.lost:
-            with contextlib.suppress(Exception):
-                ours = self._pod_netns()
             for kind in ("tasks", "containers"):
                 with contextlib.suppress(Exception):
                     ids = [
@@ -846,15 +828,8 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
             if self.fabric is not None:
                 self.fabric.leave(self.netns)
             subprocess.run(["ip", "netns", "delete", self.netns], capture_output=True)
-            # containerd's pod network namespaces: files under /var/run/netns (mounted only in the node's
-            # mount namespace, gone with it), left behind when a sandbox was not removed. This node's
-            # pods' and any no process is in (a sandbox already gone); never one another node's running
-            # pod is in (a second test's node, or a second node of one test).
-            if os.path.isdir("/var/run/netns"):
-                in_use = _netns_in_use()
-                for left in set(os.listdir("/var/run/netns")) - self._netns_before:
-                    if left in ours or (left.startswith("cni-") and _abandoned(f"/var/run/netns/{left}", in_use)):
-                        subprocess.run(["ip", "netns", "delete", left], capture_output=True)
+            # containerd's pod network namespaces were files of the node's own /run/netns (a tmpfs in
+            # its mount namespace, gone with it): nothing of them is on the host to remove.
             self.netns = ""
         if self.root != Path() and self.root.exists():
             shutil.rmtree(self.root, ignore_errors=True)
