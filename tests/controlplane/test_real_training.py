@@ -17,9 +17,13 @@ differences, each forced by this machine:
   tests/containers/image.py; etcd's, platform_images.py) and the etcd StatefulSet's and the gate's
   `imagePullPolicy: Always` become IfNotPresent (the kubelet would ask a registry; the job's and the
   reader's pods already say IfNotPresent for a local stack);
-- the store is a hostPath folder (no NFS server yet) with what the store-owner Job gives the store
-  root: 10001:10001, mode 2775 (components/kube/store_owner.py); that Job (busybox) and the node healer are
-  not applied: no busybox image here, and the healer acts on nodes, which this test does not test;
+- the store is a hostPath folder with what the store-owner Job gives the store root: 10001:10001, mode
+  2775 (components/kube/store_owner.py), not an NFS export: this machine's kernel (6.18.44-fc-v669) has
+  no NFS client or server at all (its /proc/config.gz sets no CONFIG_NFS_FS, CONFIG_NFSD or
+  CONFIG_SUNRPC, /proc/filesystems lists no nfs, and it loads no modules), so neither Debian's
+  nfs-kernel-server nor the kubelet's `mount -t nfs` of an nfs volume can run here (checked 2026-11-29);
+  that Job (busybox) and the node healer are not applied: no busybox image here, and the healer acts on
+  nodes, which test_real_node_loss.py tests;
 - the node is the local stack's (kind's) node: the GPU taint RealNode registers with is removed, as
   a local stack's node has none and its pods tolerate none (the local stack is CPU-only: `--gpu` is
   refused for it, and a GPU stack's pods pull with Always, which needs a registry).
