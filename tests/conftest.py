@@ -35,14 +35,21 @@ ONE_AT_A_TIME = (
 )
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    """Under `pytest -n N --dist loadgroup` (.ci/run): each file's tests on one worker, so a module's
-    fixtures (a control plane's training layer, a real node) start once; the files in ONE_AT_A_TIME
-    all on the same worker. Runs before xdist reads the groups (tryfirst); a plain run ignores them."""
-    for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue
-        path = item.nodeid.split("::", 1)[0]
-        group = "one-at-a-time" if path.startswith(ONE_AT_A_TIME) else path
-        item.add_marker(pytest.mark.xdist_group(group))
+def pytest_xdist_make_scheduler(config, log):
+    """Under `pytest -n N --dist loadfile` (.ci/run): each file's tests on one worker, so a module's
+    fixtures (a control plane's training layer, a real node) start once, and the files in ONE_AT_A_TIME
+    all on one worker, one after another. xdist's own way to join files, `--dist loadgroup` with
+    `xdist_group` marks, does nothing under pytest 9 (xdist 3.8.0 appends the group to `item._nodeid`,
+    which pytest 9's `nodeid` no longer reads: seen 2026-11-29, a real-node file on each worker at
+    once), so the scheduler is xdist's loadscope one with this file-to-scope rule (the hook:
+    https://pytest-xdist.readthedocs.io/en/stable/how-to.html, pytest_xdist_make_scheduler)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "one-at-a-time" if path.startswith(ONE_AT_A_TIME) else path
+
+    return ByFile(config, log)
