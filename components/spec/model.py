@@ -189,23 +189,21 @@ QUOTA_JOBS = 1000
 QUOTA_SERVICES = 1100
 # - ConfigMaps: --workdir's parts, at most 16 MiB / 960 KiB = 18 per submit, shared by a sweep's jobs
 #   (torchfleet/jobs/workdir.py PART_BYTES, workdir_pack.py MAX_BYTES), owned by the job; the reader and
-#   TensorBoard make none; the platform's etcd-bootstrap, the API server's kube-root-ca.crt and, under the
-#   torchelastic operator, its controller's leader-election lock (k8s/base/controller/role-leader-election.yaml).
-#   Each holds up to 1 MiB, so 256 is at most 256 MiB of etcd (whose default space quota is 2 GiB:
+#   TensorBoard make none; the platform's etcd-bootstrap and the API server's kube-root-ca.crt. Each holds up to
+#   1 MiB, so 256 is at most 256 MiB of etcd (whose default space quota is 2 GiB:
 #   https://etcd.io/docs/v3.5/op-guide/maintenance/#space-quota).
 QUOTA_CONFIGMAPS = 256
-# - Deployments: an in-place job's Lighthouse, so one per job; the platform's etcd-gate and, under the
-#   torchelastic operator, its controller.
+# - Deployments: an in-place job's Lighthouse, so one per job; the platform's etcd-gate.
 QUOTA_DEPLOYMENTS = 1000
 # - NetworkPolicies: up to 3 per job (job-J, job-J-egress with --allow-egress, job-J-lighthouse:
 #   torchfleet/jobs/manifests.py network_policies, inplace_job.py), the platform's 7-8.
 QUOTA_NETWORK_POLICIES = 3100
 # The least of each that still lets the platform's objects, one job and the reader exist: Services 3 + one
-# (a Lighthouse, or a one-pod ElasticJob's); ConfigMaps 3 + 18; Deployments 2 + 1; NetworkPolicies 8 + 3.
+# (a Lighthouse, or a one-pod ElasticJob's); ConfigMaps 2 + 18; Deployments 1 + 1; NetworkPolicies 8 + 3.
 QUOTA_MIN_JOBS = 1
 QUOTA_MIN_SERVICES = 4
-QUOTA_MIN_CONFIGMAPS = 21
-QUOTA_MIN_DEPLOYMENTS = 3
+QUOTA_MIN_CONFIGMAPS = 20
+QUOTA_MIN_DEPLOYMENTS = 2
 QUOTA_MIN_NETWORK_POLICIES = 11
 
 

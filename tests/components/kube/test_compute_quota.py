@@ -75,9 +75,9 @@ def test_overrides():
         "services": "50", "configmaps": "60", "count/deployments.apps": "20",
         "count/networkpolicies.networking.k8s.io": "70"}
     # The least of each (model.py: the platform's own objects, one job and the reader) is accepted.
-    least = ok(training(jobs=1, services=4, configMaps=21, deployments=3, networkPolicies=11)).training.quota
+    least = ok(training(jobs=1, services=4, configMaps=20, deployments=2, networkPolicies=11)).training.quota
     counts = (least.jobs, least.services, least.config_maps, least.deployments, least.network_policies)
-    assert counts == (1, 4, 21, 3, 11)
+    assert counts == (1, 4, 20, 2, 11)
     assert ok(training(gpus=0)).training.quota.gpus == 0  # a namespace for CPU jobs only
 
 
@@ -106,9 +106,9 @@ def test_overrides():
         ({"services": 3}, "services", ">= 4"),  # etcd's and the gate's 3, and one job's
         ({"services": -1}, "services", ">= 4"),
         ({"services": 2.5}, "services", "whole number"),
-        ({"configMaps": 20}, "configMaps", ">= 21"),  # 3 of the platform's, 18 of the biggest --workdir
+        ({"configMaps": 19}, "configMaps", ">= 20"),  # 2 of the platform's, 18 of the biggest --workdir
         ({"configMaps": False}, "configMaps", "whole number"),
-        ({"deployments": 2}, "deployments", ">= 3"),  # etcd-gate, the torchelastic controller, a Lighthouse
+        ({"deployments": 1}, "deployments", ">= 2"),  # etcd-gate and one Lighthouse
         ({"deployments": "two"}, "deployments", "whole number"),
         ({"networkPolicies": 10}, "networkPolicies", ">= 11"),  # the platform's 8 at most, one job's 3
         ({"networkpolicies": 5}, "networkpolicies", "unknown key"),  # a typo of the key
