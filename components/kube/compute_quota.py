@@ -17,14 +17,6 @@
   (`requests.nvidia.com/gpu`: extended resources are quota'd by their request only, which equals their
   limit) and the number of pods. It is one namespace shared by every researcher, so this is a ceiling on a
   runaway sweep, not a share per person.
-- The same quota counts the objects of every kind the researcher Role (k8s/base/jobs/role-researcher.yaml) may
-  create there (https://kubernetes.io/docs/concepts/policy/resource-quotas/#object-count-quota): Jobs, the
-  operators' ElasticJobs and PyTorchJobs, Services, ConfigMaps, Deployments and NetworkPolicies (pods above).
-  Those cost no CPU or pod when idle (a suspended Job, a 1 MiB ConfigMap, a Service), yet fill etcd, which every
-  namespace shares, or the cluster's Service range. Both operators' kinds are counted whichever the stack runs:
-  the quota controller reports usage only for kinds the cluster serves, so a count of an absent kind is inert.
-  No `services.loadbalancers`/`services.nodeports`: torchfleet-researcher-limits already refuses every Service
-  type but ClusterIP, and externalIPs. The Role grants no PersistentVolumeClaims.
 
 Every pod the CLI makes names its own CPU and memory requests (the training pods, the workdir init
 container, the Lighthouse, the reader, TensorBoard), so the defaults only fill in for someone else's.
@@ -40,8 +32,6 @@ from components.spec.model import QUOTA_MIN_CPU_MILLIS, QUOTA_MIN_MEMORY_MIB, Qu
 LIMIT_RANGE = "torchfleet-container-defaults"
 RESOURCE_QUOTA = "torchfleet-compute"
 GPU = "nvidia.com/gpu"
-# Each job kind the Role may create, by its object-count name (count/<resource>.<group>).
-JOB_KINDS = ("count/jobs.batch", "count/elasticjobs.elastic.pytorch.org", "count/pytorchjobs.kubeflow.org")
 
 
 def limit_range(namespace: str, quota: QuotaSpec) -> dict[str, Any]:
@@ -67,11 +57,6 @@ def resource_quota(namespace: str, quota: QuotaSpec, max_gpus: int) -> dict[str,
             "requests.memory": f"{quota.memory_gib}Gi",
             f"requests.{GPU}": str(gpus),
             "pods": str(quota.pods),
-            **{kind: str(quota.jobs) for kind in JOB_KINDS},
-            "services": str(quota.services),
-            "configmaps": str(quota.config_maps),
-            "count/deployments.apps": str(quota.deployments),
-            "count/networkpolicies.networking.k8s.io": str(quota.network_policies),
         }},
     }
 
