@@ -114,7 +114,19 @@ def _probe(node, namespace: str, pod: str, targets_: list[tuple[str, int]]) -> d
 
 
 @pytest.fixture(scope="module")
-def enforcing_node(control_plane, tmp_path_factory):
+def own_control_plane(tmp_path_factory):
+    """A control plane of this module's own: the session's may hold the kwok tier's training layer (its
+    namespace elastic-job already there: a CI run's setup failed with AlreadyExists once the real-node
+    files shared a worker with the layer's tests)."""
+    from tests.controlplane.cluster import ControlPlane
+
+    with ControlPlane.start(tmp_path_factory.mktemp("controlplane-np")) as cp:
+        yield cp
+
+
+@pytest.fixture(scope="module")
+def enforcing_node(own_control_plane, tmp_path_factory):
+    control_plane = own_control_plane
     from tests.controlplane.cluster import ControlPlaneError
     from tests.controlplane.node import NodeError, RealNode
 
