@@ -24,23 +24,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
-import yaml
-
 from components.spec import GPU_TAINT, TRAINING_UID
 from tests.containers import image as training_image
 from tests.controlplane import platform_images
 from tests.controlplane.conftest import researcher_kubeconfig
 from tests.controlplane.healer import running_healer
-from tests.controlplane.layer import FIRST
 from tests.controlplane.node_loss import OUT_OF_SERVICE
 from tests.controlplane.test_real_training import (
     CHECKPOINT_EVERY,
     ETCD_UID,
-    NS,
     STEP_DELAY_S,
     TRAINER,
     WAIT_S,
     _layer,
+    apply_platform,
     events,
     pods,
     running_pod,
@@ -137,16 +134,7 @@ def platform(cp, work: Path, log=print) -> Iterator[Platform]:
         for node in (a, b):
             node.kubectl("taint", "node", node.name, untaint)
         objects = pinned(_layer(store, etcd_data, etcd_name, name, work / "rendered"), NODE_B)
-        for first in (True, False):  # namespaces and CRDs, then the rest
-            part = [o for o in objects if (o["kind"] in FIRST) == first]
-            b.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(part))
-        started = time.monotonic()
-        while time.monotonic() - started < WAIT_S and not b.kubectl("get", "pods", "-n", NS, "-o", "name"):
-            time.sleep(1)  # `kubectl wait` on a pod the StatefulSet has not made yet fails at once
-        b.kubectl("wait", "-n", NS, "--for=condition=Ready", "pod/etcd-0", f"--timeout={WAIT_S}s",
-                  timeout=WAIT_S + 30)  # fmt: skip
-        b.kubectl("rollout", "status", "-n", NS, "deployment/etcd-gate", f"--timeout={WAIT_S}s",
-                  timeout=WAIT_S + 30)  # fmt: skip
+        apply_platform(b, objects)
         yield Platform(a, b, researcher_kubeconfig(cp, work), name, reader, store)
 
 

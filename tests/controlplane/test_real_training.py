@@ -92,6 +92,22 @@ def _layer(store: Path, etcd_data: Path, etcd_image: str, trainer_image: str, wo
     return claims + out
 
 
+def apply_platform(node, objects: list[dict]) -> float:
+    """Apply the layer with NODE's kubectl (namespaces and CRDs first), then wait for etcd and its gate;
+    return the seconds from the apply to both ready (hang detectors only)."""
+    for first in (True, False):
+        part = [o for o in objects if (o["kind"] in FIRST) == first]
+        node.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(part))
+    started = time.monotonic()
+    while time.monotonic() - started < WAIT_S and not node.kubectl("get", "pods", "-n", NS, "-o", "name"):
+        time.sleep(1)  # `kubectl wait` on a pod the StatefulSet has not made yet fails at once
+    node.kubectl("wait", "-n", NS, "--for=condition=Ready", "pod/etcd-0", f"--timeout={WAIT_S}s",
+                 timeout=WAIT_S + 30)  # fmt: skip
+    node.kubectl("rollout", "status", "-n", NS, "deployment/etcd-gate", f"--timeout={WAIT_S}s",
+                 timeout=WAIT_S + 30)  # fmt: skip
+    return time.monotonic() - started
+
+
 @pytest.fixture(scope="module")
 def own_control_plane(tmp_path_factory):
     """A control plane of this module's own. The session's holds the kwok tier's training layer (layer.py):
@@ -135,18 +151,8 @@ def platform(own_control_plane, tmp_path_factory):
             taint = f"{GPU_TAINT['key']}={GPU_TAINT['value']}:{GPU_TAINT['effect']}-"
             node.kubectl("taint", "node", node.name, taint)
             objects = _layer(store, etcd_data, etcd_name, trainer_name, work / "rendered")
-            first = [o for o in objects if o["kind"] in FIRST]
-            rest = [o for o in objects if o["kind"] not in FIRST]
-            node.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(first))
-            node.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(rest))
-            started = time.monotonic()
-            while time.monotonic() - started < WAIT_S and not node.kubectl("get", "pods", "-n", NS, "-o", "name"):
-                time.sleep(1)  # `kubectl wait` on a pod the StatefulSet has not made yet fails at once
-            node.kubectl("wait", "-n", NS, "--for=condition=Ready", "pod/etcd-0", f"--timeout={WAIT_S}s",
-                         timeout=WAIT_S + 30)  # fmt: skip
-            node.kubectl("rollout", "status", "-n", NS, "deployment/etcd-gate", f"--timeout={WAIT_S}s",
-                         timeout=WAIT_S + 30)  # fmt: skip
-            print(f"[e2e] etcd and its gate ready {time.monotonic() - started:.1f} s after the apply")
+            seconds = apply_platform(node, objects)
+            print(f"[e2e] etcd and its gate ready {seconds:.1f} s after the apply")
             alice = researcher_kubeconfig(own_control_plane, work)
             yield node, alice, trainer_name, reader, store
     except (NodeError, ControlPlaneError, training_image.ImageError) as err:
