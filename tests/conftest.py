@@ -35,6 +35,7 @@ ONE_AT_A_TIME = (
 )
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of xdist's: `pytest -p no:xdist` runs without it
 def pytest_xdist_make_scheduler(config, log):
     """Under `pytest -n N --dist loadfile` (.ci/run): each file's tests on one worker, so a module's
     fixtures (a control plane's training layer, a real node) start once, and the files in ONE_AT_A_TIME

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from components.kube import static
 from components.spec import DEFAULT_NAMESPACE
 from tests.controlplane import nodes
 from tests.controlplane.cluster import ControlPlane, binary
@@ -81,6 +82,42 @@ def volumes_for(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+# What a stack that installs each job kind grants its etcd gate (static.TORCHELASTIC_ONLY, k8s/kubeflow/), by
+# the CRD that serves the kind.
+GATE_GRANTS = {
+    "elasticjobs.elastic.pytorch.org": ("etcd-gate/role-elasticjobs.yaml", "etcd-gate/rolebinding-elasticjobs.yaml"),
+    "pytorchjobs.kubeflow.org": (
+        "../kubeflow/role-etcd-gate-pytorchjobs.yaml",
+        "../kubeflow/rolebinding-etcd-gate-pytorchjobs.yaml",
+    ),
+}
+GATE_ACCOUNT = "etcd-gate"  # k8s/base/etcd-gate/serviceaccount.yaml
+
+
+def grant_etcd_gate(cp: ControlPlane) -> None:
+    """Grant every etcd gate on CP get on each job kind CP serves, as the stack that installs the kind does.
+
+    With a kind served and not readable the gate cannot tell whose a job's name is and refuses every pod
+    (training-image/elastic_trainer/etcd_gate/resolvers.py Pods._get_object). The session's control plane
+    keeps a CRD once any test file installed it, so each file that installs one, and the training layer
+    applied after one, call this (the clean-clone run of 2026-11-29: the gate resolved nothing in the files
+    that ran after test_operators on the same worker)."""
+    served = set(kubectl(cp, "get", "crd", "-o", "jsonpath={.items[*].metadata.name}").split())
+    namespaces = kubectl(cp, "get", "serviceaccounts", "-A", f"--field-selector=metadata.name={GATE_ACCOUNT}",
+                         "-o", "jsonpath={.items[*].metadata.namespace}").split()  # fmt: skip
+    grants = []
+    for crd, files in GATE_GRANTS.items():
+        for namespace in namespaces if crd in served else ():
+            for relative in files:
+                obj = static.load(relative)
+                obj["metadata"]["namespace"] = namespace
+                for subject in obj.get("subjects", []):  # the Role's binding names the gate's own namespace
+                    subject["namespace"] = namespace
+                grants.append(obj)
+    if grants:
+        kubectl(cp, "apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(grants))
+
+
 @dataclass
 class TrainingLayer:
     cp: ControlPlane
@@ -105,4 +142,5 @@ class TrainingLayer:
         zones = sorted({pool.zone for pool in spec.gpu_pools})
         kubectl(cp, "apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(gpu + nodes.manager_nodes(zones)))
         kubectl(cp, "wait", "--for=condition=Ready", "--timeout=120s", "node", "--all")
+        grant_etcd_gate(cp)  # kinds another test file installed before this layer
         return cls(cp, DEFAULT_NAMESPACE, gpu)

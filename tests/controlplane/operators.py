@@ -42,7 +42,7 @@ import yaml
 from components.kube.kubeflow import TRAINING_OPERATOR_NAMESPACE
 from tests.controlplane import build
 from tests.controlplane.cluster import ControlPlane, binary, free_port, openssl, spawn_group, stop_groups
-from tests.controlplane.layer import kubectl
+from tests.controlplane.layer import grant_etcd_gate, kubectl
 
 REPO = Path(__file__).resolve().parents[2]
 ELASTICJOB_CRD = REPO / "k8s" / "base" / "crds" / "elasticjob.yaml"
@@ -112,6 +112,7 @@ def _spawn(name: str, argv: list[str], workdir: Path, env: dict[str, str]) -> Op
 def apply_elasticjob_crd(cp: ControlPlane) -> None:
     kubectl(cp, "apply", "--server-side", "-f", str(ELASTICJOB_CRD))
     kubectl(cp, "wait", "--for=condition=Established", "--timeout=120s", "crd/elasticjobs.elastic.pytorch.org")
+    grant_etcd_gate(cp)
 
 
 def elasticjob_controller_kubeconfig(cp: ControlPlane, workdir: Path) -> Path:
@@ -276,6 +277,7 @@ def training_operator(cp: ControlPlane, workdir: Path) -> Iterator[Operator]:
     kubectl(cp, "apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(first))
     crds = [f"crd/{obj['metadata']['name']}" for obj in first if obj["kind"] == "CustomResourceDefinition"]
     kubectl(cp, "wait", "--for=condition=Established", "--timeout=120s", *crds)
+    grant_etcd_gate(cp)
     kubectl(cp, "apply", "--server-side", "--force-conflicts", "-f", "-",
             input=yaml.safe_dump_all([secret, configuration]))  # fmt: skip
 

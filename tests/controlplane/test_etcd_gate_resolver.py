@@ -17,10 +17,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-import yaml
 from elastic_trainer.etcd_gate.resolvers import Pods
 
-from components.kube import static
 from tests.controlplane import nodes, operators
 from tests.controlplane import test_operators as ops
 from tests.controlplane.layer import get, kubectl, wait_for
@@ -60,6 +58,7 @@ def token(training_layer) -> str:
 
 def test_the_gates_pods_are_admitted_under_restricted_on_the_manager_pool(training_layer):
     cp, ns = training_layer.cp, training_layer.namespace
+
     def both_running() -> list[dict]:
         listed = get(cp, "pods", "-n", ns, "-l", "app.kubernetes.io/name=etcd-gate")["items"]
         return listed if len([p for p in listed if p["status"].get("phase") == "Running"]) == 2 else []
@@ -111,14 +110,8 @@ def test_the_gates_identity_is_refused_everything_else(training_layer, token):
 
 @pytest.fixture(scope="module")
 def training_operator(control_plane, training_layer, tmp_path_factory):
+    # It grants the gate get on pytorchjobs, as a kubeflow stack does (k8s/kubeflow/, layer.grant_etcd_gate).
     with operators.training_operator(control_plane, tmp_path_factory.mktemp("kubeflow")) as operator:
-        # The gate's get on pytorchjobs, as a kubeflow stack grants it with the operator (k8s/kubeflow/): with
-        # PyTorchJobs served and not readable, the gate cannot tell whose a job name is and refuses.
-        for relative in ("../kubeflow/role-etcd-gate-pytorchjobs.yaml",
-                         "../kubeflow/rolebinding-etcd-gate-pytorchjobs.yaml"):
-            obj = static.load(relative)
-            obj["metadata"]["namespace"] = training_layer.namespace
-            kubectl(control_plane, "apply", "-f", "-", input=yaml.safe_dump(obj))
         yield operator
 
 
