@@ -17,6 +17,19 @@
   (`requests.nvidia.com/gpu`: extended resources are quota'd by their request only, which equals their
   limit) and the number of pods. It is one namespace shared by every researcher, so this is a ceiling on a
   runaway sweep, not a share per person.
+- The same quota counts the objects of every kind the researcher Role (k8s/base/jobs/role-researcher.yaml) may
+  create there (https://kubernetes.io/docs/concepts/policy/resource-quotas/#object-count-quota): Jobs, the
+  stack's operator's ElasticJobs or PyTorchJobs, Services, ConfigMaps, Deployments and NetworkPolicies (pods
+  above). Those cost no CPU or pod when idle (a suspended Job, a 1 MiB ConfigMap, a Service), yet fill etcd,
+  which every namespace shares, or the cluster's Service range. Only the stack's own operator's kind is counted
+  (OPERATOR_KINDS), never the other's: quota admission refuses creating a counted kind with "status unknown for
+  quota" until the quota controller has discovered its CRD and recounted, and it recounts a quota only on its
+  full resync (kube-controller-manager --resource-quota-sync-period, 5 minutes by default), so a count of a kind
+  someone else installs later would refuse that kind for minutes (seen on the test control plane, stop 34:
+  test_operators' PyTorchJobs refused). The stack's own operator kind has the same window once, just after
+  its CRD is first installed (docs/jobs.md says what `submit` then prints).
+  No `services.loadbalancers`/`services.nodeports`: torchfleet-researcher-limits already refuses every Service
+  type but ClusterIP, and externalIPs. The Role grants no PersistentVolumeClaims.
 
 Every pod the CLI makes names its own CPU and memory requests (the training pods, the workdir init
 container, the Lighthouse, the reader, TensorBoard), so the defaults only fill in for someone else's.
@@ -32,6 +45,14 @@ from components.spec.model import QUOTA_MIN_CPU_MILLIS, QUOTA_MIN_MEMORY_MIB, Qu
 LIMIT_RANGE = "torchfleet-container-defaults"
 RESOURCE_QUOTA = "torchfleet-compute"
 GPU = "nvidia.com/gpu"
+# The job kinds counted, by object-count name (count/<resource>.<group>): batch Jobs, which every API server
+# serves and the Role grants whatever the operator, and the operator's own kind (training.operator).
+BATCH_JOBS = "count/jobs.batch"
+OPERATOR_KINDS = {
+    "job": (),
+    "torchelastic": ("count/elasticjobs.elastic.pytorch.org",),
+    "kubeflow": ("count/pytorchjobs.kubeflow.org",),
+}
 
 
 def limit_range(namespace: str, quota: QuotaSpec) -> dict[str, Any]:
@@ -39,27 +60,44 @@ def limit_range(namespace: str, quota: QuotaSpec) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "LimitRange",
         "metadata": {"name": LIMIT_RANGE, "namespace": namespace, "labels": dict(manifests.PART_OF)},
-        "spec": {"limits": [{"type": "Container", "defaultRequest": {
-            "cpu": f"{quota.default_cpu_millis}m", "memory": f"{quota.default_memory_mib}Mi"},
-            "min": {"cpu": f"{QUOTA_MIN_CPU_MILLIS}m", "memory": f"{QUOTA_MIN_MEMORY_MIB}Mi"}}]},
+        "spec": {
+            "limits": [
+                {
+                    "type": "Container",
+                    "defaultRequest": {
+                        "cpu": f"{quota.default_cpu_millis}m",
+                        "memory": f"{quota.default_memory_mib}Mi",
+                    },
+                    "min": {"cpu": f"{QUOTA_MIN_CPU_MILLIS}m", "memory": f"{QUOTA_MIN_MEMORY_MIB}Mi"},
+                }
+            ]
+        },
     }
 
 
-def resource_quota(namespace: str, quota: QuotaSpec, max_gpus: int) -> dict[str, Any]:
-    """``max_gpus``: guardrails.maxGpus, the GPUs' cap unless training.quota.gpus names one."""
+def resource_quota(namespace: str, quota: QuotaSpec, max_gpus: int, operator: str = "job") -> dict[str, Any]:
+    """``max_gpus``: guardrails.maxGpus, the GPUs' cap unless training.quota.gpus names one; ``operator``:
+    training.operator, whose job kind is counted besides batch Jobs."""
     gpus = max_gpus if quota.gpus is None else quota.gpus
     return {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
         "metadata": {"name": RESOURCE_QUOTA, "namespace": namespace, "labels": dict(manifests.PART_OF)},
-        "spec": {"hard": {
-            "requests.cpu": str(quota.cpus),
-            "requests.memory": f"{quota.memory_gib}Gi",
-            f"requests.{GPU}": str(gpus),
-            "pods": str(quota.pods),
-        }},
+        "spec": {
+            "hard": {
+                "requests.cpu": str(quota.cpus),
+                "requests.memory": f"{quota.memory_gib}Gi",
+                f"requests.{GPU}": str(gpus),
+                "pods": str(quota.pods),
+                **{kind: str(quota.jobs) for kind in (BATCH_JOBS, *OPERATOR_KINDS[operator])},
+                "services": str(quota.services),
+                "configmaps": str(quota.config_maps),
+                "count/deployments.apps": str(quota.deployments),
+                "count/networkpolicies.networking.k8s.io": str(quota.network_policies),
+            }
+        },
     }
 
 
-def objects(namespace: str, quota: QuotaSpec, max_gpus: int) -> list[dict[str, Any]]:
-    return [limit_range(namespace, quota), resource_quota(namespace, quota, max_gpus)]
+def objects(namespace: str, quota: QuotaSpec, max_gpus: int, operator: str) -> list[dict[str, Any]]:
+    return [limit_range(namespace, quota), resource_quota(namespace, quota, max_gpus, operator)]

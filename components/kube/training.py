@@ -147,7 +147,9 @@ class TrainingLayer(pulumi.ComponentResource):
         self._create_researchers(spec, [*ready, *first])
         if training.quota.enabled:
             # Container defaults and the namespace's compute ceiling (compute_quota.py).
-            for obj in compute_quota.objects(training.namespace, training.quota, spec.guardrails.max_gpus):
+            for obj in compute_quota.objects(
+                training.namespace, training.quota, spec.guardrails.max_gpus, training.operator
+            ):
                 self._create_object(obj["metadata"]["name"], obj, [*ready, *first])
         if training.node_healer.enabled:
             # Its pods name the torchfleet-control PriorityClass: admission refuses them before it exists.
@@ -222,7 +224,10 @@ class TrainingLayer(pulumi.ComponentResource):
         return [job]
 
     def _create_object(
-        self, suffix: str, manifest: dict[str, Any], depends_on: Sequence[pulumi.Resource],
+        self,
+        suffix: str,
+        manifest: dict[str, Any],
+        depends_on: Sequence[pulumi.Resource],
         ignore_changes: Sequence[str] = (),
     ) -> pulumi.CustomResource:
         """A typed resource for a manifest dict of a kind below (its apiVersion and kind are implied)."""
@@ -270,12 +275,17 @@ class TrainingLayer(pulumi.ComponentResource):
         inside = [*depends_on, namespace]
         account = self._create_object("node-healer-service-account", sa, inside)
         cluster_role = k8s.rbac.v1.ClusterRole(
-            f"{self._name}-node-healer-role", metadata=role["metadata"], rules=role["rules"],
+            f"{self._name}-node-healer-role",
+            metadata=role["metadata"],
+            rules=role["rules"],
             opts=child_options(self, depends_on),
         )
         bound = k8s.rbac.v1.ClusterRoleBinding(
-            f"{self._name}-node-healer-binding", metadata=binding["metadata"], role_ref=binding["roleRef"],
-            subjects=binding["subjects"], opts=child_options(self, [*inside, account, cluster_role]),
+            f"{self._name}-node-healer-binding",
+            metadata=binding["metadata"],
+            role_ref=binding["roleRef"],
+            subjects=binding["subjects"],
+            opts=child_options(self, [*inside, account, cluster_role]),
         )
         egress = self._create_object("node-healer-to-apiserver", policy, inside)
         return self._create_object("node-healer", deployment, [*inside, account, bound, egress])

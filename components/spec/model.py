@@ -173,6 +173,40 @@ QUOTA_DEFAULT_MEMORY_MIB = 512
 # container (the Lighthouse: 100m, 32Mi; torchfleet/jobs/inplace_job.py).
 QUOTA_MIN_CPU_MILLIS = 10
 QUOTA_MIN_MEMORY_MIB = 16
+# How many objects of each kind the researcher Role may create can exist in the namespace (object-count quota,
+# https://kubernetes.io/docs/concepts/policy/resource-quotas/#object-count-quota), whoever made them: without a
+# count, suspended Jobs, 1 MiB ConfigMaps and Services cost no CPU or pod and fill etcd (shared by every
+# namespace) or the cluster's Service range. Sized, as QUOTA_PODS, to stop a runaway only, from what one job
+# makes; the platform's own in the namespace (the stacks' render) count too:
+# - Jobs (and each operator's ElasticJobs, PyTorchJobs): one per job, and a running job has a pod at least, so
+#   as many as QUOTA_PODS; a sweep is at most 256 jobs (torchfleet/jobs/flag_checks.py MAX_SWEEP_JOBS).
+#   Finished jobs stay until `delete`.
+QUOTA_JOBS = 1000
+# - Services: an in-place job's Lighthouse (torchfleet/jobs/inplace_job.py), the ElasticJob controller's one per
+#   pod (torchfleet/jobs/pod_template.py CONTAINER_PORT), the training operator's one per replica; the `job`
+#   operator's Indexed Job none. So up to QUOTA_PODS, plus etcd's and the gate's 3. Far below the clusters'
+#   Service ranges (4096 addresses at the gcp stack's default /20: components/clouds/gcp/network.py).
+QUOTA_SERVICES = 1100
+# - ConfigMaps: --workdir's parts, at most 16 MiB / 960 KiB = 18 per submit, shared by a sweep's jobs
+#   (torchfleet/jobs/workdir.py PART_BYTES, workdir_pack.py MAX_BYTES), owned by the job; the reader and
+#   TensorBoard make none; the platform's etcd-bootstrap, the API server's kube-root-ca.crt and, under the
+#   torchelastic operator, its controller's leader-election lock (k8s/base/controller/role-leader-election.yaml).
+#   Each holds up to 1 MiB, so 256 is at most 256 MiB of etcd (whose default space quota is 2 GiB:
+#   https://etcd.io/docs/v3.5/op-guide/maintenance/#space-quota).
+QUOTA_CONFIGMAPS = 256
+# - Deployments: an in-place job's Lighthouse, so one per job; the platform's etcd-gate and, under the
+#   torchelastic operator, its controller.
+QUOTA_DEPLOYMENTS = 1000
+# - NetworkPolicies: up to 3 per job (job-J, job-J-egress with --allow-egress, job-J-lighthouse:
+#   torchfleet/jobs/manifests.py network_policies, inplace_job.py), the platform's 7-8.
+QUOTA_NETWORK_POLICIES = 3100
+# The least of each that still lets the platform's objects, one job and the reader exist: Services 3 + one
+# (a Lighthouse, or a one-pod ElasticJob's); ConfigMaps 3 + 18; Deployments 2 + 1; NetworkPolicies 8 + 3.
+QUOTA_MIN_JOBS = 1
+QUOTA_MIN_SERVICES = 4
+QUOTA_MIN_CONFIGMAPS = 21
+QUOTA_MIN_DEPLOYMENTS = 3
+QUOTA_MIN_NETWORK_POLICIES = 11
 
 
 @dataclass(frozen=True)
@@ -184,6 +218,11 @@ class QuotaSpec:
     pods: int = QUOTA_PODS
     default_cpu_millis: int = QUOTA_DEFAULT_CPU_MILLIS
     default_memory_mib: int = QUOTA_DEFAULT_MEMORY_MIB
+    jobs: int = QUOTA_JOBS
+    services: int = QUOTA_SERVICES
+    config_maps: int = QUOTA_CONFIGMAPS
+    deployments: int = QUOTA_DEPLOYMENTS
+    network_policies: int = QUOTA_NETWORK_POLICIES
 
 
 @dataclass(frozen=True)

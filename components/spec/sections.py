@@ -18,13 +18,23 @@ from components.spec.model import (
     NODE_HEALER_MAX_THRESHOLD_S,
     NODE_HEALER_THRESHOLD_S,
     OPERATORS,
+    QUOTA_CONFIGMAPS,
     QUOTA_CPUS,
     QUOTA_DEFAULT_CPU_MILLIS,
     QUOTA_DEFAULT_MEMORY_MIB,
+    QUOTA_DEPLOYMENTS,
+    QUOTA_JOBS,
     QUOTA_MEMORY_GIB,
+    QUOTA_MIN_CONFIGMAPS,
     QUOTA_MIN_CPU_MILLIS,
+    QUOTA_MIN_DEPLOYMENTS,
+    QUOTA_MIN_JOBS,
     QUOTA_MIN_MEMORY_MIB,
+    QUOTA_MIN_NETWORK_POLICIES,
+    QUOTA_MIN_SERVICES,
+    QUOTA_NETWORK_POLICIES,
     QUOTA_PODS,
+    QUOTA_SERVICES,
     AutoscalerSpec,
     GuardrailSpec,
     NetworkSpec,
@@ -40,7 +50,16 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _STORAGE_KEYS = {"protect", "tier", "sizeGb", "adopt", "zone"}
 _TRAINING_KEYS = {"operator", "namespace", "etcdReplicas", "nodeHealer", "quota"}
 _NODE_HEALER_KEYS = {"enabled", "image", "notReadySeconds"}
-_QUOTA_KEYS = {"enabled", "cpus", "memoryGiB", "gpus", "pods", "defaultCpuMillis", "defaultMemoryMiB"}
+# training.quota's object counts: key, QuotaSpec field, default, least (components/spec/model.py says why each).
+_QUOTA_COUNTS = (
+    ("jobs", "jobs", QUOTA_JOBS, QUOTA_MIN_JOBS),
+    ("services", "services", QUOTA_SERVICES, QUOTA_MIN_SERVICES),
+    ("configMaps", "config_maps", QUOTA_CONFIGMAPS, QUOTA_MIN_CONFIGMAPS),
+    ("deployments", "deployments", QUOTA_DEPLOYMENTS, QUOTA_MIN_DEPLOYMENTS),
+    ("networkPolicies", "network_policies", QUOTA_NETWORK_POLICIES, QUOTA_MIN_NETWORK_POLICIES),
+)
+_QUOTA_KEYS = {"enabled", "cpus", "memoryGiB", "gpus", "pods", "defaultCpuMillis", "defaultMemoryMiB",
+               *(k for k, *_ in _QUOTA_COUNTS)}
 # An image reference with a tag or digest and nothing a shell or YAML would split on; the full
 # grammar is torchfleet/jobs/image_ref.py's (the CLI's), this only refuses what is clearly wrong.
 _PINNED_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:-]*[a-z0-9](:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})$")
@@ -194,6 +213,11 @@ def _parse_quota(p: _Problems, key: str, value: Any) -> QuotaSpec:
                        minimum=QUOTA_MIN_CPU_MILLIS)
     memory_default = _int(p, f"{key}.defaultMemoryMiB", obj.get("defaultMemoryMiB"), QUOTA_DEFAULT_MEMORY_MIB,
                           minimum=QUOTA_MIN_MEMORY_MIB)
+    # The least of each count lets the platform's own objects, one job and the reader exist (model.py).
+    counts = {}
+    for name, field, default, least in _QUOTA_COUNTS:
+        count = _int(p, f"{key}.{name}", obj.get(name), default, minimum=least)
+        counts[field] = count if isinstance(count, int) and count >= least else default
     # A default above the cap would refuse every container that asks for nothing.
     if isinstance(cpus, int) and isinstance(cpu_default, int) and cpus >= 1 and cpu_default > cpus * 1000:
         p.add(f"{key}.defaultCpuMillis", f"must not exceed the namespace's cap ({key}.cpus: {cpus} CPUs = "
@@ -211,6 +235,7 @@ def _parse_quota(p: _Problems, key: str, value: Any) -> QuotaSpec:
                             else QUOTA_DEFAULT_CPU_MILLIS),
         default_memory_mib=(memory_default if isinstance(memory_default, int) and memory_default >= QUOTA_MIN_MEMORY_MIB
                             else QUOTA_DEFAULT_MEMORY_MIB),
+        **counts,
     )
 
 

@@ -119,6 +119,8 @@ class JobClient:
             )
         if error.status == 403 and any(p in _message(error) for p in OWNER_POLICIES):
             return NotYoursError(_message(error).partition("denied request: ")[2] or _message(error))
+        if error.status == 403 and (quota := _quota_refusal(_message(error), kind)):
+            return ClusterError(quota)
         if error.status in (401, 403):
             return ClusterError(f"the cluster refused the request ({error.status} {error.reason}): {_message(error)}")
         if error.status in (400, 422):
@@ -383,6 +385,26 @@ def _owner_references(owner: dict[str, Any]) -> list[dict[str, Any]]:
 def _resource_of(document: dict[str, Any]) -> dict[str, str]:
     group, _, version = document["apiVersion"].rpartition("/")
     return {"group": group or "core", "version": version, "kind": document["kind"]}
+
+
+# The ResourceQuota admission plugin's two refusals (k8s.io/apiserver v0.35.4
+# pkg/admission/plugin/resourcequota/controller.go): a count or request past the training namespace's quota
+# (components/kube/compute_quota.py, training.quota), and a counted kind whose usage the quota controller has
+# not computed yet (an operator's CRD just installed: it recounts on its full resync, 5 minutes by default).
+EXCEEDED_QUOTA, QUOTA_UNKNOWN = "exceeded quota: ", "status unknown for quota: "
+
+
+def _quota_refusal(message: str, kind: str) -> str | None:
+    """What a researcher can do about a quota's refusal of a KIND, or None if MESSAGE is not one."""
+    if EXCEEDED_QUOTA in message:
+        return (f"the training namespace's quota refused the {kind} ({message.partition(EXCEEDED_QUOTA)[2]}): "
+                "nothing this command made was left; delete finished jobs (`torchfleet list`, `torchfleet delete "
+                "NAME`) or ask an administrator to raise training.quota (docs/config.md)")
+    if QUOTA_UNKNOWN in message:
+        return (f"the cluster has not counted {kind}s for its quota yet ({message.partition(QUOTA_UNKNOWN)[2]}): "
+                "its quota controller recounts within minutes of an operator's first install; nothing this "
+                "command made was left: try again in a few minutes")
+    return None
 
 
 def _message(error: ApiException) -> str:
