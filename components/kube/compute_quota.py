@@ -28,6 +28,10 @@
   someone else installs later would refuse that kind for minutes (seen on the test control plane, stop 34:
   test_operators' PyTorchJobs refused). The stack's own operator kind has the same window once, just after
   its CRD is first installed (docs/jobs.md says what `submit` then prints).
+  Pods are counted twice: `pods` counts those not yet finished (what runs), `count/pods` every pod stored, a
+  Succeeded or Failed one included (k8s.io/kubernetes v1.35.4 pkg/quota/v1/evaluator/core/pods.go PodUsageFunc,
+  QuotaV1Pod): without it a researcher's pods that exit at once, or a Job whose podFailurePolicy ignores every
+  failure, kept pods in etcd without limit, `pods` never reached.
   No `services.loadbalancers`/`services.nodeports`: torchfleet-researcher-limits already refuses every Service
   type but ClusterIP, and externalIPs. The Role grants no PersistentVolumeClaims.
 
@@ -94,6 +98,7 @@ def resource_quota(namespace: str, quota: QuotaSpec, max_gpus: int, operator: st
                 "configmaps": str(quota.config_maps),
                 "count/deployments.apps": str(quota.deployments),
                 "count/networkpolicies.networking.k8s.io": str(quota.network_policies),
+                "count/pods": str(quota.stored_pods),
             }
         },
     }

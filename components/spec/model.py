@@ -200,6 +200,15 @@ QUOTA_DEPLOYMENTS = 1000
 # - NetworkPolicies: up to 3 per job (job-J, job-J-egress with --allow-egress, job-J-lighthouse:
 #   torchfleet/jobs/manifests.py network_policies, inplace_job.py), the platform's 7-8.
 QUOTA_NETWORK_POLICIES = 3100
+# - Pods stored, finished ones included (count/pods): QUOTA_PODS counts only pods not yet Succeeded or Failed
+#   (k8s.io/kubernetes v1.35.4 pkg/quota/v1/evaluator/core/pods.go QuotaV1Pod), and a finished pod stays until
+#   its job is deleted (the Job controller keeps them) or the cluster-wide PodGC threshold removes the oldest
+#   (kube-controller-manager --terminated-pod-gc-threshold, 12500 by default), anyone's. Without this count a pod
+#   that exits at once, or a Job whose podFailurePolicy ignores every failure, stores pods without limit. Each
+#   index of a job keeps its failed pods until `delete`: up to torchfleet/jobs/indexed_job.py
+#   BACKOFF_LIMIT_PER_INDEX (3) counted failures, its last pod, and one per spot reclaim (ignored by the CLI's
+#   podFailurePolicy); 5 for each of QUOTA_PODS. At least `pods` (sections.py).
+QUOTA_STORED_PODS = 5000
 # The least of each that still lets the platform's objects, one job and the reader exist: Services 3 + one
 # (a Lighthouse, or a one-pod ElasticJob's); ConfigMaps 3 + 18; Deployments 2 + 1; NetworkPolicies 8 + 3.
 QUOTA_MIN_JOBS = 1
@@ -207,6 +216,7 @@ QUOTA_MIN_SERVICES = 4
 QUOTA_MIN_CONFIGMAPS = 21
 QUOTA_MIN_DEPLOYMENTS = 3
 QUOTA_MIN_NETWORK_POLICIES = 11
+QUOTA_MIN_STORED_PODS = 2  # as pods: a training pod and the reader
 
 
 @dataclass(frozen=True)
@@ -223,6 +233,7 @@ class QuotaSpec:
     config_maps: int = QUOTA_CONFIGMAPS
     deployments: int = QUOTA_DEPLOYMENTS
     network_policies: int = QUOTA_NETWORK_POLICIES
+    stored_pods: int = QUOTA_STORED_PODS
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,11 @@ from components.spec.model import (
     QUOTA_MIN_MEMORY_MIB,
     QUOTA_MIN_NETWORK_POLICIES,
     QUOTA_MIN_SERVICES,
+    QUOTA_MIN_STORED_PODS,
     QUOTA_NETWORK_POLICIES,
     QUOTA_PODS,
     QUOTA_SERVICES,
+    QUOTA_STORED_PODS,
     AutoscalerSpec,
     GuardrailSpec,
     NetworkSpec,
@@ -57,6 +59,7 @@ _QUOTA_COUNTS = (
     ("configMaps", "config_maps", QUOTA_CONFIGMAPS, QUOTA_MIN_CONFIGMAPS),
     ("deployments", "deployments", QUOTA_DEPLOYMENTS, QUOTA_MIN_DEPLOYMENTS),
     ("networkPolicies", "network_policies", QUOTA_NETWORK_POLICIES, QUOTA_MIN_NETWORK_POLICIES),
+    ("storedPods", "stored_pods", QUOTA_STORED_PODS, QUOTA_MIN_STORED_PODS),
 )
 _QUOTA_KEYS = {"enabled", "cpus", "memoryGiB", "gpus", "pods", "defaultCpuMillis", "defaultMemoryMiB",
                *(k for k, *_ in _QUOTA_COUNTS)}
@@ -218,6 +221,11 @@ def _parse_quota(p: _Problems, key: str, value: Any) -> QuotaSpec:
     for name, field, default, least in _QUOTA_COUNTS:
         count = _int(p, f"{key}.{name}", obj.get(name), default, minimum=least)
         counts[field] = count if isinstance(count, int) and count >= least else default
+    # Fewer pods stored than running would make `pods` a cap no one reaches (count/pods counts running ones too).
+    stored = counts["stored_pods"]
+    if isinstance(pods, int) and pods >= 2 and stored < pods:
+        p.add(f"{key}.storedPods", f"must be at least {key}.pods ({pods}): it counts every pod, running and "
+              f"finished, got {stored}")
     # A default above the cap would refuse every container that asks for nothing.
     if isinstance(cpus, int) and isinstance(cpu_default, int) and cpus >= 1 and cpu_default > cpus * 1000:
         p.add(f"{key}.defaultCpuMillis", f"must not exceed the namespace's cap ({key}.cpus: {cpus} CPUs = "

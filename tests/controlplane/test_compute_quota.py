@@ -25,6 +25,7 @@ from components.spec.model import (
     QUOTA_MIN_MEMORY_MIB,
     QuotaSpec,
 )
+from tests.controlplane.kwok_stages import EXIT_CODE_ANNOTATION
 from tests.controlplane.layer import GPU_STACK, get, kubectl, wait_for
 from tests.controlplane.test_operators import IMAGE, REPO, rendered
 from tests.controlplane.test_researcher import as_researcher, reader, researcher_kubectl
@@ -47,7 +48,8 @@ def test_the_layer_made_them(training_layer):
     layer = training_layer
     quota = get(layer.cp, "resourcequota", compute_quota.RESOURCE_QUOTA, "-n", layer.namespace)
     # The local stack runs the `job` operator: batch Jobs are its only job kind counted (compute_quota.py).
-    hard = {"requests.cpu", "requests.memory", "requests.nvidia.com/gpu", "pods", compute_quota.BATCH_JOBS, *COUNTED}
+    hard = {"requests.cpu", "requests.memory", "requests.nvidia.com/gpu", "pods", "count/pods",
+            compute_quota.BATCH_JOBS, *COUNTED}
     assert set(quota["spec"]["hard"]) == hard
 
     def used():
@@ -205,6 +207,66 @@ def test_past_each_object_count_the_researchers_object_is_refused(training_layer
         for kind, name in created:
             kubectl(layer.cp, "delete", "-n", layer.namespace, kind, name, "--ignore-not-found", "--wait=false",
                     check=False)  # fmt: skip
+        restored = {k: v for k, v in original.items() if k in ("apiVersion", "kind")}
+        restored["metadata"] = {k: original["metadata"][k] for k in ("name", "namespace", "labels")}
+        restored["spec"] = original["spec"]
+        kubectl(layer.cp, "apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(restored))
+        wait_for("the layer's counts back in force", lambda: in_force(original["spec"]["hard"]))
+
+
+def test_finished_pods_count_against_the_pods_kept(training_layer, researcher):
+    """A review's finding: the quota's `pods` counts only pods not yet finished (k8s.io/kubernetes v1.35.4
+    pkg/quota/v1/evaluator/core/pods.go QuotaV1Pod: a Succeeded or Failed pod counts nothing), so a researcher
+    whose pods exit at once (or a Job retrying a failing index) kept making pods that stay in etcd until deleted,
+    past any `pods` cap: only the cluster-wide PodGC threshold removed them, oldest first, other users' finished
+    pods (and their logs) included. `count/pods` counts every pod stored (same file, PodUsageFunc). Under small
+    counts (the namespace's pods and two more), alice's first pod exits (kwok's pod-exit stage, as the kubelet
+    reports it), her second is admitted, and her third, which `pods` alone admits, is refused."""
+    layer = training_layer
+    original = get(layer.cp, "resourcequota", compute_quota.RESOURCE_QUOTA, "-n", layer.namespace)
+
+    def pods_used():
+        return int(get(layer.cp, "resourcequota", compute_quota.RESOURCE_QUOTA, "-n", layer.namespace)
+                   .get("status", {}).get("used", {}).get("pods", -1))  # fmt: skip
+
+    def active_pods():
+        return [p for p in get(layer.cp, "pod", "-n", layer.namespace)["items"]
+                if p.get("status", {}).get("phase") not in ("Succeeded", "Failed")]  # fmt: skip
+
+    active = wait_for("the quota's pods to match the namespace's", lambda: (
+        len(active_pods()) if pods_used() == len(active_pods()) else None)) or 0  # fmt: skip
+    stored = len(get(layer.cp, "pod", "-n", layer.namespace)["items"])
+    small = dataclasses.replace(QuotaSpec(), pods=max(active + HEADROOM, 2), stored_pods=stored + HEADROOM)
+    quota = compute_quota.resource_quota(layer.namespace, small, 64)
+    hard = quota["spec"]["hard"]
+    pods = [copy.deepcopy(reader(layer)) for _ in range(HEADROOM + 1)]
+
+    def in_force(expected):
+        status = get(layer.cp, "resourcequota", compute_quota.RESOURCE_QUOTA, "-n", layer.namespace).get("status", {})
+        return all(status.get("hard", {}).get(k) == expected[k] for k in ("pods", "count/pods"))
+
+    def phase(name):
+        return get(layer.cp, "pod", name, "-n", layer.namespace).get("status", {}).get("phase")
+
+    try:
+        kubectl(layer.cp, "apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(quota))
+        wait_for("the small counts in force", lambda: in_force(hard))
+        first = pods[0]["metadata"]["name"]
+        code, out = researcher_kubectl(layer, researcher, "create", "-f", "-", input=json.dumps(pods[0]))
+        assert code == 0, out
+        wait_for("the first pod running", lambda: phase(first) == "Running")
+        # Its code exits (the kubelet's report, played by kwok's pod-exit stage): the pod is Failed and stays.
+        kubectl(layer.cp, "annotate", "pod", first, "-n", layer.namespace, f"{EXIT_CODE_ANNOTATION}=1")
+        wait_for("the first pod failed", lambda: phase(first) == "Failed")
+        wait_for("the finished pod no longer counted in pods", lambda: pods_used() == active)
+        code, out = researcher_kubectl(layer, researcher, "create", "-f", "-", input=json.dumps(pods[1]))
+        assert code == 0, out
+        code, out = researcher_kubectl(layer, researcher, "create", "-f", "-", input=json.dumps(pods[2]))
+        assert code != 0 and "exceeded quota: torchfleet-compute" in out and "count/pods=" in out, out
+    finally:
+        for pod in pods:
+            kubectl(layer.cp, "delete", "-n", layer.namespace, "pod", pod["metadata"]["name"], "--ignore-not-found",
+                    "--wait=false", check=False)  # fmt: skip
         restored = {k: v for k, v in original.items() if k in ("apiVersion", "kind")}
         restored["metadata"] = {k: original["metadata"][k] for k in ("name", "namespace", "labels")}
         restored["spec"] = original["spec"]

@@ -44,7 +44,8 @@ def test_defaults_fill_requests_only_and_the_quota_caps_cpu_memory_gpus_pods():
     hard = compute_quota.resource_quota("ns", quota, default.guardrails.max_gpus)["spec"]["hard"]
     assert hard == {"requests.cpu": "1024", "requests.memory": "8192Gi", "requests.nvidia.com/gpu": "64",
                     "pods": "1000", "count/jobs.batch": "1000", "services": "1100", "configmaps": "256",
-                    "count/deployments.apps": "1000", "count/networkpolicies.networking.k8s.io": "3100"}
+                    "count/deployments.apps": "1000", "count/networkpolicies.networking.k8s.io": "3100",
+                    "count/pods": "5000"}
 
 
 @pytest.mark.parametrize("operator", OPERATORS)
@@ -72,30 +73,37 @@ def test_every_kind_the_researcher_role_creates_is_counted(operator):
     created -= {OPERATOR_COUNTS[key] for other in OPERATORS if other != operator
                 for key in compute_quota.OPERATOR_KINDS[other]}
     hard = compute_quota.resource_quota("ns", QuotaSpec(), 64, operator)["spec"]["hard"]
-    # The quota's names for a kind: the legacy ones of pods, services and configmaps, else count/<resource>.<group>.
+    # The quota's names for a kind's objects: the legacy ones of services and configmaps, else
+    # count/<resource>.<group> (count/pods for pods: the legacy `pods` counts only pods not yet finished, and a
+    # finished one stays stored; k8s.io/kubernetes v1.35.4 pkg/quota/v1/evaluator/core/pods.go PodUsageFunc).
     counted = {(group, resource) for group, resource in created
-               if (not group and resource in hard) or f"count/{resource}{'.' + group if group else ''}" in hard}
+               if (not group and resource in ("services", "configmaps") and resource in hard)
+               or f"count/{resource}{'.' + group if group else ''}" in hard}
     assert counted == created, sorted(created - counted)
 
 
 def test_overrides():
     spec = ok(training(enabled=False, cpus=64, memoryGiB=512, gpus=8, pods=40, defaultCpuMillis=100,
-                       defaultMemoryMiB=128, jobs=30, services=50, configMaps=60, deployments=20, networkPolicies=70))
+                       defaultMemoryMiB=128, jobs=30, services=50, configMaps=60, deployments=20, networkPolicies=70,
+                       storedPods=90))
     quota = spec.training.quota
     assert quota == QuotaSpec(enabled=False, cpus=64, memory_gib=512, gpus=8, pods=40, default_cpu_millis=100,
                               default_memory_mib=128, jobs=30, services=50, config_maps=60, deployments=20,
-                              network_policies=70)
+                              network_policies=70, stored_pods=90)
     hard = compute_quota.resource_quota("ns", quota, 64, "kubeflow")["spec"]["hard"]
     assert hard["requests.nvidia.com/gpu"] == "8"
     assert {k: hard[k] for k in ("count/jobs.batch", "count/pytorchjobs.kubeflow.org", "services", "configmaps",
-                                 "count/deployments.apps", "count/networkpolicies.networking.k8s.io")} == {
+                                 "count/deployments.apps", "count/networkpolicies.networking.k8s.io",
+                                 "count/pods")} == {
         "count/jobs.batch": "30", "count/pytorchjobs.kubeflow.org": "30",
         "services": "50", "configmaps": "60", "count/deployments.apps": "20",
-        "count/networkpolicies.networking.k8s.io": "70"}
+        "count/networkpolicies.networking.k8s.io": "70", "count/pods": "90"}
     # The least of each (model.py: the platform's own objects, one job and the reader) is accepted.
-    least = ok(training(jobs=1, services=4, configMaps=21, deployments=3, networkPolicies=11)).training.quota
-    counts = (least.jobs, least.services, least.config_maps, least.deployments, least.network_policies)
-    assert counts == (1, 4, 21, 3, 11)
+    least = ok(training(jobs=1, services=4, configMaps=21, deployments=3, networkPolicies=11, pods=2,
+                        storedPods=2)).training.quota
+    counts = (least.jobs, least.services, least.config_maps, least.deployments, least.network_policies,
+              least.stored_pods)
+    assert counts == (1, 4, 21, 3, 11, 2)
     assert ok(training(gpus=0)).training.quota.gpus == 0  # a namespace for CPU jobs only
 
 
@@ -130,6 +138,11 @@ def test_overrides():
         ({"deployments": "two"}, "deployments", "whole number"),
         ({"networkPolicies": 10}, "networkPolicies", ">= 11"),  # the platform's 8 at most, one job's 3
         ({"networkpolicies": 5}, "networkpolicies", "unknown key"),  # a typo of the key
+        ({"storedPods": 1}, "storedPods", ">= 2"),
+        ({"storedPods": "5k"}, "storedPods", "whole number"),
+        # fewer stored than running: count/pods counts the running ones too, so `pods` would never be reached
+        ({"pods": 100, "storedPods": 99}, "storedPods", "must be at least torchfleet:training.quota.pods (100)"),
+        ({"storedPods": 999}, "storedPods", "must be at least"),  # below the default pods, 1000
     ],
 )
 def test_bad_keys_are_refused_naming_the_key(keys, key, says):
