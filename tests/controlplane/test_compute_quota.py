@@ -225,17 +225,22 @@ def test_finished_pods_count_against_the_pods_kept(training_layer, researcher):
     layer = training_layer
     original = get(layer.cp, "resourcequota", compute_quota.RESOURCE_QUOTA, "-n", layer.namespace)
 
-    def pods_used():
+    def used(key: str) -> int:
         return int(get(layer.cp, "resourcequota", compute_quota.RESOURCE_QUOTA, "-n", layer.namespace)
-                   .get("status", {}).get("used", {}).get("pods", -1))  # fmt: skip
+                   .get("status", {}).get("used", {}).get(key, -1))  # fmt: skip
 
-    def active_pods():
-        return [p for p in get(layer.cp, "pod", "-n", layer.namespace)["items"]
-                if p.get("status", {}).get("phase") not in ("Succeeded", "Failed")]  # fmt: skip
+    def pods_used() -> int:
+        return used("pods")
 
-    active = wait_for("the quota's pods to match the namespace's", lambda: (
-        len(active_pods()) if pods_used() == len(active_pods()) else None)) or 0  # fmt: skip
-    stored = len(get(layer.cp, "pod", "-n", layer.namespace)["items"])
+    def settled():
+        """(unfinished, stored) once no pod is going away (an earlier file's) and the quota counts what is listed."""
+        listed = get(layer.cp, "pod", "-n", layer.namespace)["items"]
+        if any(p["metadata"].get("deletionTimestamp") for p in listed):
+            return None
+        active = sum(p.get("status", {}).get("phase") not in ("Succeeded", "Failed") for p in listed)
+        return (active, len(listed)) if (used("pods"), used("count/pods")) == (active, len(listed)) else None
+
+    active, stored = wait_for("the quota's pod counts to match the namespace's pods", settled)
     small = dataclasses.replace(QuotaSpec(), pods=max(active + HEADROOM, 2), stored_pods=stored + HEADROOM)
     quota = compute_quota.resource_quota(layer.namespace, small, 64)
     hard = quota["spec"]["hard"]
