@@ -101,7 +101,9 @@ def _job(host: NodeHost, etcd, nodes: int, min_nodes: int) -> RdzvJob:
 # keep_alive_interval x keep_alive_max_attempt, a live node is then declared dead (torch's
 # _sanitize, on the declarer's clock) and rejoins in a later round, so "never declared dead" does
 # not hold at every load (28 declarations at load average 10 on 2 cores, every job formed in 6 s).
-HANG_S = 120
+# 300 s: in a clean-clone CI run (2026-11-29, two xdist workers beside it) a round of 32 formed with 31
+# of its nodes reporting it within 120 s, the last one's own report later; issue 15's settings never form.
+HANG_S = 300
 
 
 @pytest.mark.slow

@@ -397,7 +397,7 @@ EXCEEDED_QUOTA, QUOTA_UNKNOWN = "exceeded quota: ", "status unknown for quota: "
 def _quota_refusal(message: str, kind: str) -> str | None:
     """What a researcher can do about a quota's refusal of a KIND, or None if MESSAGE is not one."""
     if EXCEEDED_QUOTA in message:
-        return (f"the training namespace's quota refused the {kind} ({message.partition(EXCEEDED_QUOTA)[2]}): "
+        return (f"the namespace's quota refused the {kind} ({EXCEEDED_QUOTA}{message.partition(EXCEEDED_QUOTA)[2]}): "
                 "nothing this command made was left; delete finished jobs (`torchfleet list`, `torchfleet delete "
                 "NAME`) or ask an administrator to raise training.quota (docs/config.md)")
     if QUOTA_UNKNOWN in message:
