@@ -178,6 +178,37 @@ def test_writes_are_bounded(gate, run_id):
     assert status == 413
 
 
+def test_a_runs_store_is_bounded_in_bytes(gate, run_id):
+    # A hostile run at the key count alone: 1,500 store values of 64 KiB took etcd from 23 to 828 MiB
+    # resident (bench/etcd_memory.py). Store values are tens to hundreds of bytes (torch's EtcdStore:
+    # addresses, ports, role infos), so they have a limit of their own below the state's, and the run's
+    # store a limit in bytes (names and values) beside its count of keys.
+    endpoint = gate(Limits(max_value_bytes=4096, max_store_value_bytes=200, max_store_bytes=1000))
+    state = f"/v2/keys/torch/elastic/rendezvous/{run_id}"
+    store = f"/v2/keys/torch/elastic/store/{run_id}"
+    assert ask(endpoint, "PUT", state, value="x" * 4096, ttl=60)[0] == 201  # the state keeps its own limit
+    assert ask(endpoint, "PUT", store, dir="true", prevExist="false")[0] == 201
+    status, answer = ask(endpoint, "PUT", f"{store}/big", value="x" * 201, ttl=60)
+    assert (status, answer["errorCode"]) == (413, 209) and "a store value may be at most 200 bytes" in answer["message"]
+    assert ask(endpoint, "PUT", f"{store}/big", value="x" * 100, ttl=60)[0] == 201
+    name = f"/torch/elastic/store/{run_id}/k"  # etcd's key: the path under /v2/keys
+    held = len(f"{name[:-1]}big") + 100
+    written = 0
+    while held + len(f"{name}{written}") + 100 <= 1000:
+        assert ask(endpoint, "PUT", f"{store}/k{written}", value="y" * 100, ttl=60)[0] == 201
+        held, written = held + len(f"{name}{written}") + 100, written + 1
+    status, answer = ask(endpoint, "PUT", f"{store}/k{written}", value="y" * 100, ttl=60)
+    assert (status, answer["errorCode"]) == (507, 209), answer
+    assert f"holds {held} bytes" in answer["message"] and "1000, the most a run may hold" in answer["message"]
+    # An update counts its new value in place of the old one: a smaller one frees bytes, to the byte.
+    assert ask(endpoint, "PUT", f"{store}/big", value="x" * 100, ttl=60)[0] == 200
+    assert ask(endpoint, "PUT", f"{store}/big", value="x", ttl=60)[0] == 200
+    fits = 1000 - (held - 99) - len(f"{name}{written}")
+    assert ask(endpoint, "PUT", f"{store}/k{written}", value="y" * (fits + 1), ttl=60)[0] == 507
+    assert ask(endpoint, "PUT", f"{store}/k{written}", value="y" * fits, ttl=60)[0] == 201
+    assert ask(endpoint, "PUT", f"{store}/k{written + 1}", value="", ttl=60)[0] == 507
+
+
 def test_another_runs_keys_are_not_reached_by_an_encoded_path(gate, etcd, run_id):
     # etcd percent-decodes the path and cleans it (path.Join) after the gate's check: /store/<own>/%2e%2e/...
     # and /store/<own>/x%2F..%2F... read, rewrote and deleted any other run's state and store on 3.4 and 3.5.
@@ -245,7 +276,8 @@ def test_python_etcd_sees_a_refusal_as_an_etcd_error(gate, run_id):
 
 
 def test_the_command_line_refuses_bad_arguments(capsys):
-    argv = ["--etcd", "nohost", "--listen", "x", "--static", "a", "--max-store-keys", "0", "--sweep-interval-s", "0"]
+    argv = ["--etcd", "nohost", "--listen", "x", "--static", "a", "--max-store-keys", "0", "--sweep-interval-s", "0",
+            "--max-store-bytes", "0"]  # fmt: skip
     assert gate_main(argv) == 2
     err = capsys.readouterr().err
     for wanted in (
@@ -254,6 +286,7 @@ def test_the_command_line_refuses_bad_arguments(capsys):
         "--static must be ADDRESS=RUN_ID, got 'a'",
         "--max-store-keys must be a whole number >= 1, got 0",
         "--sweep-interval-s must be a whole number >= 1, got 0",
+        "--max-store-bytes must be a whole number >= 1, got 0",
     ):
         assert wanted in err
 
@@ -261,6 +294,8 @@ def test_the_command_line_refuses_bad_arguments(capsys):
 def test_bad_limits_are_refused():
     with pytest.raises(ValueError, match="max_value_bytes must be a whole number >= 1"):
         Limits(max_value_bytes=0)
+    with pytest.raises(ValueError, match="max_store_value_bytes must be a whole number >= 1, got 0; max_store_bytes"):
+        Limits(max_store_value_bytes=0, max_store_bytes=-1)  # every problem at once
 
 
 @pytest.mark.slow

@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-value-bytes", type=int, default=Limits.max_value_bytes)
     parser.add_argument("--max-store-keys", type=int, default=Limits.max_store_keys)
     parser.add_argument("--max-ttl-s", type=int, default=Limits.max_ttl_s)
+    parser.add_argument("--max-store-value-bytes", type=int, default=Limits.max_store_value_bytes)
+    parser.add_argument("--max-store-bytes", type=int, default=Limits.max_store_bytes)
     parser.add_argument("--sweep-interval-s", type=int, default=INTERVAL_S, help="(default %(default)s)")
     args = parser.parse_args(argv)
     problems = []
@@ -42,9 +44,15 @@ def main(argv: list[str] | None = None) -> int:
         if not endpoint.rpartition(":")[2].isdigit():
             problems.append(f"--etcd must be HOST:PORT, got {endpoint!r}")
     try:
-        limits = Limits(args.max_value_bytes, args.max_store_keys, args.max_ttl_s)
+        limits = Limits(
+            max_value_bytes=args.max_value_bytes,
+            max_store_keys=args.max_store_keys,
+            max_ttl_s=args.max_ttl_s,
+            max_store_value_bytes=args.max_store_value_bytes,
+            max_store_bytes=args.max_store_bytes,
+        )
     except ValueError as error:
-        problems.append(f"--{str(error).replace('_', '-')}")
+        problems.extend(f"--{problem.replace('_', '-')}" for problem in str(error).split("; "))
     if args.sweep_interval_s < 1:
         problems.append(f"--sweep-interval-s must be a whole number >= 1, got {args.sweep_interval_s}")
     if problems:

@@ -14,11 +14,12 @@ torch/distributed/elastic/rendezvous/etcd_rendezvous_backend.py ``create_backend
 
 So a pod whose run id is R may: read, watch and delete under those two paths; write the state key
 and store keys only with a TTL of at most ``max_ttl_s`` (nothing it writes outlives it by more);
-write values of at most ``max_value_bytes``; create the store directory only as a new directory
-without a TTL (``dir=true&prevExist=false``: a TTL would take the keys before their own), and store
-keys only inside it, at most ``max_store_keys`` of them. The directories are the gate's to remove:
-its sweep (sweep.py) deletes the empty ones, and a run's own once its state is gone. What one run
-can hold is then bounded: (1 + max_store_keys) values of max_value_bytes, gone max_ttl_s after its
+write the state of at most ``max_value_bytes`` and store values of at most ``max_store_value_bytes``;
+create the store directory only as a new directory without a TTL (``dir=true&prevExist=false``: a
+TTL would take the keys before their own), and store keys only inside it, at most ``max_store_keys``
+of them holding at most ``max_store_bytes`` of names and values. The directories are the gate's to
+remove: its sweep (sweep.py) deletes the empty ones, and a run's own once its state is gone. What one
+run can hold is then bounded: its state and ``max_store_bytes`` of store, gone max_ttl_s after its
 last write, and its empty directories, gone one sweep after its state. Anything else (another
 run's keys, the parents, POST's in-order keys, v3, the members API) is refused.
 """
@@ -48,11 +49,25 @@ class Limits:
     # 64 nodes re-forming every 3 minutes for 2 h stay under this.
     max_store_keys: int = 20_000
     max_ttl_s: int = 7200  # rdzv_store_ttl.STORE_TTL_S and torch's own _DEFAULT_TTL
+    # A store value: torch's EtcdStore writes base64 of the bytes it is given (etcd_store.py set), here
+    # a master address and port, role infos (json, api.py _RoleInstanceInfo.serialize) and barrier
+    # counts, tens to hundreds of bytes. 64 KiB store values let one run hold 1,500 of them at 828 MiB
+    # of etcd's memory (bench/etcd_memory.py); 4 KiB keeps ten times the largest seen.
+    max_store_value_bytes: int = 4 * 1024
+    # What a run's store holds, key names and values together: the count above at ~200 bytes a key
+    # (a ~70-byte name under the run's prefix and its value). The gate reads the run's directory before
+    # every store write (server.py store_ready), so the sum costs no request of its own.
+    max_store_bytes: int = 4 * 1024 * 1024
 
     def __post_init__(self) -> None:
-        for name in ("max_value_bytes", "max_store_keys", "max_ttl_s"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a whole number >= 1, got {getattr(self, name)!r}")
+        names = ("max_value_bytes", "max_store_keys", "max_ttl_s", "max_store_value_bytes", "max_store_bytes")
+        problems = [
+            f"{name} must be a whole number >= 1, got {getattr(self, name)!r}"
+            for name in names
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1
+        ]
+        if problems:
+            raise ValueError("; ".join(problems))  # every problem at once
 
 
 class Refused(Exception):
@@ -148,7 +163,9 @@ def check(request: Request, run_id: str | None, limits: Limits) -> str:
         raise invalid(f"every write needs a ttl of 1 to {limits.max_ttl_s} seconds, got {ttl!r}")
     if is_dir:
         raise invalid(f"only {STORE}{run_id} may be a directory")
-    value = request.form.get("value", "")
-    if len(value.encode()) > limits.max_value_bytes:
-        raise Refused(413, 209, f"a value may be at most {limits.max_value_bytes} bytes, got {len(value.encode())}")
+    size = len(request.form.get("value", "").encode())
+    if size > limits.max_value_bytes:
+        raise Refused(413, 209, f"a value may be at most {limits.max_value_bytes} bytes, got {size}")
+    if where == "store-key" and size > limits.max_store_value_bytes:
+        raise Refused(413, 209, f"a store value may be at most {limits.max_store_value_bytes} bytes, got {size}")
     return where

@@ -8,8 +8,9 @@ so python-etcd's reconnect list (etcd.Client allow_reconnect, which torch sets) 
 member to go to directly.
 
 One thread per connection (a watch holds its request until an event or its timeout, as torch's
-EtcdStore waits for keys). Store keys are counted before a write (one read of the run's directory):
-writers of one run racing each other can pass the count by at most their number.
+EtcdStore waits for keys). Store keys and their bytes are counted before a write (one read of the run's
+directory): writers of one run racing each other can pass the count by at most their number, and the
+bytes by that many values.
 """
 
 from __future__ import annotations
@@ -96,16 +97,41 @@ class Gate(ThreadingHTTPServer):
             raise Refused(404, 100, f"create {STORE}{run_id} first, as a directory (dir=true&prevExist=false)")
         if status != 200:
             raise Refused(status, answer.get("errorCode", 300), answer.get("message", "etcd refused the read"))
-        if count_leaves(node) >= self.limits.max_store_keys and not _exists(node, request.key):
+        old = _find(node, request.key)
+        if count_leaves(node) >= self.limits.max_store_keys and old is None:
             raise Refused(
                 507, 209, f"the store of {run_id} holds {self.limits.max_store_keys} keys, the most a run may hold"
             )
+        # Bytes as well as keys: the count alone let 20,000 values of 64 KiB live in etcd's memory per run.
+        # An update replaces its key's old value; what it adds is the new key name and value.
+        held = stored_bytes(node) - (stored_bytes(old) if old is not None else 0)
+        adding = len(request.key.encode()) + len(request.form.get("value", "").encode())
+        if held + adding > self.limits.max_store_bytes:
+            raise Refused(
+                507,
+                209,
+                f"the store of {run_id} holds {held} bytes of keys and values; {adding} more would pass "
+                f"{self.limits.max_store_bytes}, the most a run may hold",
+            )
 
 
-def _exists(node: dict, key: str) -> bool:
+def stored_bytes(node: dict) -> int:
+    """The names and values of the keys under ``node`` (itself, if a key), as etcd's v2 store keeps them."""
+    if not node.get("dir"):
+        return len(node.get("key", "").encode()) + len(node.get("value", "").encode())
+    return sum(stored_bytes(child) for child in node.get("nodes") or [])
+
+
+def _find(node: dict, key: str) -> dict | None:
+    """The key ``key`` (not a directory) under ``node`` as read, or None."""
     if node.get("key") == key:
-        return True
-    return any(_exists(child, key) for child in node.get("nodes") or [] if key.startswith(child.get("key", "")))
+        return None if node.get("dir") else node
+    for child in node.get("nodes") or []:
+        if key.startswith(child.get("key", "")):
+            found = _find(child, key)
+            if found is not None:
+                return found
+    return None
 
 
 class Handler(BaseHTTPRequestHandler):
