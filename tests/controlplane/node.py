@@ -1,5 +1,5 @@
 """A real node beside the kwok nodes (issue 31): kubelet, containerd and runc, a CNI bridge,
-kube-proxy in nftables mode and CoreDNS, in a network namespace of its own.
+kube-proxy in nftables mode, in a network namespace of its own, and CoreDNS as a kube-system pod on it.
 
     with RealNode.start(control_plane, workdir) as node:
         node.name              # 'gpu-real-0': labelled and tainted as the GPU pool's nodes are
@@ -9,11 +9,12 @@ Network (the tier touches only loopback and namespaces it makes): the node lives
 tfnode-<hex>. Inside it are a bridge tfnode0 (10.244.255.1/24, the pods' CIDR, private to the
 namespace; a node on a fabric gets its own CIDR, fabric.py; its Node's spec.podCIDR says which),
 containerd with the CNI bridge plugin (Debian's containernetworking-plugins) giving
-each pod a veth on it, kube-proxy's nftables tables, and CoreDNS on 10.244.255.1:53 behind the
-kube-dns Service (10.96.0.10; an EndpointSlice names it, as for a DNS server outside the pods).
+each pod a veth on it, kube-proxy's nftables tables, and a CoreDNS pod behind the kube-dns Service
+(10.96.0.10), as EKS, GKE and AKS run the cluster DNS (a DaemonSet's pod on each real node:
+_rbac_and_dns; its image from platform_images.coredns).
 Two relays over Unix sockets, which cross network namespaces, join it to the host's loopback:
 - the namespace's 127.0.0.1:<api port> -> the API server on the host's 127.0.0.1:<api port>, so
-  the kubelet, kube-proxy and CoreDNS use the API server's own address and certificate;
+  the kubelet and kube-proxy use the API server's own address and certificate;
 - the host's 127.0.0.N:<kubelet port> -> the kubelet on the namespace's 127.0.0.1. The API server
   dials a node's first address of --kubelet-preferred-address-types (default Hostname, InternalDNS,
   InternalIP, ...: pkg/kubelet/client/kubelet_client.go, NodeConnectionInfoGetter). The kubelet
@@ -23,12 +24,12 @@ Two relays over Unix sockets, which cross network namespaces, join it to the hos
   addresses', and an address once set is kept): this fixture is that controller. It sets one
   InternalIP, 127.0.0.N, and removes the node.cloudprovider.kubernetes.io/uninitialized taint.
   So logs, exec and port-forward go API server -> relay -> kubelet -> containerd's stream server.
-- pods -> the `kubernetes` Service (10.96.0.1:443) -> an EndpointSlice naming the bridge address,
-  where the API relay listens too: the API server cannot publish its loopback address itself.
+- pods -> the `kubernetes` Service (10.96.0.1:443) -> an EndpointSlice naming the bridge address's
+  port 443, where the API relay listens too: the API server cannot publish its loopback address itself.
 - Two or more nodes (fabric.py): their namespaces joined by a bridge in a namespace of its own, each
   routing the others' pod CIDRs, so a pod reaches a pod or a Service endpoint on another node. The
   `kubernetes` and kube-dns Services have internalTrafficPolicy Local (kube-proxy sends a node's
-  traffic only to the endpoints named with its nodeName): each node's relay and CoreDNS serve its
+  traffic only to the endpoints named with its nodeName): each node's relay and CoreDNS pod serve its
   own pods, as a node-local DNS cache does, and a lost node's endpoints (RealNode.lose) are never
   tried by the others.
 
@@ -44,12 +45,12 @@ state and runc's root, the kubelet's root and pod logs, host-local's IP leases: 
 
 Identities (certificates signed by the tier's CA): the kubelet as system:node:<name> (group
 system:nodes, the Node authorizer), kube-proxy as system:kube-proxy (bound to system:node-proxier
-by the API server), CoreDNS as system:coredns with kubeadm's ClusterRole; the API server reaches
+by the API server), CoreDNS as its pod's service account with kubeadm's ClusterRole; the API server reaches
 the kubelet as kube-apiserver-kubelet-client (cluster.py), bound to system:kubelet-api-admin, and
 the kubelet authenticates it by the CA and authorizes it by SubjectAccessReview (no anonymous).
 
 Losing a node (RealNode.lose), as a spot reclaim does: its containers frozen (the freezer
-cgroup), then the kubelet, containerd, its shims, kube-proxy, CoreDNS, the relays and the containers
+cgroup), then the kubelet, containerd, its shims, kube-proxy, the relays and the containers (CoreDNS's too)
 SIGKILLed, and its link to the fabric cut, with nothing told to the API server: the Node object stays,
 its Lease stops being renewed, and the control plane finds out as it would (stop() cleans up after).
 
@@ -80,7 +81,7 @@ from pathlib import Path
 import yaml
 
 from components.spec import GPU_RESOURCE, GPU_TAINT, LABEL_ZONE
-from tests.controlplane import node_images
+from tests.controlplane import node_images, platform_images
 from tests.controlplane.cluster import (
     KUBELET_CLIENT,
     SERVICE_CIDR,
@@ -96,6 +97,7 @@ from tests.controlplane.fabric import Fabric
 POD_CIDR = "10.244.255.0/24"  # inside the node's netns only; kwok's fake pod IPs stay far below it
 BRIDGE, BRIDGE_IP = "tfnode0", "10.244.255.1"  # a single node's; fabric.py numbers each node's
 DNS_SERVICE_IP = "10.96.0.10"  # kube-dns, in cluster.py's SERVICE_CIDR, as kubeadm numbers it
+API_PORT_FOR_PODS = 443  # where the API relay listens for pods, behind the `kubernetes` Service's 443
 CLUSTER_DOMAIN = "cluster.local"
 CNI_BIN = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
 START_TIMEOUT_S = 180
@@ -192,8 +194,6 @@ def _kubeconfig(path: Path, server: str, pki: Path, name: str) -> None:
     path.chmod(0o600)
 
 
-# kubeadm's CoreDNS ClusterRole (cmd/kubeadm/app/phases/addons/dns/manifests.go, CoreDNSClusterRole),
-# and the bindings kubeadm makes at init for the API server's kubelet client.
 def _api_slice(name: str, api_port: int, bridge_ip: str) -> dict:
     return {
         "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
@@ -205,34 +205,70 @@ def _api_slice(name: str, api_port: int, bridge_ip: str) -> dict:
     }  # fmt: skip
 
 
-def _rbac_and_dns(name: str, bridge_ip: str) -> list[dict]:
+COREDNS_LABELS = {"k8s-app": "kube-dns"}  # kubeadm's, which the kube-dns Service selects
+# The Corefile: the cluster domain from the API (in-cluster: the pod's service account), no upstream (the
+# tier has no outside), `ready` for the readiness probe, so the Service names the pod once CoreDNS has synced.
+COREFILE = f""".:53 {{
+    errors
+    ready :8181
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }}
+    cache 5
+}}
+"""
+
+
+# kubeadm's CoreDNS ClusterRole (cmd/kubeadm/app/phases/addons/dns/manifests.go, CoreDNSClusterRole),
+# and the bindings kubeadm makes at init for the API server's kubelet client.
+def _rbac_and_dns(coredns_image: str) -> list[dict]:
+    """Cluster-wide objects of every real node, applied by each (the same each time): the API server's kubelet
+    client's binding, and the cluster DNS as EKS, GKE and AKS run it, CoreDNS pods in kube-system behind the
+    kube-dns Service, here one per real node (a DaemonSet on the nodes labelled torchfleet.test/node=real),
+    so that NetworkPolicy treats DNS as it does there: allow-dns admits pods of kube-system."""
+    labels = dict(COREDNS_LABELS)
     return [
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "system:coredns"},
          "rules": [{"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"],
                     "verbs": ["list", "watch"]},
                    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]}]},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "coredns", "namespace": "kube-system"}},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
          "metadata": {"name": "system:coredns"},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:coredns"}]},
+         "subjects": [{"kind": "ServiceAccount", "name": "coredns", "namespace": "kube-system"}]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
          "metadata": {"name": "kubeadm:kube-apiserver-kubelet-client"},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                      "name": "system:kubelet-api-admin"},
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": KUBELET_CLIENT}]},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "coredns", "namespace": "kube-system"},
+         "data": {"Corefile": COREFILE}},
+        # kubeadm's CoreDNS Deployment's pod (cmd/kubeadm/app/phases/addons/dns/manifests.go), as a DaemonSet.
+        {"apiVersion": "apps/v1", "kind": "DaemonSet",
+         "metadata": {"name": "coredns", "namespace": "kube-system", "labels": labels},
+         "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+             "serviceAccountName": "coredns", "priorityClassName": "system-node-critical",
+             "nodeSelector": {"torchfleet.test/node": "real"}, "tolerations": [{"operator": "Exists"}],
+             "containers": [{
+                 "name": "coredns", "image": coredns_image, "imagePullPolicy": "Never",
+                 "args": ["-conf", "/etc/coredns/Corefile"],
+                 "ports": [{"name": "dns", "containerPort": 53, "protocol": "UDP"},
+                           {"name": "dns-tcp", "containerPort": 53, "protocol": "TCP"}],
+                 "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181}, "periodSeconds": 2},
+                 "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                     "capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}},
+                 "volumeMounts": [{"name": "config", "mountPath": "/etc/coredns", "readOnly": True}],
+             }],
+             "volumes": [{"name": "config", "configMap": {"name": "coredns"}}],
+         }}}},
         {"apiVersion": "v1", "kind": "Service",
-         "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}},
-         # Local: each node's pods ask its own CoreDNS (the module's docstring).
-         "spec": {"clusterIP": DNS_SERVICE_IP, "internalTrafficPolicy": "Local",
+         "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": labels},
+         # Local: each node's pods ask the CoreDNS pod of their own node (the module's docstring).
+         "spec": {"clusterIP": DNS_SERVICE_IP, "internalTrafficPolicy": "Local", "selector": labels,
                   "ports": [{"name": "dns", "port": 53, "protocol": "UDP"},
                             {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]}},
-        # No selector: CoreDNS runs in the node's namespace, not as a pod; this slice names it.
-        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
-         "metadata": {"name": f"kube-dns-{name}", "namespace": "kube-system",
-                      "labels": {"kubernetes.io/service-name": "kube-dns",
-                                 "endpointslice.kubernetes.io/managed-by": "torchfleet-tests"}},
-         "endpoints": [{"addresses": [bridge_ip], "conditions": {"ready": True}, "nodeName": name}],
-         "ports": [{"name": "dns", "port": 53, "protocol": "UDP"}, {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]},
     ]  # fmt: skip
 
 
@@ -252,9 +288,9 @@ class RealNode:
     network_policy: bool = False  # kube-router enforces NetworkPolicy on its pods (start()'s doc)
     fabric: Fabric | None = None  # the network to other nodes (fabric.py), or None: a node alone
     pod_cidr: str = POD_CIDR
-    bridge_ip: str = BRIDGE_IP  # the pods' gateway, the API relay's and CoreDNS's address for them
+    bridge_ip: str = BRIDGE_IP  # the pods' gateway and the API relay's address for them
     lost: bool = False  # lose() ran: nothing of the node runs; stop() still cleans up
-    started_s: float = 0.0  # seconds from start() to the node Ready with kube-proxy and CoreDNS up
+    started_s: float = 0.0  # seconds from start() to the node Ready with kube-proxy and its CoreDNS pod up
     _procs: list[tuple[str, subprocess.Popen, Path]] = field(default_factory=list)
     _holder: subprocess.Popen | None = None
     _lost_pod_netns: set[str] = field(default_factory=set)  # its pods' namespaces, read before lose()
@@ -424,10 +460,10 @@ class RealNode:
             shutil.copy(cp_pki / name, pki / name)
         _cert(pki, "kubelet", f"/CN=system:node:{self.name}/O=system:nodes")
         _cert(pki, "kube-proxy", "/CN=system:kube-proxy")
-        _cert(pki, "coredns", "/CN=system:coredns")
-        for name in ("kubelet", "kube-proxy", "coredns"):
+        for name in ("kubelet", "kube-proxy"):
             _kubeconfig(self.root / f"{name}.kubeconfig", node_server, pki, name)
-        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(_rbac_and_dns(self.name, self.bridge_ip)))
+        coredns = platform_images.coredns(log=lambda line: None)
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(_rbac_and_dns(coredns.name)))
 
         # The relays: the netns's 127.0.0.1:<api port> -> the host's API server.
         api_sock = self.root / "api.sock"
@@ -441,11 +477,15 @@ class RealNode:
         # serving certificate). The API server cannot publish its own endpoint: 127.0.0.1 is refused
         # ('may not be in the loopback range', its log), so that Service has none. This slice gives it
         # the node's bridge address, where the same relay listens for the pods.
+        # It listens on 443, the API server's port in a cloud (EKS, GKE, AKS), so that a NetworkPolicy admitting
+        # egress to the API by port (the etcd gate's, the node healer's) is tried here as there: policies see
+        # the endpoint's port, after kube-proxy's DNAT.
         self._spawn(
             "relay-api-pods",
-            [*nsx, "socat", f"TCP-LISTEN:{api_port},bind={self.bridge_ip},reuseaddr,fork", f"UNIX-CONNECT:{api_sock}"],
-        )
-        self.kubectl("apply", "-f", "-", input=yaml.safe_dump(_api_slice(self.name, api_port, self.bridge_ip)))
+            [*nsx, "socat", f"TCP-LISTEN:{API_PORT_FOR_PODS},bind={self.bridge_ip},reuseaddr,fork",
+             f"UNIX-CONNECT:{api_sock}"],
+        )  # fmt: skip
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump(_api_slice(self.name, API_PORT_FOR_PODS, self.bridge_ip)))
         # Each node's pods to its own relay (the module's docstring). The API server keeps the Service's
         # ports and type only (k8s.io/kubernetes v1.35.4 pkg/controlplane/controller/kubernetesservice/
         # controller.go, getMasterServiceUpdateIfNeeded), so the policy set here stays.
@@ -453,8 +493,8 @@ class RealNode:
                      json.dumps({"spec": {"internalTrafficPolicy": "Local"}}))  # fmt: skip
 
         self._start_containerd()
-        pause = node_images.pause(log=lambda line: None)
-        self.import_archive(pause.archive, pause.name.rsplit(":", 1)[0])
+        for image in (node_images.pause(log=lambda line: None), coredns):
+            self.import_archive(image.archive, image.name.rsplit(":", 1)[0])
         self._start_kubelet(pki)
         self._initialize_node()
         # The host's 127.0.0.N:<port> -> the kubelet on the netns's 127.0.0.1:<port>.
@@ -473,10 +513,10 @@ class RealNode:
             ],
         )
         self._start_kube_proxy()
-        self._start_coredns()
         if self.network_policy:
             self._start_kube_router(pki)
         self._wait(f"node {self.name} Ready", self._ready, "kubelet")
+        self._wait_coredns()
         self.started_s = time.monotonic() - started
 
     def _make_cgroup(self) -> None:
@@ -660,20 +700,8 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
             "kube-proxy",
         )
 
-    def _start_coredns(self) -> None:
-        corefile = self.root / "Corefile"
-        corefile.write_text(f""".:53 {{
-    bind {self.bridge_ip}
-    errors
-    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
-        kubeconfig {self.root / "coredns.kubeconfig"} controlplane
-        pods insecure
-        fallthrough in-addr.arpa ip6.arpa
-    }}
-    cache 5
-}}
-""")
-        self._spawn("coredns", ["ip", "netns", "exec", self.netns, binary("coredns"), "-conf", str(corefile)])
+    def _wait_coredns(self) -> None:
+        """This node's CoreDNS pod (the DaemonSet's) answering on the kube-dns Service from the node."""
         probe = [
             "ip",
             "netns",
@@ -690,7 +718,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         self._wait(
             "CoreDNS answering on the kube-dns Service",
             lambda: subprocess.run(probe, capture_output=True, timeout=10).returncode == 0,
-            "coredns",
+            "kubelet",
         )
 
     def _start_kube_router(self, pki: Path) -> None:
@@ -700,7 +728,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         It writes iptables filter chains (iptables-nft: a table of its own beside kube-proxy's) and ipsets
         for each pod whose status.hostIP is the node's InternalIP: traffic between two pods on the bridge
         passes them through br_netfilter (bridge-nf-call-iptables, set in _start), pod -> node address
-        (CoreDNS, the API relay) through INPUT. Its identity is system:kube-router, read-only."""
+        (the API relay) through INPUT. Its identity is system:kube-router, read-only."""
         missing = [t for t in ("iptables", "iptables-save", "iptables-restore", "ipset") if shutil.which(t) is None]
         if missing:
             raise NodeError(f"missing {', '.join(missing)} for network_policy: apt-get install iptables ipset")
@@ -740,7 +768,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
     def lose(self) -> None:
         """The node lost as a spot reclaim loses it: every container frozen at one instant (the freezer
         cgroup of the kubelet's cgroupRoot), then everything of the node SIGKILLed (the kubelet,
-        containerd and its shims, kube-proxy, CoreDNS, the relays, the mount namespace's holder; then
+        containerd and its shims, kube-proxy, the relays, the mount namespace's holder; then
         the containers, whose kill lands when they are thawed), and its link to the other nodes cut.
         No one tells the API server: the Node object, its pods and its EndpointSlices stay as they
         were, and only the Lease the kubelet no longer renews says anything. stop() cleans up after."""
@@ -786,11 +814,8 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         errors = []
         with contextlib.suppress(Exception):
             self.kubectl("delete", "node", self.name, "--ignore-not-found", "--wait=false", timeout=30)
-            for namespace, slice_name in (
-                ("kube-system", f"kube-dns-{self.name}"),
-                ("default", f"kubernetes-{self.name}"),
-            ):
-                self.kubectl("delete", "endpointslice", "-n", namespace, slice_name, "--ignore-not-found", timeout=30)
+            self.kubectl("delete", "endpointslice", "-n", "default", f"kubernetes-{self.name}", "--ignore-not-found",
+                         timeout=30)  # fmt: skip
         if self.containerd_socket.exists() and self._holder is not None and not self.lost:
             for kind in ("tasks", "containers"):
                 with contextlib.suppress(Exception):

@@ -1,4 +1,5 @@
-"""The rendezvous etcd's image for the real node, built here without a registry (issue 31 item 3).
+"""The platform images of the real node, built here without a registry (issue 31 item 3): the rendezvous
+etcd's, and CoreDNS's (the cluster DNS runs as a kube-system pod, as on EKS, GKE and AKS: node.py).
 
     python -m tests.controlplane.platform_images    # build or find it; one timed line
 
@@ -23,6 +24,7 @@ from tests.controlplane import node_images
 from tests.controlplane.cluster import binary
 
 ETCD_RECIPE = "1"
+COREDNS_RECIPE = "1"
 
 
 def etcd(log=print) -> node_images.NodeImage:
@@ -51,9 +53,30 @@ def etcd(log=print) -> node_images.NodeImage:
     return node_images._cached("etcd", key, make, log)
 
 
+def coredns(log=print) -> node_images.NodeImage:
+    """The tier's CoreDNS (build.py: v1.15.0 with the node's plugins, static) alone in one layer, as
+    registry.k8s.io/coredns/coredns is the binary on a distroless base; the Corefile comes from a
+    ConfigMap (node.py). User 0: it binds port 53 with only NET_BIND_SERVICE kept (its pod drops the rest)."""
+    coredns_bin = Path(binary("coredns"))
+
+    def make(work: Path, tag: str) -> None:
+        tree = work / "tree"
+        tree.mkdir()
+        node_images._run(["cp", str(coredns_bin), str(tree / "coredns")])
+        (tree / "coredns").chmod(0o755)
+        node_images._layout(
+            tree, work / "image.tar", tag, ["/coredns"], "0:0", "coredns from tests/controlplane/build.py"
+        )
+
+    return node_images._cached(
+        "coredns", node_images._key(coredns_bin.read_bytes(), COREDNS_RECIPE.encode()), make, log
+    )
+
+
 def main() -> int:
     try:
         etcd()
+        coredns()
     except (node_images.NodeImageError, subprocess.CalledProcessError) as err:
         print(f"[node-image] {err}", file=sys.stderr)
         return 1

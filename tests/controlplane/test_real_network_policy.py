@@ -16,9 +16,10 @@ busybox httpd: what is checked is who may connect, not what answers.
 Addresses: only pods and Services of the node's own network namespace, and two link-local addresses
 this test puts on that namespace's loopback (169.254.169.254, the clouds' metadata address, and
 169.254.169.253 beside it) to show that a job's `--allow-egress 0.0.0.0/0` keeps the metadata
-address closed (torchfleet/jobs/egress.py). CoreDNS runs in the node's namespace, not as a pod, so
-a pod selected by an egress policy cannot use it (allow-dns admits pods of kube-system, as the
-NetworkPolicy docs define a namespaceSelector peer); DNS is checked against a kube-system pod instead.
+address closed (torchfleet/jobs/egress.py). DNS's rows use a stand-in pod of kube-system listening on 53
+and 5353 (allow-dns admits pods of kube-system on 53, as the NetworkPolicy docs define a namespaceSelector
+peer), not the node's CoreDNS pod, which answers on 53 only; it carries no kube-dns label, so the kube-dns
+Service never sends a query to it.
 """
 
 from __future__ import annotations
@@ -179,7 +180,7 @@ def world(enforcing_node, tmp_path_factory):
     node.kubectl("create", "namespace", ns)
     node.kubectl("create", "namespace", ELSEWHERE)
     pods = [_pod(n, ns, image.name, node.name, labels[n], ports.get(n, [WORKER_PORT])) for n in labels]
-    pods.append(_pod("dns", "kube-system", image.name, node.name, {"k8s-app": "kube-dns"}, [53, 5353]))
+    pods.append(_pod("dns", "kube-system", image.name, node.name, {"torchfleet.test/role": "dns-stand-in"}, [53, 5353]))
     pods.append(_pod("elsewhere", ELSEWHERE, image.name, node.name, {"app": "elsewhere"}, [8080]))
     node.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([*services, *pods]))
     ips = _wait_running(node, ns, list(labels))

@@ -31,9 +31,11 @@ differences, each forced by this machine:
 Found here: the first --workdir pod's init container exited 1 ("this image's Python has no tarfile data
 filter"): the CPU image's Debian python3.11 is 3.11.2, without PEP 706's filters, which the real base's
 Python has; the image build now takes tarfile.py from its own 3.11.4+ stdlib (tests/containers/image.py,
-STDLIB_NEWER). Not here: the in-place job's network policies are applied but not enforced (the node's CNI
-bridge has no policy engine), and the etcd gate's sweep of a deleted run's empty store directory (every
-300 s, once its state's 2 h TTL is gone) is not waited for: the test checks that every key expires.
+STDLIB_NEWER). The node enforces NetworkPolicy (kube-router, node.py's network_policy): every policy the
+layer and the CLI make holds while the jobs train, the gate reaches the API server on 443 and the pods DNS
+on a CoreDNS pod of kube-system, as in a cluster. Not here: the etcd gate's sweep of a deleted run's empty
+store directory (every 300 s, once its state's 2 h TTL is gone) is not waited for: the test checks that every
+key expires.
 
 Timing: every wait is a hang detector (minutes); the assertions are about steps, checkpoints and objects,
 which hold at any load. The figures (import, submit to first step, resume, heal) are printed, for
@@ -135,7 +137,9 @@ def platform(own_control_plane, tmp_path_factory):
     try:
         trainer = training_image.build(log=lambda line: None)
         etcd = platform_images.etcd(log=lambda line: None)
-        with RealNode.start(own_control_plane, work / "node", name="real-train-0") as node:
+        # NetworkPolicy enforced (kube-router): the shipped policies must let a job train, reach its gate and
+        # DNS, and the gate the API server, as on a cluster whose CNI enforces them.
+        with RealNode.start(own_control_plane, work / "node", name="real-train-0", network_policy=True) as node:
             print(f"[e2e] node Ready in {node.started_s:.1f} s")
             names, seconds = node.import_archive(trainer.layout, TRAINER)
             print(f"[e2e] imported {names} in {seconds:.1f} s")
@@ -181,6 +185,14 @@ def pods(node, job: str) -> list[dict]:
     return json.loads(node.kubectl("get", "pods", "-n", NS, "-l", f"{LABEL_JOB}={job}", "-o", "json"))["items"]
 
 
+def firewall(node) -> str:
+    """The node's iptables filter table, where kube-router writes each pod's NetworkPolicy chains."""
+    done = subprocess.run(["ip", "netns", "exec", node.netns, "iptables-save", "-t", "filter"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def wait(what: str, predicate, node, job: str, timeout_s: float = WAIT_S, failures_expected: bool = False):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -217,6 +229,9 @@ def test_a_restart_job_trains_checkpoints_is_read_back_and_resumes_after_a_pod_i
         first = wait("a running pod of the job", lambda: running_pod(node, job), node, job)
         steps = wait("a step", lambda: [e for e in events(node, first) if e["ev"] == "step"], node, job)
         say(f"[e2e] submit to first step {steps[0]['wall'] - submitted:.1f} s")
+        # It trained with its policies enforced: kube-router keeps a firewall chain for the pod (its rules'
+        # comments name it: kube-router v2.1.0 pkg/controllers/netpol/pod.go).
+        assert f"POD name:{first} namespace: {NS}" in firewall(node), "kube-router has no chain for the pod"
         ckpts = wait("a committed checkpoint", lambda: [e for e in events(node, first) if e["ev"] == "ckpt"],
                      node, job)  # fmt: skip
         # On the store, as the pod wrote it: the job's folder, the pod's subPath of the claim (the kubelet
@@ -225,7 +240,10 @@ def test_a_restart_job_trains_checkpoints_is_read_back_and_resumes_after_a_pod_i
         (sub_path,) = [m["subPath"] for m in spec["containers"][0]["volumeMounts"] if m["name"] == "shared"]
         job_dir = store / sub_path
         assert job_dir.is_dir(), (sorted(store.iterdir()), node.kubectl("get", "pv", "-o", "yaml"))
-        assert job_dir.stat().st_gid == TRAINING_UID, oct(job_dir.stat().st_mode)
+        # Each level the kubelet made (the maker's folder, then the job's) has the store root's mode, setgid kept,
+        # and the root's group (docs/threat-model.md, boundary 2: read in the kubelet's source, shown here).
+        for made in (job_dir.parent, job_dir):
+            assert (oct(made.stat().st_mode & 0o7777), made.stat().st_gid) == (oct(0o2775), TRAINING_UID), made
 
         # checkpoints and cp through the reader pod (the trainer image has the python3 it needs).
         code, out = cli(capsys, alice, "checkpoints", job, "--verify", "--reader-image", reader,
