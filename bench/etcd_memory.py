@@ -9,9 +9,10 @@ a fresh etcd:
 - ``old``: the gate's limits before the store's byte bounds (store values of 64 KiB, 20,000 keys): the run
   writes ``--keys`` store values of 64 KiB;
 - ``new``: today's Limits: the run writes store values at the store-value limit until the gate refuses;
-- ``state``: today's Limits: the run rewrites its 64 KiB state key ``--rewrites`` times (each write is a raft
-  entry kept in memory until a snapshot, and ``SnapshotCatchUpEntries`` = 5,000 after it: etcd-io/etcd
-  server/etcdserver/server.go, v3.5).
+- ``state``: today's Limits: the run rewrites its state key, a value of ``--max-value-bytes`` (64 KiB),
+  ``--rewrites`` times (each write is a raft entry kept in memory until a snapshot, and
+  ``DefaultSnapshotCatchUpEntries`` = 5,000 after it: etcd-io/etcd server/v3@v3.5.35
+  etcdserver/server.go).
 
 Prints etcd's VmRSS (/proc/PID/status) before and after, its peak (VmHWM), the bytes the gate
 accepted, and the seconds taken.
@@ -137,9 +138,10 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=300)
     parser.add_argument("--rewrites", type=int, default=2000)
     parser.add_argument("--only", choices=["old", "new", "state"], action="append")
+    parser.add_argument("--max-value-bytes", type=int, default=Limits.max_value_bytes, help="the state's limit")
     args = parser.parse_args()
     store = f"/torch/elastic/store/{RUN}/k"
-    new = Limits()
+    new = Limits(max_value_bytes=args.max_value_bytes)
     old = Limits(max_store_value_bytes=new.max_value_bytes, max_store_bytes=2**40)
     runs = {
         "old": (old, [(f"{store}{i}", old.max_store_value_bytes) for i in range(args.keys)]),
