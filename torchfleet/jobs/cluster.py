@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import json
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -83,12 +85,17 @@ class JobClient:
         self, fn: Callable[..., T], *args: Any, job: str | None = None, creating: bool = False,
         resource: dict[str, str] | None = None, **kwargs: Any,
     ) -> T:
-        try:
-            return fn(*args, _request_timeout=TIMEOUT, **kwargs)
-        except ApiException as error:
-            raise self._translate(error, job, creating, resource) from None
-        except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise ClusterError(f"no cluster reachable at {api_host(self.api)}: {error}") from None
+        for delay in (*QUOTA_CONFLICT_BACKOFF_S, None):
+            try:
+                return fn(*args, _request_timeout=TIMEOUT, **kwargs)
+            except ApiException as error:
+                if creating and delay is not None and _quota_conflict(error):
+                    time.sleep(delay)  # nothing was created: the same create again, once the quota has settled
+                    continue
+                raise self._translate(error, job, creating, resource) from None
+            except (urllib3.exceptions.HTTPError, OSError) as error:
+                raise ClusterError(f"no cluster reachable at {api_host(self.api)}: {error}") from None
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _translate(self, error: ApiException, job: str | None, creating: bool = False,
                    resource: dict[str, str] | None = None) -> Exception:
@@ -385,6 +392,26 @@ def _owner_references(owner: dict[str, Any]) -> list[dict[str, Any]]:
 def _resource_of(document: dict[str, Any]) -> dict[str, str]:
     group, _, version = document["apiVersion"].rpartition("/")
     return {"group": group or "core", "version": version, "kind": document["kind"]}
+
+
+# A create in a namespace with a ResourceQuota makes the API server update the quota's status; when its
+# retries of that update all meet newer versions (other creates, the quota controller's recount), it refuses
+# the create with the update's 409 Conflict, not AlreadyExists (k8s.io/apiserver v0.35.4
+# pkg/admission/plugin/resourcequota/controller.go checkQuotas: "at this point, errors are fatal";
+# kubernetes/kubernetes#67761). Nothing was created, so the same create is tried again after these pauses.
+# Seen on the test control plane: `submit` said its job's name was taken while the Job controller made pods.
+QUOTA_CONFLICT_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 4.0)
+
+
+def _quota_conflict(error: ApiException) -> bool:
+    """A 409 from a ResourceQuota's status update (reason Conflict), not an object of that name (AlreadyExists)."""
+    if error.status != 409:
+        return False
+    try:
+        status = json.loads(error.body)
+    except (TypeError, ValueError):
+        return False
+    return status.get("reason") == "Conflict" and "resourcequotas" in str(status.get("message", ""))
 
 
 # The ResourceQuota admission plugin's two refusals (k8s.io/apiserver v0.35.4
