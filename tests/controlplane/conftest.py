@@ -11,6 +11,7 @@ import base64
 import pytest
 import yaml
 
+from tests.controlplane import operators
 from tests.controlplane.cluster import ControlPlane, openssl
 from tests.controlplane.layer import TrainingLayer
 
@@ -26,6 +27,14 @@ def training_layer(control_plane, tmp_path_factory) -> TrainingLayer:
     """The local stack's training layer, as `torchfleet synth` renders it, applied with kubectl;
     GPU nodes shaped like the aws-usw2 stack's pools and one manager node per zone."""
     return TrainingLayer.apply(control_plane, tmp_path_factory.mktemp("layer"))
+
+
+@pytest.fixture(scope="module")
+def training_operator(control_plane, training_layer, tmp_path_factory):
+    """Kubeflow's training-operator (operators.training_operator) for one test file; it grants the etcd gate
+    get on pytorchjobs, as a kubeflow stack does (k8s/kubeflow/, layer.grant_etcd_gate)."""
+    with operators.training_operator(control_plane, tmp_path_factory.mktemp("kubeflow")) as operator:
+        yield operator
 
 
 # The Kubernetes group k8s/base/jobs/rolebinding-researchers.yaml binds to the torchfleet-researcher Role.

@@ -19,7 +19,7 @@ import urllib.request
 import pytest
 from elastic_trainer.etcd_gate.resolvers import Pods
 
-from tests.controlplane import nodes, operators
+from tests.controlplane import nodes
 from tests.controlplane import test_operators as ops
 from tests.controlplane.layer import get, kubectl, wait_for
 from tests.controlplane.test_jobs import delete, running, submit
@@ -106,13 +106,6 @@ def test_the_gates_identity_is_refused_everything_else(training_layer, token):
         "/api/v1/nodes",
     ]
     assert {path: status_of(training_layer, token, path) for path in refused} == dict.fromkeys(refused, 403)
-
-
-@pytest.fixture(scope="module")
-def training_operator(control_plane, training_layer, tmp_path_factory):
-    # It grants the gate get on pytorchjobs, as a kubeflow stack does (k8s/kubeflow/, layer.grant_etcd_gate).
-    with operators.training_operator(control_plane, tmp_path_factory.mktemp("kubeflow")) as operator:
-        yield operator
 
 
 def test_a_pytorchjob_pod_resolves_to_its_rendezvous_id(training_layer, training_operator, token):

@@ -296,12 +296,6 @@ def test_elasticjob_exit_codes_never_fail_or_finish_a_job_below_max(
 
 
 # ---- PyTorchJob under restricted -----------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def training_operator(control_plane, training_layer, tmp_path_factory):
-    with operators.training_operator(control_plane, tmp_path_factory.mktemp("kubeflow")) as operator:
-        yield operator
-
-
 def test_pytorchjob_webhook_validates_what_is_submitted(training_layer, training_operator):
     """The operator's own validation runs at admission (webhook on, failurePolicy Fail)."""
     cp, ns = training_layer.cp, training_layer.namespace

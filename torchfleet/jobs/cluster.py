@@ -405,13 +405,8 @@ QUOTA_CONFLICT_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 4.0)
 
 def _quota_conflict(error: ApiException) -> bool:
     """A 409 from a ResourceQuota's status update (reason Conflict), not an object of that name (AlreadyExists)."""
-    if error.status != 409:
-        return False
-    try:
-        status = json.loads(error.body)
-    except (TypeError, ValueError):
-        return False
-    return status.get("reason") == "Conflict" and "resourcequotas" in str(status.get("message", ""))
+    status = _status(error) or {}
+    return error.status == 409 and status.get("reason") == "Conflict" and "resourcequotas" in str(status.get("message"))
 
 
 # The ResourceQuota admission plugin's two refusals (k8s.io/apiserver v0.35.4
@@ -434,10 +429,17 @@ def _quota_refusal(message: str, kind: str) -> str | None:
     return None
 
 
-def _message(error: ApiException) -> str:
+def _status(error: ApiException) -> dict[str, Any] | None:
+    """The API server's Status object in the error's body, or None where the body is not one."""
     try:
-        import json
+        status = json.loads(error.body)
+    except (TypeError, ValueError):
+        return None
+    return status if isinstance(status, dict) else None
 
-        return json.loads(error.body).get("message") or str(error.reason)
-    except (TypeError, ValueError, AttributeError):
+
+def _message(error: ApiException) -> str:
+    status = _status(error)
+    if status is None:
         return str(error.body or error.reason)
+    return status.get("message") or str(error.reason)
