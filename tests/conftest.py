@@ -8,6 +8,8 @@ CLI who is logged in (torchfleet/azure_admins.py): test_check_azure_admins gives
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 URL_ENV = "TORCHFLEET_MY_IP_URL"  # torchfleet.reach.URL_ENV (test_check_reach holds them equal)
@@ -54,3 +56,42 @@ def pytest_xdist_make_scheduler(config, log):
             return "one-at-a-time" if path.startswith(ONE_AT_A_TIME) else path
 
     return ByFile(config, log)
+
+
+# The control-plane tier's binaries (tests/controlplane/build.py). On a fresh machine they take some 30 min
+# of compiling, which .ci/run no longer waits for: it builds them in the background while the suite
+# starts (issue 31, item 5). So the tests that need them run last, and each waits for what it needs
+# before its timeout starts (pytest-timeout's `timeout` covers a test's fixtures; a wait for a compile
+# is not the test's time).
+TIER = "tests/controlplane/"
+
+
+def _tier_tools(item) -> tuple[str, ...]:
+    from tests.controlplane import build
+
+    path = item.nodeid.split("::", 1)[0]
+    if path.startswith(TIER):
+        return tuple(build.BY_NAME)  # a control plane, a real node, the operators, the Pulumi engine
+    if path == "tests/k8s/test_etcd_bootstrap.py":
+        return ("etcd", "etcdctl")
+    if "each_etcd" in getattr(item, "fixturenames", ()):
+        return ("etcd",)  # tests/training_image/conftest.py: the tier's etcd 3.5 beside Debian's 3.4
+    return ()
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tier's tests after every other (a stable sort: each file's own order kept), so that the
+    rest of the suite runs while the background build compiles."""
+    items.sort(key=lambda item: item.nodeid.startswith(TIER))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outside pytest-timeout's own wrapper of this hook
+def pytest_runtest_protocol(item, nextitem):
+    tools = _tier_tools(item)
+    if tools:
+        from tests.controlplane import build
+
+        # A tool that cannot be built: the test's own call to build.ensure raises the error again, as its failure.
+        with contextlib.suppress(build.BuildError):
+            build.ensure(*tools)
+    return (yield)

@@ -7,13 +7,24 @@ Each module under modules/ is a tools module: its go.mod pins one upstream relea
 lines, its go.sum is committed, and `go build -mod=readonly` refuses anything not pinned there.
 The binaries land in .cache/controlplane/bin (git-ignored) with a stamp of the go.sum they came
 from, so a second run only compares stamps; a changed pin rebuilds, and Go's build cache makes
-that quick. One line per tool: "[build] kube-apiserver: go build k8s.io/kubernetes v1.35.4 (412 s)".
+that quick. One line per tool: "[build] kube-apiserver: go build k8s.io/kubernetes v1.35.4 (412 s, 690 CPU-s)",
+the CPU time of the go command and its compilers and linker together (what a fresh machine pays, whatever
+else shares its cores).
+
+Builds may run at once: `.ci/run` builds in the background while the suite starts (issue 31, item 5), and
+a test that needs a tool calls `ensure(name)`, which takes the tool's lock (a `flock` on BIN/.NAME.lock):
+it waits while another process builds that tool, then finds its stamp current, or builds it itself when
+nothing else does (so the README's test command needs no build step first). A build that failed in this
+process is not tried again by it: every later `ensure` raises the same error.
 """
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import hashlib
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -117,8 +128,13 @@ def pinned_version(tool: Tool) -> str:
     raise BuildError(f"modules/{tool.module}/go.mod pins no module holding {tool.package}")
 
 
+@functools.cache
+def _go_version() -> str:
+    return subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, check=True).stdout
+
+
 def _stamp(tool: Tool) -> str:
-    go_version = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, check=True).stdout
+    go_version = _go_version()
     digest = hashlib.sha256((MODULES / tool.module / "go.sum").read_bytes())
     digest.update((MODULES / tool.module / "go.mod").read_bytes())
     digest.update(f"{tool.package}\n{go_version}".encode())
@@ -131,20 +147,43 @@ def _release(tool: Tool) -> str:
 
 
 def _ldflags(tool: Tool) -> list[str]:
-    return ["-ldflags", f"-X {tool.version_var}={_release(tool)}"] if tool.version_var else []
+    # -s -w: no symbol table and no DWARF, as Kubernetes' release builds link (k8s.io/kubernetes v1.35.4
+    # hack/lib/golang.sh, "disable symbols and DWARF"): nothing here runs them under a debugger, a panic's
+    # trace still names its functions, and the linker has less to write on a fresh machine.
+    version = [f"-X {tool.version_var}={_release(tool)}"] if tool.version_var else []
+    return ["-ldflags", " ".join(["-s", "-w", *version])]
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # the go command's own children counted once it is reaped
+    return usage.ru_utime + usage.ru_stime
+
+
+def _current(tool: Tool) -> bool:
+    stamp_file = BIN / f".{tool.name}.stamp"
+    return (BIN / tool.name).exists() and stamp_file.exists() and stamp_file.read_text() == _stamp(tool)
 
 
 def build(tool: Tool) -> str:
-    """Build one tool unless its stamp says the binary is current; return the line to print."""
+    """Build one tool unless its stamp says the binary is current; return the line to print.
+
+    Holds the tool's lock throughout: a second builder of the same tool waits, then finds it current."""
     if shutil.which("go") is None:
         raise BuildError("the Go toolchain is not on PATH (Go 1.26 or later builds the control plane)")
+    BIN.mkdir(parents=True, exist_ok=True)
+    with open(BIN / f".{tool.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when this process dies
+        return _build_locked(tool)
+
+
+def _build_locked(tool: Tool) -> str:
     out = BIN / tool.name
     stamp_file = BIN / f".{tool.name}.stamp"
-    stamp = _stamp(tool)
-    started = time.monotonic()
-    if out.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
+    if _current(tool):
         return f"[build] {tool.name}: present ({pinned_version(tool)})"
-    BIN.mkdir(parents=True, exist_ok=True)
+    stamp = _stamp(tool)
+    stamp_file.unlink(missing_ok=True)  # a build cut off half-way must not leave a binary that looks current
+    started, cpu_before = time.monotonic(), _children_cpu_s()
     env = {**os.environ, "GOFLAGS": "-mod=readonly -buildvcs=false", "CGO_ENABLED": "0", "GOTOOLCHAIN": "local"}
     if tool.generate:
         done = subprocess.run(
@@ -166,9 +205,32 @@ def build(tool: Tool) -> str:
     if done.returncode != 0:
         raise BuildError(f"go build {tool.package} in modules/{tool.module} failed:\n{done.stderr[-4000:]}")
     stamp_file.write_text(stamp)
-    seconds = time.monotonic() - started
+    seconds, cpu = time.monotonic() - started, _children_cpu_s() - cpu_before
     shown = f"{seconds:.1f}" if seconds < 10 else f"{seconds:.0f}"
-    return f"[build] {tool.name}: go build {pinned_version(tool)} ({shown} s)"
+    return f"[build] {tool.name}: go build {pinned_version(tool)} ({shown} s, {cpu:.0f} CPU-s)"
+
+
+_FAILED: dict[str, BuildError] = {}
+_ENSURED: set[str] = set()  # current once seen current: cluster.binary asks at every kubectl call
+
+
+def ensure(*names: str) -> list[Path]:
+    """The binaries NAMES, built first where they are not current (waiting for another builder of the same
+    tool); a BuildError that says why when one cannot be built."""
+    paths = []
+    for name in names:
+        tool = BY_NAME[name]
+        if name in _FAILED:
+            raise _FAILED[name]
+        if name not in _ENSURED:
+            try:
+                build(tool)
+            except BuildError as error:
+                _FAILED[name] = error
+                raise
+            _ENSURED.add(name)
+        paths.append(BIN / tool.name)
+    return paths
 
 
 def main(argv: list[str]) -> int:

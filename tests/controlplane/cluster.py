@@ -92,11 +92,12 @@ def free_port() -> int:
 
 
 def binary(name: str) -> str:
-    """The built binary NAME, or a ControlPlaneError that says how to build it."""
-    path = build.path(name)
-    if not path.exists():
-        raise ControlPlaneError(f"{path} is missing: build it with `python -m tests.controlplane.build`")
-    return str(path)
+    """The built binary NAME (built now, or waited for while another process builds it), or a
+    ControlPlaneError that says why it could not be built."""
+    try:
+        return str(build.ensure(name)[0])
+    except build.BuildError as error:
+        raise ControlPlaneError(f"{build.path(name)} could not be built: {error}") from error
 
 
 def openssl(*args: str, cwd: Path) -> None:

@@ -64,9 +64,10 @@ class Engine:
     @classmethod
     def create(cls, workdir: Path, kubeconfig: Path, stack_config: dict, stack: str = "local") -> Engine:
         """Lay out the work folder, log in to its file backend and create the stack."""
-        for name in ("pulumi", "pulumi-resource-kubernetes"):
-            if not build.path(name).exists():
-                raise EngineError(f"{build.path(name)} is not built: run `python -m tests.controlplane.build {name}`")
+        try:
+            build.ensure("pulumi", "pulumi-resource-kubernetes")
+        except build.BuildError as error:
+            raise EngineError(f"the Pulumi engine could not be built: {error}") from error
         project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
         project["plugins"] = {"providers": [{"name": "kubernetes", "path": str(build.BIN)}]}
         (workdir / "stacks").mkdir(parents=True, exist_ok=True)

@@ -8,8 +8,9 @@ The members are the StatefulSet's own flags (with three members, as the program 
 127.0.0.1-3, each its own "pod" address with the same ports, as pods have. The script runs under
 bash with a PATH holding etcd and etcdctl only: the image (registry.k8s.io/etcd) has nothing else,
 so a script that used another program would fail here too. etcd is the control-plane tier's 3.5
-build when it is there (tests/controlplane/build.py), else Debian's etcd-server (3.4), unless
-$TORCHFLEET_ETCD_BINARY names one; etcdctl is the tier's 3.5 build (tests/controlplane/modules/etcdctl).
+build (tests/controlplane/build.py; the image's minor), unless $TORCHFLEET_ETCD_BINARY names one; etcdctl
+is the tier's 3.5 build (tests/controlplane/modules/etcdctl). Either is built here when .ci/run's
+background build has not built it yet (or waited for while it does).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from elastic_trainer.local import ENV_ETCD_BINARY
 
 from components.kube import static, transforms
 from tests.controlplane import build as controlplane_build
-from tests.harness import REPO
 
 SCRIPT = static.load("etcd/configmap-bootstrap.yaml")["data"]["bootstrap.sh"]
 MEMBERS = 3
@@ -38,21 +38,23 @@ ADDRESSES = [f"127.0.0.{i + 1}" for i in range(MEMBERS)]
 
 
 def etcd_binary() -> str:
-    built = REPO / ".cache" / "controlplane" / "bin" / "etcd"
-    found = os.environ.get(ENV_ETCD_BINARY) or (str(built) if built.exists() else shutil.which("etcd"))
-    if not found:
-        pytest.fail("etcd is missing: run bash .ci/setup (Debian's etcd-server)")
-    return found
+    if os.environ.get(ENV_ETCD_BINARY):
+        return os.environ[ENV_ETCD_BINARY]
+    try:
+        return str(controlplane_build.ensure("etcd")[0])
+    except controlplane_build.BuildError as error:
+        pytest.fail(f"the tier's etcd could not be built: {error}")
 
 
 def etcdctl_binary() -> str:
     """The tier's etcdctl 3.5 (tests/controlplane/modules/etcdctl), as the etcd image has 3.5: Debian's
     3.4.23 answers some commands differently (3.4's member list is not linearizable, 3.5's is), so the
-    script would run other branches here than in a pod. Built by .ci/run before pytest; missing fails."""
-    found = controlplane_build.path("etcdctl")
-    if not found.exists():
-        pytest.fail(f"etcdctl is missing at {found}: .venv/bin/python -m tests.controlplane.build etcdctl")
-    return str(found)
+    script would run other branches here than in a pod. Built here if .ci/run's build has not; one that
+    cannot be built fails."""
+    try:
+        return str(controlplane_build.ensure("etcdctl")[0])
+    except controlplane_build.BuildError as error:
+        pytest.fail(f"the tier's etcdctl could not be built: {error}")
 
 
 def free_on_every_address() -> int:

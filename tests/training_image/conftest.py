@@ -31,16 +31,18 @@ def etcd() -> Iterator[Etcd]:
 @pytest.fixture(scope="session", params=["etcd-path", "etcd-tier"])
 def each_etcd(request) -> Iterator[Etcd]:
     """etcd_binary()'s etcd (Debian's 3.4 in CI), then the tier's 3.5: a module runs on both by
-    defining ``etcd`` as this fixture. The tier's is built by .ci/run before the tests, so its
-    absence fails the test, never skips it."""
+    defining ``etcd`` as this fixture. The tier's is built now when .ci/run's background build has not
+    (or waited for while it builds it: tests/controlplane/build.py ensure); one that cannot be built
+    fails the test, never skips it."""
     if request.param == "etcd-path":
         binary = etcd_binary()
         if binary is None:
             pytest.fail(f"etcd is not installed (apt-get install etcd-server), or ${ENV_ETCD_BINARY} is not executable")
     else:
-        binary = str(build.path("etcd"))
-        if not build.path("etcd").exists():
-            pytest.fail(f"{binary} is missing: build it with `python -m tests.controlplane.build etcd`")
+        try:
+            binary = str(build.ensure("etcd")[0])
+        except build.BuildError as error:
+            pytest.fail(f"the tier's etcd could not be built: {error}")
     with Etcd(binary) as server:
         yield server
 
