@@ -33,7 +33,7 @@ class Line:
     usd: float | None
     why_unpriced: str | None = None
     spot: bool = False  # every pool it can land on is spot
-    regional: str | None = None  # "spot, us-central1, snapshot of 2025-03-06": from spot_prices.yaml
+    regional: str | None = None  # "spot, us-central1, snapshot of 2026-07-30": from spot_prices.yaml
 
     @property
     def total(self) -> float:

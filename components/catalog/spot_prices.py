@@ -37,7 +37,7 @@ class RegionPrice:
         return self.spot if spot else self.on_demand
 
     def basis(self, spot: bool) -> str:
-        """"spot, us-central1, snapshot of 2025-03-06": the words printed beside a price taken from this row
+        """"spot, us-central1, snapshot of 2026-07-30": the words printed beside a price taken from this row
         (a snapshot: spot prices move, the date says how old the figure is)."""
         return f"{'spot' if spot else 'on-demand'}, {self.region}, snapshot of {self.priced}"
 
@@ -89,8 +89,8 @@ def missing(cloud: str, region: str | None, machine: str) -> str:
 
 
 def stale(priced: object, today: datetime.date | None = None) -> str | None:
-    """"the 2025-03-06 snapshot is 632 days old: ..." when a row's date is more than STALE_DAYS before
-    today (spot prices move weekly; an old figure may be far off), else None. Computed from today's date
+    """"the 2026-07-30 spot price snapshot is 214 days old: ..." when a row's date is more than STALE_DAYS
+    before today (spot prices move weekly; an old figure may be far off), else None. Computed from today's date
     so that the warning appears by itself as the snapshot ages (issue 32, a second fresh walk)."""
     date = datetime.date.fromisoformat(str(priced))
     days = ((today or datetime.date.today()) - date).days

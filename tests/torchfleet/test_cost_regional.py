@@ -2,7 +2,7 @@
 price of components/catalog/spot_prices.yaml; a machine or region without a row there is priced at the
 on-demand list price of prices.yaml with a note naming the machine, the region and the file, never
 silently. The figures are worked out here from spot_prices.yaml (gcp/us-central1: g2-standard-4
-on demand 0.706832255, spot 0.279932, priced 2025-03-06)."""
+on demand 0.706832255, spot 0.397336, priced 2026-07-30; europe-west4 spot 0.38986)."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ def request(stack: str, gpu: str, nodes: str):
 def test_a_spot_job_is_priced_at_its_regions_spot_price_with_the_date(capsys, no_cluster):
     # gcp-usc1's l4 pool is spot (the default) on g2-standard-4. The old code: 4 x 0.70683 = 2.83.
     _, err = dry_run(capsys, "--stack", "gcp-usc1", "--gpu", "l4", "--nodes", "4")
-    assert "at most 1.12 USD/hour" in err
-    assert "4 x g2-standard-4 at 0.2799 (spot, us-central1, snapshot of 2025-03-06)" in err
+    assert "at most 1.59 USD/hour" in err  # 4 x 0.397336
+    assert "4 x g2-standard-4 at 0.3973 (spot, us-central1, snapshot of 2026-07-30)" in err
     assert "spot_prices.yaml" not in err  # priced from its own row: no note
 
 
@@ -53,8 +53,8 @@ def test_max_cost_counts_the_spot_price(capsys, no_cluster):
     before = time.time()
     out, err = dry_run(capsys, "--stack", "gcp-usc1", "--gpu", "l4", "--nodes", "4", "--max-cost", "10")
     stops = [int(e["value"]) for doc in yaml.safe_load_all(out) for e in _envs(doc) if e["name"] == limits.ENV_STOP_AT]
-    assert stops and stops[0] == pytest.approx(before + 10 / (4 * 0.279932) * 3600, abs=5)
-    assert "--max-cost 10 USD at most 1.12 USD/hour (spot, us-central1, snapshot of 2025-03-06)" in err
+    assert stops and stops[0] == pytest.approx(before + 10 / (4 * 0.397336) * 3600, abs=5)
+    assert "--max-cost 10 USD at most 1.59 USD/hour (spot, us-central1, snapshot of 2026-07-30)" in err
 
 
 def test_a_region_without_a_row_is_a_labelled_fallback_naming_the_file_and_region(capsys, no_cluster):
@@ -82,9 +82,10 @@ def test_capacity_type_follows_the_pools_the_job_can_land_on():
 
 
 @pytest.mark.parametrize(("region", "spot", "usd", "regional"), [
-    ("us-central1", True, 0.279932, "spot, us-central1, snapshot of 2025-03-06"),
-    ("us-central1", False, 0.706832255, "on-demand, us-central1, snapshot of 2025-03-06"),
-    ("europe-west4", True, 0.253236, "spot, europe-west4, snapshot of 2025-03-06"),
+    ("us-central1", True, 0.397336, "spot, us-central1, snapshot of 2026-07-30"),
+    ("us-central1", False, 0.706832255, "on-demand, us-central1, snapshot of 2026-07-30"),
+    ("europe-west4", True, 0.38986, "spot, europe-west4, snapshot of 2026-07-30"),
+    ("europe-west4", False, 0.742916046, "on-demand, europe-west4, snapshot of 2026-07-30"),
     ("asia-east1", True, 0.70683, None),  # no row: prices.yaml's on-demand list price
     (None, True, 0.70683, None),  # no stack region
 ])
@@ -111,10 +112,12 @@ def test_the_dry_run_says_an_old_snapshots_age(capsys, no_cluster):
     from components.catalog import spot_prices
 
     _, err = dry_run(capsys, "--stack", "gcp-usc1", "--gpu", "l4", "--nodes", "4")
-    age = (datetime.date.today() - datetime.date(2025, 3, 6)).days  # computed, as the CLI does
-    assert (f"the 2025-03-06 spot price snapshot is {age} days old" in err) == (age > spot_prices.STALE_DAYS)
-    with mock.patch.object(spot_prices.datetime, "date", wraps=datetime.date) as date:
-        date.today.return_value = datetime.date(2025, 4, 1)  # a fresh snapshot: no age line
-        date.fromisoformat = datetime.date.fromisoformat
-        _, err = dry_run(capsys, "--stack", "gcp-usc1", "--gpu", "l4", "--nodes", "4")
-    assert "days old" not in err
+    age = (datetime.date.today() - datetime.date(2026, 7, 30)).days  # computed, as the CLI does
+    assert (f"the 2026-07-30 spot price snapshot is {age} days old" in err) == (age > spot_prices.STALE_DAYS)
+    for today, line in ((datetime.date(2026, 8, 15), None),  # a fresh snapshot: no age line
+                        (datetime.date(2027, 3, 1), "the 2026-07-30 spot price snapshot is 214 days old")):
+        with mock.patch.object(spot_prices.datetime, "date", wraps=datetime.date) as date:
+            date.today.return_value = today
+            date.fromisoformat = datetime.date.fromisoformat
+            _, err = dry_run(capsys, "--stack", "gcp-usc1", "--gpu", "l4", "--nodes", "4")
+        assert (line in err) if line else ("days old" not in err)

@@ -24,9 +24,9 @@ def test_a_stack_shows_its_regions_on_demand_and_spot_prices(capsys):
     assert code == 0
     rows = {line.split()[2]: line.split() for line in out.splitlines()[1:] if line.startswith("l4 ")}
     assert out.splitlines()[0].split()[-2:] == ["ON-DEMAND", "SPOT"]
-    assert rows["g2-standard-4"][-2:] == ["0.7068", "0.2799"]
-    assert rows["g2-standard-8"][-2:] == ["0.8536", "0.3368"]
-    assert "ON-DEMAND, SPOT: us-central1 prices, a snapshot of 2025-03-06 (https://github.com/Cyclenerd/" in out
+    assert rows["g2-standard-4"][-2:] == ["0.7068", "0.3973"]
+    assert rows["g2-standard-8"][-2:] == ["0.8536", "0.4799"]
+    assert "ON-DEMAND, SPOT: us-central1 prices, a snapshot of 2026-07-30 (https://github.com/Cyclenerd/" in out
     assert "no spot price known" not in out  # every L4 machine has a row there
 
 
@@ -42,9 +42,9 @@ def test_json_carries_the_regional_prices_and_their_date(capsys):
     code, out, _ = run(capsys, "--cloud", "gcp", "--region", "europe-west4", "--gpu", "l4", "-o", "json")
     found = {r["machine"]: r for r in json.loads(out)}
     assert code == 0
-    assert (found["g2-standard-4"]["regionSpotUsdPerHour"], found["g2-standard-4"]["regionPriced"]) == (0.253236,
-                                                                                                         "2025-03-06")
-    assert (found["g2-standard-8"]["regionSpotUsdPerHour"], found["g2-standard-8"]["region"]) == (0.314972,
+    assert (found["g2-standard-4"]["regionSpotUsdPerHour"], found["g2-standard-4"]["regionPriced"]) == (0.38986,
+                                                                                                         "2026-07-30")
+    assert (found["g2-standard-8"]["regionSpotUsdPerHour"], found["g2-standard-8"]["region"]) == (0.47082,
                                                                                                  "europe-west4")
     _, out, _ = run(capsys, "--cloud", "gcp", "--region", "europe-west4", "--gpu", "t4", "-o", "json")
     assert all(r["regionSpotUsdPerHour"] is None and r["regionPriced"] is None for r in json.loads(out))
@@ -96,9 +96,9 @@ def test_an_old_snapshot_says_its_age_from_todays_date(capsys):
 
     from components.catalog import spot_prices
 
-    priced = datetime.date(2025, 3, 6)
-    assert spot_prices.stale("2025-03-06", priced + datetime.timedelta(days=180)) is None
-    assert "is 181 days old" in spot_prices.stale("2025-03-06", priced + datetime.timedelta(days=181))
+    priced = datetime.date(2026, 7, 30)
+    assert spot_prices.stale("2026-07-30", priced + datetime.timedelta(days=180)) is None
+    assert "is 181 days old" in spot_prices.stale("2026-07-30", priced + datetime.timedelta(days=181))
     _, out, _ = run(capsys, "--stack", "gcp-usc1", "--gpu", "l4")
     age = (datetime.date.today() - priced).days  # the shipped snapshot's age today
-    assert (f"the 2025-03-06 spot price snapshot is {age} days old" in out) == (age > spot_prices.STALE_DAYS)
+    assert (f"the 2026-07-30 spot price snapshot is {age} days old" in out) == (age > spot_prices.STALE_DAYS)

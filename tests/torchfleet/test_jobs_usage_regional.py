@@ -1,6 +1,6 @@
 """Issue 32: `list`/`status` price a job's hours in its node's region at its node's capacity type, from
 components/catalog/spot_prices.yaml (gcp/us-central1 g2-standard-4: on demand 0.706832255, spot
-0.279932, priced 2025-03-06), else at prices.yaml's on-demand list price with that basis said, and a spot
+0.397336, priced 2026-07-30), else at prices.yaml's on-demand list price with that basis said, and a spot
 node without a row says "no spot price known for <machine> in <cloud>/<region>" and why."""
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ def labels(machine="g2-standard-4", **extra):
 
 
 @pytest.mark.parametrize(("node", "region", "usd", "basis"), [
-    ({usage.REGION: "us-central1", "cloud.google.com/gke-spot": "true"}, None, 0.279932,
-     "spot, us-central1, snapshot of 2025-03-06"),
-    ({usage.REGION: "us-central1"}, None, 0.706832255, "on-demand, us-central1, snapshot of 2025-03-06"),
-    ({"cloud.google.com/gke-spot": "true"}, "europe-west4", 0.253236, "spot, europe-west4, snapshot of 2025-03-06"),
+    ({usage.REGION: "us-central1", "cloud.google.com/gke-spot": "true"}, None, 0.397336,
+     "spot, us-central1, snapshot of 2026-07-30"),
+    ({usage.REGION: "us-central1"}, None, 0.706832255, "on-demand, us-central1, snapshot of 2026-07-30"),
+    ({"cloud.google.com/gke-spot": "true"}, "europe-west4", 0.38986, "spot, europe-west4, snapshot of 2026-07-30"),
     # No row for n1-standard-8 (+ its T4, the job's GPU): prices.yaml's on-demand list price, said so.
     ({"machine": "n1-standard-8", usage.REGION: "us-central1", "cloud.google.com/gke-spot": "true"}, None,
      catalog.list_price("t4", "gcp", "n1-standard-8"),

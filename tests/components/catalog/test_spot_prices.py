@@ -20,6 +20,7 @@ from torchfleet.jobs import target as targets
 
 RAW = yaml.safe_load(spot_prices.SPOT_PRICES_FILE.read_text())
 UNKNOWN = RAW.pop(spot_prices.UNKNOWN)
+STACKS = ("aws-usw2", "gcp-usc1", "azure-eus")
 MACHINES = [(key, machine, p) for key, row in RAW.items() for machine, p in row["machines"].items()]
 
 
@@ -58,7 +59,7 @@ def test_an_absent_region_or_machine_has_no_price():
 def _shipped_regions() -> dict[str, set[str]]:
     """{cloud: regions}: each shipped stack's region and each region the file has rows for."""
     found: dict[str, set[str]] = {}
-    for stack in ("aws-usw2", "gcp-usc1", "azure-eus"):
+    for stack in STACKS:
         t = targets.from_stack(stack)
         found.setdefault(t.cloud, set()).add(t.region)
     for key in RAW:
@@ -88,7 +89,7 @@ def test_every_catalog_gpu_machine_in_a_shipped_region_is_priced_or_unknown_on_p
 
 def test_the_coverage_per_cloud():
     """What is shipped, counted: GCP's A2/A3/G2 machines in four regions are priced, its N1 (T4/V100)
-    machines are not; AWS and Azure have no dated source yet."""
+    machines are not; AWS and Azure have no dated source yet (the file's header lists what was searched)."""
     priced = {c: sum(1 for cc, r, m in COVERAGE if cc == c and spot_prices.price(c, r, m)) for c in SHIPPED}
     unknown = {c: sum(1 for cc, r, m in COVERAGE if cc == c and spot_prices.unknown(c, r, m)) for c in SHIPPED}
     assert priced == {"aws": 0, "azure": 0, "gcp": 21 * 4}
@@ -116,3 +117,33 @@ def test_a_missing_price_is_said_with_its_reason():
     assert spot_prices.missing("gcp", "asia-east1", "g2-standard-4") == (
         "no spot price known for g2-standard-4 in gcp/asia-east1 (components/catalog/spot_prices.yaml has no row "
         "for it)")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_stacks_manager_machine_in_its_region_is_priced_or_unknown_on_purpose(stack):
+    """The manager pool runs all day, on demand: its machine in the stack's own region has a row (gcp-usc1's
+    e2-standard-4) or a stated reason, like every GPU machine."""
+    from torchfleet.preview.runner import stack_spec
+
+    spec = stack_spec(targets.stack_file(stack))  # read as the program reads it
+    cloud, region, machine = spec.cloud, spec.region, spec.manager_pool.machine_type
+    row, why = spot_prices.price(cloud, region, machine), spot_prices.unknown(cloud, region, machine)
+    assert (row is None) != (why is None), f"{machine} in {cloud}/{region}"
+    if stack == "gcp-usc1":
+        assert (row.on_demand, row.spot, row.priced) == (0.13402284, 0.080424, "2026-07-30")
+
+
+@pytest.mark.parametrize("cloud", sorted({key.split("/", 1)[0] for key in RAW}))
+def test_a_clouds_rows_are_one_snapshot(cloud):
+    """Each cloud keeps one source at one date, so a stack's figures in two regions are never of two days
+    (a row refreshed alone would compare a new spot price with an old one)."""
+    rows = [row for key, row in RAW.items() if key.split("/", 1)[0] == cloud]
+    assert len({(row["source"], row["priced"]) for row in rows}) == 1
+
+
+def test_the_snapshots_age_is_said_from_its_own_date():
+    """The shipped GCP snapshot (2026-07-30) is said to be old 181 days after it, never before."""
+    row = spot_prices.price("gcp", "us-central1", "g2-standard-4")
+    priced = datetime.date.fromisoformat(row.priced)
+    assert spot_prices.stale(row.priced, priced + datetime.timedelta(days=spot_prices.STALE_DAYS)) is None
+    assert "181 days old" in spot_prices.stale(row.priced, priced + datetime.timedelta(days=181))
