@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.kube import manifests
+from components.kube import manifests, transforms
 
 NAMESPACE = "torchfleet-node-healer"
 NAME = "node-healer"
@@ -114,6 +114,7 @@ def deployment(image: str, threshold_s: int, node_selector: dict[str, str] | Non
     if node_selector:
         # The manager pool: never on a GPU node it may have to taint.
         pod["nodeSelector"] = dict(node_selector)
+    pod["tolerations"] = transforms.manager_tolerations()  # the pool's taint (issue 30)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.kube import manifests
+from components.kube import manifests, transforms
 from components.spec import TRAINING_UID
 
 NAMESPACE = "torchfleet-system"
@@ -142,6 +142,7 @@ def job(namespace: str, claim: str, node_selector: dict[str, str] | None = None)
         # The manager pool: never next to a training pod that mounts the same store through the
         # other PersistentVolume, and never on a spot GPU node that may vanish mid-run.
         pod["nodeSelector"] = dict(node_selector)
+    pod["tolerations"] = transforms.manager_tolerations()  # the pool's taint (issue 30)
     annotations = {f"checkov.io/skip{i}": f"{check}={why}" for i, (check, why) in enumerate(CHECKOV_SKIPS.items(), 1)}
     return {
         "apiVersion": "batch/v1",

@@ -140,7 +140,7 @@ class TrainingLayer(pulumi.ComponentResource):
         if cluster.store.nfs_cidrs:
             self._create_nfs_policy(settings, cluster.store, [*ready, *first])
         if training.operator == "kubeflow":
-            operator = self._create_kubeflow(ready)
+            operator = self._create_kubeflow(ready, settings.manager_selector)
             # After its CRDs: the PyTorchJob job-names binding refuses what it matches until they are served.
             for relative in static.kubeflow_files():
                 self._create_static(relative, settings, [*ready, *first, operator])
@@ -305,9 +305,14 @@ class TrainingLayer(pulumi.ComponentResource):
             opts=child_options(self, depends_on),
         )
 
-    def _create_kubeflow(self, depends_on: Sequence[pulumi.Resource]) -> k8s.kustomize.v2.Directory:
+    def _create_kubeflow(
+        self, depends_on: Sequence[pulumi.Resource], manager_selector: dict[str, str]
+    ) -> k8s.kustomize.v2.Directory:
         return k8s.kustomize.v2.Directory(
             f"{self._name}-kubeflow-training-operator",
             directory=kubeflow.TRAINING_OPERATOR_MANIFESTS,
-            opts=child_options(self, depends_on),
+            opts=pulumi.ResourceOptions.merge(
+                child_options(self, depends_on),
+                pulumi.ResourceOptions(transforms=[kubeflow.manager_placement(manager_selector)]),
+            ),
         )

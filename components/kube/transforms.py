@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.kube import manifests
+from components.spec import MANAGER_TOLERATIONS
 
 # Kinds with no namespace among the static files and those the layer makes.
 CLUSTER_SCOPED = frozenset(
@@ -70,8 +71,15 @@ def _pod_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def manager_tolerations() -> list[dict[str, str]]:
+    """Every cloud's manager taint, tolerated (spec/model.py MANAGER_TOLERATIONS): a fresh copy per pod."""
+    return [dict(t) for t in MANAGER_TOLERATIONS]
+
+
 def set_manager_selector(obj: dict[str, Any], selector: dict[str, str]) -> None:
-    """Put control pods (every Deployment/StatefulSet in k8s/base/) on the manager pool."""
+    """Put control pods (every Deployment/StatefulSet in k8s/base/) on the manager pool, which is tainted
+    so that nothing else lands there (issue 30): they select it and tolerate its taint. The tolerations go
+    on with no selector too (the local stack), where they change nothing on an untainted node."""
     pod = _pod_spec(obj)
     if pod is None:
         return
@@ -79,6 +87,8 @@ def set_manager_selector(obj: dict[str, Any], selector: dict[str, str]) -> None:
         pod["nodeSelector"] = dict(selector)
     else:
         pod.pop("nodeSelector", None)
+    kept = [t for t in pod.get("tolerations") or [] if t not in MANAGER_TOLERATIONS]
+    pod["tolerations"] = kept + manager_tolerations()
 
 
 def drop_zone_spread(obj: dict[str, Any]) -> None:

@@ -13,6 +13,8 @@ fields (reading one raw value), pools (the manager and GPU pools), sections (the
 from components.spec.dataset_spec import DatasetSpec
 from components.spec.model import (
     AKS_SPOT_TAINT,
+    CPU_POOL_NAME,
+    CPU_TAINT,
     DEFAULT_CLAIM,
     DEFAULT_KUBERNETES_VERSION,
     DEFAULT_MANAGER_MACHINE,
@@ -27,6 +29,8 @@ from components.spec.model import (
     LABEL_ROLE,
     LABEL_ZONE,
     MANAGER_POOL_NAME,
+    MANAGER_TAINTS,
+    MANAGER_TOLERATIONS,
     NS,
     OPERATORS,
     ROLE_TRAINING,
@@ -45,9 +49,10 @@ from components.spec.model import (
 from components.spec.parse import parse
 
 __all__ = [
-    "AKS_SPOT_TAINT", "DEFAULT_CLAIM", "DEFAULT_KUBERNETES_VERSION", "DEFAULT_MANAGER_MACHINE", "DEFAULT_NAMESPACE",
-    "GPU_RESOURCE", "GPU_TAINT", "LABEL_CAPACITY", "LABEL_GPU", "LABEL_GPU_PRESENT", "LABEL_JOB", "LABEL_POOL",
-    "LABEL_ROLE", "LABEL_ZONE", "MANAGER_POOL_NAME", "NS", "OPERATORS", "ROLE_TRAINING", "TRAINING_UID",
+    "AKS_SPOT_TAINT", "CPU_POOL_NAME", "CPU_TAINT", "DEFAULT_CLAIM", "DEFAULT_KUBERNETES_VERSION",
+    "DEFAULT_MANAGER_MACHINE", "DEFAULT_NAMESPACE", "GPU_RESOURCE", "GPU_TAINT", "LABEL_CAPACITY", "LABEL_GPU",
+    "LABEL_GPU_PRESENT", "LABEL_JOB", "LABEL_POOL", "LABEL_ROLE", "LABEL_ZONE", "MANAGER_POOL_NAME", "MANAGER_TAINTS",
+    "MANAGER_TOLERATIONS", "NS", "OPERATORS", "ROLE_TRAINING", "TRAINING_UID",
     "AccessSpec", "AutoscalerSpec", "ConfigError", "DatasetSpec", "GpuPoolSpec", "GuardrailSpec", "NetworkSpec",
     "NodePoolSpec", "PlatformSpec", "StorageSpec", "TrainingSpec", "parse",
 ]

@@ -39,6 +39,41 @@ GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"
 # AKS puts this on every spot pool itself; declared so there is no diff, tolerated by jobs.
 AKS_SPOT_TAINT = {"key": "kubernetes.azure.com/scalesetpriority", "value": "spot", "effect": "NoSchedule"}
 MANAGER_POOL_NAME = "manager"
+# The manager pool's taint, one per cloud, so that only the platform's pods land beside etcd, its gate and the
+# controllers (docs/threat-model.md, "Run code beside etcd"): a pod the CLI or a researcher makes tolerates none
+# of them (k8s/base/cluster/validatingadmissionpolicy-researcher-limits.yaml). Each is the key that cloud's own
+# cluster add-ons already tolerate where the pool also hosts them, so they keep a place to run:
+# - aws: EKS has no system pool of its own; CoreDNS and the EBS and EFS CSI controllers run on the manager
+#   groups and tolerate CriticalAddonsOnly ("This NodePool has a CriticalAddonsOnly taint. Many EKS add-ons,
+#   such as CoreDNS, tolerate this taint": https://docs.aws.amazon.com/eks/latest/userguide/set-builtin-node-pools.html;
+#   kubernetes-sigs/aws-ebs-csi-driver charts/aws-ebs-csi-driver/values.yaml at 006340ee and
+#   kubernetes-sigs/aws-efs-csi-driver charts/aws-efs-csi-driver/values.yaml at 00a24b48, controller.tolerations).
+# - gcp: GKE's own Deployments (kube-dns, metrics-server, konnectivity-agent, event-exporter) run on the manager
+#   pool and tolerate components.gke.io/gke-managed-components (a GKE cluster's event-exporter-gke Deployment
+#   carries exactly that toleration), and nothing else of ours.
+# - azure: AKS's add-ons run on the cluster's System pool, tainted CriticalAddonsOnly (clouds/azure/cluster.py),
+#   so the manager pool, a User pool, carries the platform's own key.
+# The local stack has no pools (one kind/minikube node): nothing is tainted there; the test tier's manager nodes
+# carry the azure form (tests/controlplane/nodes.py).
+# Value always set: the EKS cluster autoscaler drops node-template taints without one (as GPU_TAINT).
+MANAGER_TAINTS = {
+    "aws": {"key": "CriticalAddonsOnly", "value": "true", "effect": "NoSchedule"},
+    "gcp": {"key": "components.gke.io/gke-managed-components", "value": "true", "effect": "NoSchedule"},
+    "azure": {"key": "torchfleet.io/pool", "value": MANAGER_POOL_NAME, "effect": "NoSchedule"},
+}
+# What every platform pod on the manager pool tolerates: each cloud's manager taint exactly (key, value, effect;
+# never Exists on torchfleet.io/pool, which would tolerate the CPU pool's taint too), so one static manifest fits
+# every cloud: a toleration of a taint a node does not carry changes nothing, and the pod's nodeSelector, not its
+# tolerations, keeps it on the manager pool.
+MANAGER_TOLERATIONS = tuple(
+    {"key": t["key"], "operator": "Equal", "value": t["value"], "effect": t["effect"]}
+    for t in sorted(MANAGER_TAINTS.values(), key=lambda t: t["key"])
+)
+# The CPU pool (torchfleet:cpuPool, optional): where CPU jobs, readers, TensorBoard and Lighthouses run, all of
+# them researcher code or researcher-chosen images. Labelled and tainted so that only pods that ask for it land
+# there (GKE's and EKS's add-ons tolerate neither, so they never keep a CPU node from scaling to zero).
+CPU_POOL_NAME = "cpu"
+CPU_TAINT = {"key": LABEL_POOL, "value": CPU_POOL_NAME, "effect": "NoSchedule"}
 # The training image's user (training-image/Dockerfile USER): jobs run as it, the shared store's
 # root belongs to it. Numeric so runAsNonRoot can be verified.
 TRAINING_UID = 10001

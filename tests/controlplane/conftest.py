@@ -25,7 +25,7 @@ def control_plane(tmp_path_factory):
 @pytest.fixture(scope="session")
 def training_layer(control_plane, tmp_path_factory) -> TrainingLayer:
     """The local stack's training layer, as `torchfleet synth` renders it, applied with kubectl;
-    GPU nodes shaped like the aws-usw2 stack's pools and one manager node per zone."""
+    GPU nodes shaped like the aws-usw2 stack's pools, one tainted manager node and one CPU pool node per zone."""
     return TrainingLayer.apply(control_plane, tmp_path_factory.mktemp("layer"))
 
 

@@ -140,7 +140,8 @@ class TrainingLayer:
         spec = nodes.stack_spec(GPU_STACK)
         gpu = nodes.gpu_nodes(spec)
         zones = sorted({pool.zone for pool in spec.gpu_pools})
-        kubectl(cp, "apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(gpu + nodes.manager_nodes(zones)))
+        fleet = gpu + nodes.manager_nodes(zones) + nodes.cpu_nodes(zones)
+        kubectl(cp, "apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(fleet))
         kubectl(cp, "wait", "--for=condition=Ready", "--timeout=120s", "node", "--all")
         grant_etcd_gate(cp)  # kinds another test file installed before this layer
         return cls(cp, DEFAULT_NAMESPACE, gpu)

@@ -3,7 +3,10 @@
 Each GPU pool of a stack becomes nodes with exactly what its autoscaler template promises: the pool
 labels of the contract (components/spec/model.py: pool, GPU, capacity, gpu.present), the zone, the
 GPU taint (and AKS's spot taint on Azure spot pools), and the machine's GPUs, vCPUs and memory as
-capacity. The manager pool becomes untainted on-demand nodes, one per zone. kwok plays their
+capacity. The manager pool becomes on-demand nodes, one per zone, tainted as the Azure manager pool is
+(torchfleet.io/pool=manager:NoSchedule; each cloud's form: components/spec/model.py MANAGER_TAINTS), which only the
+platform's pods tolerate; the CPU pool (torchfleet:cpuPool) becomes one node per zone labelled and tainted
+torchfleet.io/pool=cpu, where the CLI's CPU jobs, readers, TensorBoard pods and Lighthouses go. kwok plays their
 kubelets (cluster.py); the scheduler places real pods on them by those labels, taints and sizes.
 """
 
@@ -14,10 +17,13 @@ from typing import Any
 
 from components.spec import (
     AKS_SPOT_TAINT,
+    CPU_POOL_NAME,
+    CPU_TAINT,
     GPU_RESOURCE,
     GPU_TAINT,
     LABEL_ZONE,
     MANAGER_POOL_NAME,
+    MANAGER_TAINTS,
     PlatformSpec,
     parse,
 )
@@ -68,10 +74,27 @@ def gpu_nodes(spec: PlatformSpec, per_pool: int = 2) -> list[dict[str, Any]]:
     return out
 
 
+# The manager nodes' taint: the Azure form, whose key (torchfleet.io/pool) is also the CPU pool's, so the tier
+# shows that tolerating the CPU pool's taint does not reach the manager nodes.
+MANAGER_TAINT = MANAGER_TAINTS["azure"]
+
+
 def manager_nodes(zones: list[str], cpu: str = "4", memory: str = "16Gi") -> list[dict[str, Any]]:
-    """One untainted on-demand manager node per zone (etcd, controllers, the Lighthouse land here)."""
+    """One tainted on-demand manager node per zone: etcd, its gate, the controllers and the healer land here,
+    which tolerate the taint (components/kube/transforms.py set_manager_selector), and nothing of a researcher's."""
     capacity = {"cpu": cpu, "memory": memory, "pods": "110", "ephemeral-storage": "100Gi"}
     return [
-        node(f"{MANAGER_POOL_NAME}-{zone}", {LABEL_MANAGER: MANAGER_POOL_NAME, LABEL_ZONE: zone}, [], capacity)
+        node(f"{MANAGER_POOL_NAME}-{zone}", {LABEL_MANAGER: MANAGER_POOL_NAME, LABEL_ZONE: zone},
+             [dict(MANAGER_TAINT)], capacity)
+        for zone in zones
+    ]
+
+
+def cpu_nodes(zones: list[str], cpu: str = "4", memory: str = "16Gi") -> list[dict[str, Any]]:
+    """One CPU pool node per zone, as a cloud's cpuPool template promises: the pool label and taint (CPU jobs,
+    readers, TensorBoard and Lighthouses select and tolerate them: torchfleet/jobs/pod_template.py cpu_pool)."""
+    capacity = {"cpu": cpu, "memory": memory, "pods": "110", "ephemeral-storage": "100Gi"}
+    return [
+        node(f"{CPU_POOL_NAME}-{zone}", {LABEL_MANAGER: CPU_POOL_NAME, LABEL_ZONE: zone}, [dict(CPU_TAINT)], capacity)
         for zone in zones
     ]

@@ -1,5 +1,5 @@
 """The reader pod of `torchfleet checkpoints | cp` (issue 21) against the real API server: admitted by Pod
-Security Admission at `restricted` as the namespace enforces it, placed on a manager node, owned by its
+Security Admission at `restricted` as the namespace enforces it, placed on a CPU pool node, owned by its
 job, and gone after the command (its own delete) or with its job (the real garbage collector).
 
 kwok runs no container, so nothing is read here: what the pod runs (store_script.py) and the download
@@ -46,7 +46,7 @@ def test_the_reader_pod_is_admitted_under_restricted_and_deleted_after_the_comma
             assert live["status"]["phase"] == "Running"
             assert live["spec"]["containers"][0]["image"] == reader_pod.READER_IMAGE != IMAGE  # never the job's
             node = get(layer.cp, "node", live["spec"]["nodeName"])
-            assert node["metadata"]["labels"]["torchfleet.io/pool"] == "manager"  # on-demand, never reclaimed
+            assert node["metadata"]["labels"]["torchfleet.io/pool"] == "cpu"  # never beside etcd (issue 30)
             owner = live["metadata"]["ownerReferences"]
             assert [(o["kind"], o["name"]) for o in owner] == [("Job", job)]
             volume = live["spec"]["volumes"][0]["persistentVolumeClaim"]

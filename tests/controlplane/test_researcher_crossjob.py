@@ -164,8 +164,8 @@ def test_the_clis_own_policies_are_admitted(training_layer, researcher, capsys):
 
 
 def test_a_job_on_the_manager_pool_is_refused(training_layer, researcher, capsys):
-    """A job's pods never select torchfleet.io/pool=manager (etcd's nodes): only the reader, TensorBoard and
-    store pods and a Lighthouse do (test_the_clis_objects_are_admitted: the Lighthouse's Deployment)."""
+    """A job's pods never select torchfleet.io/pool=manager (etcd's nodes), nor does any other pod of a
+    researcher's (test_researcher_pods.py: the reader and the Lighthouse, issue 30)."""
     job = cli_documents(training_layer, capsys, name("tier-xpool"))["Job"]
     template(job)["spec"]["nodeSelector"] = {"torchfleet.io/pool": "manager"}
-    refused(training_layer, researcher, job, "torchfleet.io/pool=manager only for")
+    refused(training_layer, researcher, job, "never torchfleet.io/pool=manager")

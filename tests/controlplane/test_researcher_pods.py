@@ -281,6 +281,112 @@ def test_a_job_co_located_other_than_the_cli_does_is_refused(training_layer, res
     refused(training_layer, researcher, job, "affinity is only the CLI's")
 
 
+# ---- the manager pool: nothing of a researcher's beside etcd (issue 30) -----------------------------------------
+
+MANAGER = "never torchfleet.io/pool=manager"
+MANAGER_TAINT = "never a manager pool's taint"
+# Each cloud's manager taint (components/spec/model.py MANAGER_TAINTS), tolerated as an attacker would.
+MANAGER_TOLERATIONS = {
+    "eks-critical-addons": {"key": "CriticalAddonsOnly", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+    "gke-managed": {"key": "components.gke.io/gke-managed-components", "operator": "Exists"},
+    "aks-manager": {"key": "torchfleet.io/pool", "operator": "Equal", "value": "manager", "effect": "NoSchedule"},
+    "pool-exists": {"key": "torchfleet.io/pool", "operator": "Exists"},  # tolerates the manager and the CPU pool
+    "pool-no-value": {"key": "torchfleet.io/pool", "effect": "NoSchedule"},  # Equal to "": not the CPU pool
+}
+
+
+def manager_pool_objects(layer, capsys) -> dict[str, tuple[dict, dict]]:
+    """What a researcher places: the reader pod, an in-place job's Lighthouse Deployment, a --cpu Job; each with
+    its pod spec."""
+    pod = reader(layer)
+    lighthouse = cli_documents(layer, capsys, name(), "--recovery", "inplace")["Deployment"]
+    capsys.readouterr()
+    code = main(["submit", name(), "--cpu", "--nodes", "1", "--image", IMAGE, "--dry-run", "--", "python", "t.py"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    (job,) = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "Job"]
+    job["metadata"]["namespace"] = layer.namespace
+    return {"Pod": (pod, pod["spec"]), "Deployment": (lighthouse, template(lighthouse)["spec"]),
+            "Job": (job, template(job)["spec"])}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["Pod", "Deployment", "Job"])
+def test_the_cli_places_its_cpu_pods_on_the_cpu_pool(training_layer, researcher, capsys, kind):
+    """The reader, a Lighthouse and a --cpu job select the CPU pool and tolerate its taint exactly, and are
+    admitted so."""
+    document, spec = manager_pool_objects(training_layer, capsys)[kind]
+    assert spec["nodeSelector"].get("torchfleet.io/pool") == "cpu", spec.get("nodeSelector")
+    assert {"key": "torchfleet.io/pool", "operator": "Equal", "value": "cpu", "effect": "NoSchedule"} in \
+        spec["tolerations"]
+    admitted(training_layer, researcher, document)
+
+
+@pytest.mark.parametrize("kind", ["Pod", "Deployment", "Job"])
+def test_a_researcher_pod_selecting_the_manager_pool_is_refused(training_layer, researcher, capsys, kind):
+    """The old limits admitted torchfleet.io/pool=manager on a Pod or Deployment (the reader, TensorBoard and the
+    Lighthouse were placed there), so any researcher ran an image of her choice beside etcd."""
+    document, spec = manager_pool_objects(training_layer, capsys)[kind]
+    spec["nodeSelector"]["torchfleet.io/pool"] = "manager"
+    refused(training_layer, researcher, document, MANAGER)
+
+
+@pytest.mark.parametrize("toleration", list(MANAGER_TOLERATIONS.values()), ids=list(MANAGER_TOLERATIONS))
+@pytest.mark.parametrize("kind", ["Pod", "Deployment", "Job"])
+def test_a_researcher_pod_tolerating_a_manager_taint_is_refused(training_layer, researcher, capsys, kind,
+                                                                toleration):
+    """Every cloud's manager taint, and the CPU pool's key tolerated more widely than exactly cpu (the key is
+    the Azure and tier manager pool's too), with no selector: the scheduler would otherwise be free to place the
+    pod on a manager node."""
+    document, spec = manager_pool_objects(training_layer, capsys)[kind]
+    spec.pop("nodeSelector", None)
+    spec["tolerations"] = [*spec.get("tolerations", []), toleration]
+    refused(training_layer, researcher, document, MANAGER_TAINT)
+
+
+def test_a_researcher_pod_without_a_pool_lands_nowhere_near_etcd(training_layer, researcher):
+    """The tier's manager nodes are tainted as the clouds' are: a pod with no selector and no toleration (admitted:
+    the limits ask for no selector) is never bound to a manager node. Untainted, as the manager pool was on every
+    cloud, the scheduler bound such a pod to one (a --cpu job's pods landed beside etcd). Every pool of the tier
+    is tainted now, so it stays unscheduled: what a cloud stack without a CPU pool does with it too."""
+    pod = reader(training_layer)
+    pod["spec"].pop("nodeSelector", None)
+    pod["spec"].pop("tolerations", None)
+    created = researcher_kubectl(training_layer, researcher, "create", "-f", "-", input=yaml.safe_dump(pod))
+    assert created[0] == 0, created[1]
+    pod_name = pod["metadata"]["name"]
+    try:
+        def unschedulable():
+            live = get(training_layer.cp, "pod", pod_name, "-n", training_layer.namespace)
+            conditions = {c["type"]: c for c in live["status"].get("conditions", [])}
+            scheduled = conditions.get("PodScheduled", {})
+            return (live if live["spec"].get("nodeName") or scheduled.get("reason") == "Unschedulable" else None)
+
+        live = wait_for(f"the scheduler's verdict on {pod_name}", unschedulable)
+        assert not live["spec"].get("nodeName"), f"bound to {live['spec']['nodeName']}"
+        message = {c["type"]: c for c in live["status"]["conditions"]}["PodScheduled"]["message"]
+        assert "had untolerated taint" in message, message  # kube-scheduler 1.35 names no taint, only the count
+    finally:
+        kubectl(training_layer.cp, "delete", "pod", pod_name, "-n", training_layer.namespace, "--wait=false")
+
+
+def test_the_platforms_pods_run_on_the_tainted_manager_nodes(training_layer):
+    """etcd and its gate are bound to manager nodes despite their taint, which they tolerate
+    (components/kube/transforms.py set_manager_selector)."""
+    ns = training_layer.namespace
+
+    def bound() -> list[dict] | None:
+        listed = get(training_layer.cp, "pods", "-n", ns, "-l", "app.kubernetes.io/part-of=torchfleet")["items"]
+        pods = [p for p in listed if p["metadata"]["labels"].get("app.kubernetes.io/name") in ("etcd", "etcd-gate")]
+        return pods if pods and all(p["spec"].get("nodeName") for p in pods) else None
+
+    pods = wait_for("etcd's and the gate's pods bound", bound)
+    assert {p["metadata"]["labels"]["app.kubernetes.io/name"] for p in pods} == {"etcd", "etcd-gate"}
+    for pod in pods:
+        node = get(training_layer.cp, "node", pod["spec"]["nodeName"])
+        assert node["metadata"]["labels"]["torchfleet.io/pool"] == "manager", pod["metadata"]["name"]
+        assert node["spec"]["taints"] == [{"key": "torchfleet.io/pool", "value": "manager", "effect": "NoSchedule"}]
+
+
 # ---- GPUs ------------------------------------------------------------------------------------------------------
 
 

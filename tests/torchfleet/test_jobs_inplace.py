@@ -118,7 +118,7 @@ def test_the_indexed_job_is_what_the_trainer_reads(case):
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_the_lighthouse_runs_on_the_manager_pool_and_its_service_finds_it(case):
+def test_the_lighthouse_runs_on_the_cpu_pool_and_its_service_finds_it(case):
     req, t, documents = _documents(case)
     found = _by_kind(documents)
     deployment = found["Deployment", f"{req.name}-lighthouse"]
@@ -133,8 +133,9 @@ def test_the_lighthouse_runs_on_the_manager_pool_and_its_service_finds_it(case):
     if t.cloud == "local":
         assert selector is None
     else:
-        assert selector == {platform.LABEL_POOL: platform.MANAGER_POOL_NAME}
-        assert "tolerations" not in pod["spec"]  # so never on a tainted spot GPU node
+        # The job's image: never beside etcd on the manager pool (issue 30), never on a tainted GPU node.
+        assert selector == {platform.LABEL_POOL: platform.CPU_POOL_NAME}
+        assert pod["spec"]["tolerations"] == [{**platform.CPU_TAINT, "operator": "Equal"}]
     (container,) = pod["spec"]["containers"]
     assert container["image"] == req.image  # the job's image has torchft at the workers' version
 

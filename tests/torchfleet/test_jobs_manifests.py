@@ -97,8 +97,12 @@ def test_cpu_job_passes_the_schemas_and_asks_for_no_gpu(case, operator):
     spec = pod["spec"]
     (container,) = spec["containers"]
     assert req.cpu and req.nproc_per_node == 1
-    assert [x["key"] for x in spec["tolerations"]] == list(pod_template.NODE_LOSS_TAINTS)  # no GPU or spot taint
+    # No GPU or spot taint; on a cloud the CPU pool's, exactly (never a manager pool's: issue 30).
+    cpu_pool = [] if t.cloud == "local" else [{**platform.CPU_TAINT, "operator": "Equal"}]
+    assert spec["tolerations"][:len(cpu_pool)] == cpu_pool
+    assert [x["key"] for x in spec["tolerations"][len(cpu_pool):]] == list(pod_template.NODE_LOSS_TAINTS)
     assert platform.LABEL_GPU not in spec.get("nodeSelector", {})
+    pool = {} if t.cloud == "local" else {platform.LABEL_POOL: platform.CPU_POOL_NAME}
     assert platform.LABEL_GPU not in job["metadata"]["labels"]
     for kind in ("requests", "limits"):
         assert platform.GPU_RESOURCE not in container["resources"][kind]
@@ -106,7 +110,9 @@ def test_cpu_job_passes_the_schemas_and_asks_for_no_gpu(case, operator):
     assert container["resources"]["limits"]["memory"] == f"{req.sizing.memory_mib}Mi"
     assert container["args"][:2] == ["--nproc_per_node=1", pod_template.LOCAL_ADDR_ARG]
     if req.zone:
-        assert spec["nodeSelector"] == {platform.LABEL_ZONE: req.zone}
+        assert spec["nodeSelector"] == {**pool, platform.LABEL_ZONE: req.zone}
+    else:
+        assert spec.get("nodeSelector", {}) == pool
     # kind/minikube nodes have no zone label: a required zone affinity would keep pods Pending.
     assert ("affinity" in spec) == (t.cloud != "local" and not req.zone)
     if operator == "kubeflow":

@@ -37,9 +37,12 @@ def test_pod_is_valid_and_restricted(kind, version):
     assert restricted_problems(pod["spec"]) == []
 
 
-def test_pod_reads_the_store_only_on_the_manager_pool():
+def test_pod_reads_the_store_only_on_the_cpu_pool():
     spec = _pod()["spec"]
-    assert spec["nodeSelector"] == {"torchfleet.io/pool": "manager"}
+    # The job's image, a researcher's: never on the manager pool beside etcd (issue 30).
+    assert spec["nodeSelector"] == {"torchfleet.io/pool": "cpu"}
+    assert spec["tolerations"] == [
+        {"key": "torchfleet.io/pool", "operator": "Equal", "value": "cpu", "effect": "NoSchedule"}]
     assert spec["volumes"][0]["persistentVolumeClaim"] == {"claimName": "shared-data", "readOnly": True}
     (container,) = spec["containers"]
     # Only the job's folder, read-only, where its pods have it (issue 30: never the whole store)

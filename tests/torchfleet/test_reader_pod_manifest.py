@@ -32,8 +32,11 @@ def test_pod_is_valid_and_restricted(kind, version):
     assert restricted_problems(pod["spec"]) == []
 
 
-def test_pod_is_on_the_manager_pool_except_on_the_local_stack():
-    assert _pod()["spec"]["nodeSelector"] == {"torchfleet.io/pool": "manager"}
+def test_pod_is_on_the_cpu_pool_except_on_the_local_stack():
+    """Never on the manager pool beside etcd (issue 30): it reads files a job's code wrote."""
+    assert _pod()["spec"]["nodeSelector"] == {"torchfleet.io/pool": "cpu"}
+    assert _pod()["spec"]["tolerations"] == [
+        {"key": "torchfleet.io/pool", "operator": "Equal", "value": "cpu", "effect": "NoSchedule"}]
     assert "nodeSelector" not in _pod("local")["spec"]  # its node has no pool label: the pod would stay Pending
 
 

@@ -20,8 +20,9 @@ No operator or rendezvous is involved, so the job is a plain Kubernetes ``batch/
 - ``podReplacementPolicy: Failed``: a replacement starts only once the old pod has ended (its
   SIGTERM checkpoint written), never two pods claiming one replica group.
 
-The Lighthouse is a Deployment of one pod on the manager pool (on-demand: a spot reclaim must not
-take the job's coordinator) and a ClusterIP Service; everything but the Job carries an owner
+The Lighthouse is a Deployment of one pod on the CPU pool (pod_template.cpu_pool: it runs the job's image,
+so never on the manager pool beside etcd; on-demand unless cpuPool.spot, since a reclaim takes the job's
+coordinator until the Deployment's next pod is up) and a ClusterIP Service; everything but the Job carries an owner
 reference to it (commands.py), so ``torchfleet delete`` removes all of it.
 """
 
@@ -158,8 +159,8 @@ def lighthouse_deployment(req: JobRequest, target: Target) -> dict[str, Any]:
                             "runAsGroup": platform.TRAINING_UID, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
     }
-    if target.cloud != "local":  # the local stack's node carries no pool label
-        pod_spec["nodeSelector"] = {platform.LABEL_POOL: platform.MANAGER_POOL_NAME}
+    # The CPU pool: the Lighthouse runs the job's image, a researcher's, so never beside etcd (issue 30).
+    pod_spec.update(pod_template.cpu_pool(target))
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

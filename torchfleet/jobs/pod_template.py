@@ -169,17 +169,30 @@ def container_security() -> dict[str, Any]:
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def _placement(req: JobRequest) -> dict[str, Any]:
-    """GPU jobs: the GPU's nodes, tolerating the GPU and spot taints. CPU jobs: no GPU selector
-    and no toleration, so they never take a GPU node."""
-    selector = {} if req.cpu else {platform.LABEL_GPU: req.gpu}
+def cpu_pool(target: Target) -> dict[str, Any]:
+    """Where the CLI's pods without a GPU go on a cloud stack: the CPU pool (torchfleet:cpuPool), by its label
+    and its exact taint (spec/model.py CPU_TAINT). CPU jobs, readers, TensorBoard and Lighthouses run a
+    researcher's code or image, so never on the manager pool beside etcd, which is tainted and which no
+    researcher's pod may tolerate or select (issue 30; the researcher limits refuse both). The local stack's
+    one node carries no pool label: nothing."""
+    if target.cloud == "local":
+        return {}
+    return {"nodeSelector": {platform.LABEL_POOL: platform.CPU_POOL_NAME},
+            "tolerations": [{**platform.CPU_TAINT, "operator": "Equal"}]}
+
+
+def _placement(req: JobRequest, target: Target) -> dict[str, Any]:
+    """GPU jobs: the GPU's nodes, tolerating the GPU and spot taints. CPU jobs: the CPU pool (cpu_pool), so
+    they never take a GPU node nor the manager pool."""
+    pool = cpu_pool(target) if req.cpu else {}
+    selector = dict(pool.get("nodeSelector", {})) if req.cpu else {platform.LABEL_GPU: req.gpu}
     if req.zone:
         selector[platform.LABEL_ZONE] = req.zone
     out: dict[str, Any] = {"nodeSelector": selector} if selector else {}
     node_loss = [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": NODE_LOSS_TOLERATION_S}
                  for key in NODE_LOSS_TAINTS]
     if req.cpu:
-        out["tolerations"] = node_loss
+        out["tolerations"] = [*pool.get("tolerations", []), *node_loss]
     else:
         out["tolerations"] = [
             {**platform.GPU_TAINT, "operator": "Equal"},
@@ -247,7 +260,7 @@ def pod_template(req: JobRequest, target: Target, worker: dict[str, Any]) -> dic
         "securityContext": pod_security(req),
         # The spot notice window: SIGTERM starts a checkpoint that must finish before the node goes.
         "terminationGracePeriodSeconds": target.grace_s,
-        **_placement(req),
+        **_placement(req, target),
         "containers": [container],
         "volumes": [
             {"name": SHARED_VOLUME, "persistentVolumeClaim": {"claimName": target.claim}},

@@ -17,7 +17,8 @@ module, binary), and deletes it on the way out, Ctrl-C included. The pod:
   (isolated: no user site-packages, no PYTHON* variables, neither the working folder nor the script's on
   sys.path; https://docs.python.org/3/using/cmdline.html#cmdoption-I) and HOME is a folder that does not
   exist on a read-only root, so nothing planted in the pod runs before store_script.py;
-- runs on the manager pool (on-demand, never reclaimed under a download);
+- runs on the CPU pool (pod_template.cpu_pool), never on the manager pool beside etcd: it reads files a job's
+  code wrote, and any researcher could make a pod like it with another image;
 - is owned by the job when the job still exists (deleting the job removes a pod this command could not),
   and ends by itself after MAX_LIFETIME_S in any case (activeDeadlineSeconds).
 """

@@ -4,8 +4,8 @@
 Both run at the training namespace's restricted level as the job pods do (k8s/base/namespace.yaml), as
 the training image's user whose group can read the store, with the job's own folder of the claim mounted
 read-only (never the whole store: the researcher limits refuse that), a scratch
-emptyDir for Python's files, no service-account token, a hard lifetime, and on the manager pool: never
-on a spot GPU node.
+emptyDir for Python's files, no service-account token, a hard lifetime, and on the CPU pool: never on a GPU
+node, and never on the manager pool beside etcd (the reader reads hostile files; TensorBoard runs the job's image).
 """
 
 from __future__ import annotations
@@ -52,6 +52,6 @@ def spec(target: Target, container: dict[str, Any], *, lifetime_s: int, scratch_
             {"name": SCRATCH_VOLUME, "emptyDir": {"sizeLimit": scratch_limit}},
         ],
     }
-    if not local:  # the local stack's node carries no pool label
-        pod_spec["nodeSelector"] = {platform.LABEL_POOL: platform.MANAGER_POOL_NAME}
+    if not local:  # the CPU pool: never beside etcd (pod_template.cpu_pool says why); the local node has no pools
+        pod_spec.update(pod_template.cpu_pool(target))
     return pod_spec

@@ -2,7 +2,7 @@
 
 The trainer writes its scalars to the shared store (``--tensorboard-dir``, rank 0:
 training-image/elastic_trainer/events.py), which only the cluster can read. So this starts one pod
-on the manager pool (on-demand: never reclaimed under the user) running the job's own image, which
+on the CPU pool (never beside etcd on the manager pool: pod_template.cpu_pool) running the job's own image, which
 is built on the training image and so has TensorBoard installed at a pinned version
 (training-image/requirements.txt), with only the job's folder of the shared claim mounted read-only
 (pod_template.shared_mount); forwards a local port

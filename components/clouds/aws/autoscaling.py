@@ -15,6 +15,7 @@ from components.spec import (
     LABEL_GPU_PRESENT,
     LABEL_POOL,
     MANAGER_POOL_NAME,
+    MANAGER_TAINTS,
     GpuPoolSpec,
     PlatformSpec,
 )
@@ -80,6 +81,9 @@ def autoscaler_values(spec: PlatformSpec, cluster_name: str) -> dict:
         "image": {"tag": AUTOSCALER_IMAGE_TAGS[spec.kubernetes_version]},
         "rbac": {"serviceAccount": {"create": True, "name": AUTOSCALER_SA}},
         "nodeSelector": {LABEL_POOL: MANAGER_POOL_NAME},
+        # The manager groups' taint (nodegroups.py MANAGER_TAINT): the chart's tolerations value, empty by default.
+        "tolerations": [{"key": MANAGER_TAINTS["aws"]["key"], "operator": "Equal",
+                         "value": MANAGER_TAINTS["aws"]["value"], "effect": MANAGER_TAINTS["aws"]["effect"]}],
         # As YAML text: the ConfigMap's keys are integers, which a values map cannot carry
         # (https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/expander/priority/readme.md).
         "expanderPriorities": yaml.safe_dump(expander_priorities(spec.gpu_pools), sort_keys=True),

@@ -16,7 +16,15 @@ import pulumi_aws as aws
 from components.clouds.aws import iam
 from components.clouds.aws.live import LiveCluster, desired_size, keeps_recorded_size
 from components.clouds.aws.options import nodegroup_options
-from components.spec import GPU_RESOURCE, GPU_TAINT, LABEL_POOL, MANAGER_POOL_NAME, GpuPoolSpec, PlatformSpec
+from components.spec import (
+    GPU_RESOURCE,
+    GPU_TAINT,
+    LABEL_POOL,
+    MANAGER_POOL_NAME,
+    MANAGER_TAINTS,
+    GpuPoolSpec,
+    PlatformSpec,
+)
 
 # https://docs.aws.amazon.com/eks/latest/APIReference/API_Nodegroup.html#AmazonEKS-Type-Nodegroup-amiType
 # AL2 GPU AMIs are retired; the AL2023 NVIDIA AMI has the driver, not the device plugin.
@@ -56,10 +64,19 @@ def manager_group_name(zone: str) -> str:
     return f"{MANAGER_POOL_NAME}-{zone}"
 
 
+# CriticalAddonsOnly=true:NoSchedule (spec/model.py MANAGER_TAINTS says why this key on EKS).
+MANAGER_TAINT = MANAGER_TAINTS["aws"]
+
+
 def manager_template_tags() -> dict[str, str]:
     """A manager group may start at zero nodes in its zone; the control pods select the manager
-    label, so the autoscaler's template node must carry it (same mechanism as the GPU pools)."""
-    return {f"{ASG_TAG_PREFIX}/label/{LABEL_POOL}": MANAGER_POOL_NAME}
+    label and tolerate its taint, so the autoscaler's template node must carry both (same mechanism as
+    the GPU pools): without the taint tag the template promises room to any pod, and the autoscaler
+    would add a manager node for a pod that can never run there."""
+    return {
+        f"{ASG_TAG_PREFIX}/label/{LABEL_POOL}": MANAGER_POOL_NAME,
+        f"{ASG_TAG_PREFIX}/taint/{MANAGER_TAINT['key']}": f"{MANAGER_TAINT['value']}:{MANAGER_TAINT['effect']}",
+    }
 
 
 def gpu_labels(pool: GpuPoolSpec) -> dict[str, str]:
@@ -174,7 +191,8 @@ class EksNodeGroups(pulumi.ComponentResource):
                 max_nodes=hi,
                 disk_size_gb=manager.disk_size_gb,
                 labels={LABEL_POOL: MANAGER_POOL_NAME},
-                taints=[],
+                # In place on an existing group: EKS's UpdateNodegroupConfig takes taints (below).
+                taints=[taint_for_eks(MANAGER_TAINT)],
             )
             self.managers[zone] = group
             self.manager_asg_names.append(self._tag_asg(group_name, group, manager_template_tags()))

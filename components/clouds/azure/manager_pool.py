@@ -27,9 +27,18 @@ from pulumi_azure_native import containerservice
 
 from components.clouds.azure import naming
 from components.clouds.azure.live_count import node_count
-from components.spec import LABEL_POOL, MANAGER_POOL_NAME, PlatformSpec
+from components.spec import LABEL_POOL, MANAGER_POOL_NAME, MANAGER_TAINTS, PlatformSpec
 
 PREFIX = "mgr"
+# torchfleet.io/pool=manager:NoSchedule (spec/model.py MANAGER_TAINTS): AKS's add-ons live on the System pool,
+# so only the platform's pods tolerate it (issue 30). Not one of the immutable settings: nodeTaints is updated
+# in place (`az aks nodepool update --node-taints`, aks-docs use-node-taints.md; azure-native 3.29.0 forces a
+# new AgentPool only on vmSize, gpuInstanceProfile and nodePublicIPTags), so adding it keeps the pool's name.
+MANAGER_TAINT = MANAGER_TAINTS["azure"]
+
+
+def aks_taint(taint: dict[str, str]) -> str:
+    return f"{taint['key']}={taint['value']}:{taint['effect']}"
 
 
 def immutable_settings(spec: PlatformSpec) -> dict:
@@ -75,6 +84,7 @@ def manager_pool_args(spec: PlatformSpec) -> dict:
         "enable_encryption_at_host": settings["enableEncryptionAtHost"],
         "os_disk_size_gb": settings["osDiskSizeGB"],
         "node_labels": {LABEL_POOL: MANAGER_POOL_NAME},
+        "node_taints": [aks_taint(MANAGER_TAINT)],
         "orchestrator_version": spec.kubernetes_version,
         "tags": naming.tags(spec.stack, **{naming.TAG_POOL_NAME: MANAGER_POOL_NAME}),
     }

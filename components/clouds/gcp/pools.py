@@ -13,7 +13,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from components.spec import GPU_TAINT, LABEL_POOL, MANAGER_POOL_NAME, GpuPoolSpec, NodePoolSpec
+from components.spec import GPU_TAINT, LABEL_POOL, MANAGER_POOL_NAME, MANAGER_TAINTS, GpuPoolSpec, NodePoolSpec
 
 # GKE's least-privilege node service account (the Compute Engine default account has Editor):
 # "At a minimum, these node service accounts must have the Kubernetes Engine Default Node Service
@@ -34,6 +34,12 @@ DISK_TYPE = "pd-balanced"
 # https://cloud.google.com/kubernetes-engine/docs/how-to/gpus#installing_drivers
 GPU_DRIVER_VERSION = "DEFAULT"
 MANAGER_LABELS = {LABEL_POOL: MANAGER_POOL_NAME}
+# components.gke.io/gke-managed-components=true:NoSchedule: GKE's own Deployments (kube-dns, metrics-server,
+# konnectivity-agent) tolerate it and run on the manager pool, the platform's pods tolerate it
+# (spec/model.py MANAGER_TAINTS), and a researcher's pod may not (issue 30). Changed in place on an existing
+# pool: GKE's UpdateNodePool takes taints without re-creating the pool
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/update-existing-nodepools).
+MANAGER_TAINT = MANAGER_TAINTS["gcp"]
 # Kubernetes taint effects as GKE's API spells them.
 _GKE_EFFECT = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
 
@@ -219,6 +225,7 @@ class GcpNodePools(pulumi.ComponentResource):
                 pool.disk_size_gb,
                 MANAGER_LABELS,
                 {**self._labels, "torchfleet-pool": MANAGER_POOL_NAME},
+                taints=[gke_taint(MANAGER_TAINT)],
             ),
             opts=pool_options(self, self._identity.roles),
         )

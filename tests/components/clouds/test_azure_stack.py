@@ -175,6 +175,7 @@ def test_the_manager_pool_is_an_agent_pool_named_by_its_immutable_settings(three
     assert (i["mode"], i["vmSize"], i["minCount"], i["maxCount"], i["count"]) == ("User", "Standard_D8s_v5", 2, 4, 2)
     assert i["availabilityZones"] == ["1", "2", "3"]
     assert i["nodeLabels"] == {"torchfleet.io/pool": "manager"}
+    assert i["nodeTaints"] == ["torchfleet.io/pool=manager:NoSchedule"]  # issue 30: platform pods only
     assert i["enableNodePublicIP"] is False and "scaleSetPriority" not in i
     # Create the new pool, then delete the old (the names differ, so no delete-before-replace).
     assert m.options["deleteBeforeReplace"] is False and m.options["ignoreChanges"] == []

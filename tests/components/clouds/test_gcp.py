@@ -394,7 +394,9 @@ def test_every_pool_is_shielded_private_and_runs_as_the_node_account(stack):
         assert r.options["deleteBeforeReplace"] is True
 
 
-def test_manager_pool_is_on_demand_untainted_over_all_zones(stack):
+def test_manager_pool_is_on_demand_tainted_for_gkes_components_over_all_zones(stack):
+    """Issue 30: untainted, the manager pool took every pod without a GPU selector (researchers' CPU jobs
+    included) beside etcd; GKE's own Deployments tolerate components.gke.io/gke-managed-components."""
     result, spec = stack
     m = next(r.inputs for r in result.of_type(NODE_POOL) if r.inputs["name"] == "manager")
     assert m["nodeLocations"] == sorted(spec.zones)  # a set to the provider: order-free
@@ -404,7 +406,9 @@ def test_manager_pool_is_on_demand_untainted_over_all_zones(stack):
         "locationPolicy": "BALANCED",
     }
     node = m["nodeConfig"]
-    assert node["spot"] is False and node["taints"] == []
+    assert node["spot"] is False
+    assert node["taints"] == [
+        {"key": "components.gke.io/gke-managed-components", "value": "true", "effect": "NO_SCHEDULE"}]
     assert node["labels"] == {"torchfleet.io/pool": "manager"}
     assert node["machineType"] == spec.manager_pool.machine_type
     assert "guestAccelerators" not in node

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from components.kube import node_healer
+from components.spec import MANAGER_TOLERATIONS
 from components.spec.model import NODE_HEALER_IMAGE
 from tests.components.spec.configs import config, ok, only, problems
 from tests.harness import synth_config, synth_stack
@@ -33,6 +34,7 @@ def test_one_restricted_replica_on_the_manager_pool_running_the_healer():
     assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
     pod = deployment["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == MANAGER and pod["serviceAccountName"] == "node-healer"
+    assert pod["tolerations"] == list(MANAGER_TOLERATIONS)  # the manager pool's taint, every cloud's (issue 30)
     (container,) = pod["containers"]
     assert container["image"] == "registry.example.com/t:1"
     assert container["command"] == ["python", "-m", "elastic_trainer.node_healer"]

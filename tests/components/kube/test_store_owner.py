@@ -7,7 +7,7 @@ import re
 import pytest
 
 from components.kube import manifests, store_owner
-from components.spec import TRAINING_UID
+from components.spec import MANAGER_TOLERATIONS, TRAINING_UID
 
 NFS = {"nfs": {"server": "10.0.0.2", "path": "/share"}}
 
@@ -47,6 +47,7 @@ def test_job_mounts_the_claim_where_the_script_works():
 def test_job_follows_the_manager_selector():
     pod = store_owner.job("ml", "data", {"torchfleet.io/pool": "manager"})["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"torchfleet.io/pool": "manager"}
+    assert pod["tolerations"] == list(MANAGER_TOLERATIONS)  # the manager pool's taint, every cloud's (issue 30)
 
 
 def test_image_is_an_exact_release():

@@ -48,9 +48,36 @@ def test_control_pods_go_to_the_manager_pool(relative):
     assert rendered(relative)["spec"]["template"]["spec"]["nodeSelector"] == MANAGER
 
 
+# Every cloud's manager taint (issue 30: the pool is tainted so that only platform pods land beside etcd).
+MANAGER_TOLERATIONS = [
+    {"key": "CriticalAddonsOnly", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+    {"key": "components.gke.io/gke-managed-components", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+    {"key": "torchfleet.io/pool", "operator": "Equal", "value": "manager", "effect": "NoSchedule"},
+]
+
+
+CONTROL_PODS = ["etcd/statefulset.yaml", "controller/deployment.yaml", "etcd-gate/deployment.yaml"]
+
+
+@pytest.mark.parametrize("relative", CONTROL_PODS)
+@pytest.mark.parametrize("selector", [MANAGER, {}])
+def test_control_pods_tolerate_every_clouds_manager_taint_and_only_it(relative, selector):
+    """Exactly each cloud's manager taint, never an Exists on torchfleet.io/pool (which would tolerate the CPU
+    pool's taint too); with no selector as well (the local stack, the test tier's tainted manager nodes)."""
+    pod = rendered(relative, manager_selector=selector)["spec"]["template"]["spec"]
+    assert pod["tolerations"] == MANAGER_TOLERATIONS
+
+
 def test_no_manager_selector_means_any_node():
     pod = rendered("etcd/statefulset.yaml", manager_selector={})["spec"]["template"]["spec"]
     assert "nodeSelector" not in pod
+
+
+def test_the_manager_tolerations_are_added_once():
+    obj = static.load("etcd/statefulset.yaml")
+    transforms.set_manager_selector(obj, MANAGER)
+    transforms.set_manager_selector(obj, MANAGER)
+    assert obj["spec"]["template"]["spec"]["tolerations"] == MANAGER_TOLERATIONS
 
 
 @pytest.mark.parametrize("replicas", [1, 3, 5])

@@ -51,6 +51,9 @@ def test_autoscaler_chart_is_pinned_and_configured(aws_three_zones):
     assert values["autoDiscovery"]["clusterName"] == "torchfleet-aws-three"
     assert values["awsRegion"] == "us-east-1"
     assert values["nodeSelector"] == {"torchfleet.io/pool": "manager"}
+    # The manager groups' taint (issue 30): without it the autoscaler would stay Pending on a new stack.
+    assert values["tolerations"] == [
+        {"key": "CriticalAddonsOnly", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
     args = values["extraArgs"]
     assert args["expander"] == "priority"
     # Off: a job keeps its pods in one zone, so a scale-up split over zones wastes nodes (AWS review m2).

@@ -72,7 +72,9 @@ def test_one_on_demand_manager_group_per_zone(request, fixture):
         assert g["capacityType"] == "ON_DEMAND"
         assert g["instanceTypes"] == ["m6i.large"]
         assert g["labels"] == {"torchfleet.io/pool": "manager"}
-        assert not g.get("taints")
+        # Only platform pods and EKS's own add-ons (CoreDNS, the CSI controllers) land beside etcd: an untainted
+        # group took every pod without a GPU selector, researchers' CPU jobs included (issue 30).
+        assert g["taints"] == [{"key": "CriticalAddonsOnly", "value": "true", "effect": "NO_SCHEDULE"}]
         assert g["scalingConfig"] == {"minSize": lo, "maxSize": hi, "desiredSize": lo}
 
 
@@ -107,7 +109,8 @@ def test_manager_groups_can_scale_from_zero_in_their_zone(request, fixture):
         tags.setdefault(t.inputs["autoscalingGroupName"], {})[t.inputs["tag"]["key"]] = t.inputs["tag"]["value"]
     for pool in MANAGER_GROUPS[fixture]:
         assert tags[f"eks-{pool}-{NAME_SUFFIX}-0a1b2c3d"] == {
-            "k8s.io/cluster-autoscaler/node-template/label/torchfleet.io/pool": "manager"
+            "k8s.io/cluster-autoscaler/node-template/label/torchfleet.io/pool": "manager",
+            "k8s.io/cluster-autoscaler/node-template/taint/CriticalAddonsOnly": "true:NoSchedule",
         }
 
 
