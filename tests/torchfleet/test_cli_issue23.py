@@ -196,7 +196,8 @@ HUGE = "9" * 5000
     [
         (
             ["--gpu", "t4", "--nodes", f"1:{HUGE}"],
-            "--nodes: at most 5000 nodes (the largest cluster Kubernetes supports), got a 5000-digit number",
+            "--nodes: at most 64 nodes (the most one job's rendezvous state holds within the etcd gate's "
+            "limit), got a 5000-digit number",
         ),
         (["--cpu", "--nodes", "1:2", "--cpus", HUGE], "--cpus: a 5000-digit number of cores per pod"),
         (["--cpu", "--nodes", "1:2", "--cpus", f"{HUGE}.5"], "--cpus: a 5000-digit number of cores per pod"),
@@ -219,4 +220,4 @@ def test_a_job_file_number_of_thousands_of_digits_names_its_key(tmp_path, capsys
     job.write_text(f"name: j\nstack: local\ncpu: true\nnodes: {HUGE}\nimage: r/t:1\ncommand: [python, t.py]\n")
     code, out, err = run(["submit", "-f", str(job), "--dry-run"], capsys)
     assert (code, out) == (2, "")
-    assert f"{job}: nodes: at most 5000 nodes" in err
+    assert f"{job}: nodes: at most 64 nodes" in err

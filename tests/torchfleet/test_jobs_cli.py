@@ -144,7 +144,7 @@ USAGE_ERRORS = [
      "--allow-egress: '169.254.169.254/32' is AWS, GCP and Azure instance metadata"),
     ("egress-wireserver", ["submit", "j", *BASE, "--allow-egress", "168.63.129.16/32", *CMD], "Azure's WireServer"),
     ("egress-aws-imds-v6", ["submit", "j", *BASE, "--allow-egress", "fd00:ec2::254/128", *CMD], "over IPv6"),
-    ("nodes-huge", ["submit", "j", *BASE, "--nodes", "1:99999999999999999999", *CMD], "--nodes: at most 5000 nodes"),
+    ("nodes-huge", ["submit", "j", *BASE, "--nodes", "1:99999999999999999999", *CMD], "--nodes: at most 64 nodes"),
     ("sweep-image-bad", ["sweep", "s", *BASE, "--param", "lr=1", "--image", "R/T:1", *CMD], "--image: "),
 ]
 

@@ -20,6 +20,14 @@ def test_nodes_refused(text):
         parse_nodes(text)
 
 
+def test_no_job_has_more_nodes_than_its_rendezvous_state_holds():
+    # A job's rendezvous state is one etcd key within the gate's limit; 64 nodes fit with their replacements
+    # waiting (tests/training_image/test_etcd_gate.py::test_the_largest_jobs_rendezvous_state_fits).
+    assert parse_nodes("1:64") == (1, 64)
+    with pytest.raises(UsageError, match=r"^--nodes: at most 64 nodes \(the most one job's rendezvous state holds"):
+        parse_nodes("1:65")
+
+
 @pytest.mark.parametrize("image", ["repo/train:1.0", "registry.example.com:5000/team/train:2024.1",
                                    "train@sha256:" + "a" * 64, "repo/train:latest@sha256:" + "b" * 64])
 def test_image_with_a_fixed_version(image):

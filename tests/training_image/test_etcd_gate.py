@@ -13,18 +13,27 @@ from __future__ import annotations
 
 import http.client
 import json
+import pickle
 import threading
 import uuid
+from base64 import b64encode
+from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 import etcd as python_etcd  # the `etcd` fixture is the server
 import pytest
 from elastic_trainer.etcd_gate import Limits, Upstream, serve
 from elastic_trainer.etcd_gate.__main__ import main as gate_main
+from elastic_trainer.etcd_gate.budget import WRITE_FLOOR, Rate
 from elastic_trainer.etcd_gate.resolvers import Static
+from elastic_trainer.etcd_gate.sweep import sweep_once
 from elastic_trainer.launch import rdzv_store_ttl
 from elastic_trainer.local import Etcd, LocalJob
 from torch.distributed.elastic.rendezvous import RendezvousParameters
+from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _NodeDesc, _RendezvousState
+from torch.distributed.elastic.rendezvous.etcd_rendezvous_backend import EtcdRendezvousBackend
+
+from torchfleet.jobs.flag_checks import MAX_NODES
 
 OTHER = "127.0.0.2"  # another pod: a loopback address of its own
 
@@ -209,6 +218,105 @@ def test_a_runs_store_is_bounded_in_bytes(gate, run_id):
     assert ask(endpoint, "PUT", f"{store}/k{written + 1}", value="", ttl=60)[0] == 507
 
 
+def test_the_largest_jobs_rendezvous_state_fits(gate, run_id):
+    # The state's limit is tied to the largest job the CLI submits (flag_checks.MAX_NODES): torch 2.13's own
+    # state for that many nodes in a round, as many replacements waiting (a job whose every pod was replaced
+    # before the old ones' heartbeats expired), IPv6 pod addresses (torchrun's --local-addr is the pod IP)
+    # and the largest pids, written by torch's own etcd-v2 backend through the gate at its default limits.
+    state = _RendezvousState()
+    state.round, state.complete, state.deadline = 2**31, True, datetime.now(UTC)
+    nodes = [_NodeDesc(f"fd00:ffff:ffff:ffff:ffff:ffff:{i:04x}:ffff", 4_194_304 - i, i) for i in range(2 * MAX_NODES)]
+    state.participants = {node: rank for rank, node in enumerate(nodes[:MAX_NODES])}
+    state.wait_list = set(nodes[MAX_NODES:])
+    state.last_heartbeats = {node: datetime.now(UTC) for node in nodes}
+    bits = pickle.dumps(state)  # as torch's _BackendRendezvousStateHolder.sync
+    size = len(b64encode(bits))  # as EtcdRendezvousBackend.set_state
+    assert size <= Limits().max_value_bytes, f"{MAX_NODES} nodes' state is {size} bytes"
+    host, port = gate().split(":")
+    backend = EtcdRendezvousBackend(python_etcd.Client(host=host, port=int(port)), run_id, "/torch/elastic/rendezvous")
+    written, token, ok = backend.set_state(bits)
+    assert ok and written == bits and backend.set_state(bits, token)[2]  # written, then rewritten (a heartbeat)
+
+
+def test_a_runs_writes_are_bounded_per_second(etcd, run_id):
+    # The finding: the gate let a run rewrite its 64 KiB state at any rate, and 15,000 rewrites in 75 s took
+    # etcd to 1,308 MiB resident, past its 1 GiB (bench/etcd_memory.py). Now each run, and all runs through a
+    # gate, spend from a bucket of bytes per second. At 1 byte a second nothing refills within the test.
+    other = f"other-{uuid.uuid4().hex[:8]}"
+    # A write costs at least WRITE_FLOOR (8 KiB): two fit in the run's burst, three in the gate's.
+    limits = Limits(max_value_bytes=4000, max_run_write_bytes_per_s=1, max_run_write_burst_bytes=2 * WRITE_FLOOR + 100,
+                    max_gate_write_bytes_per_s=1, max_gate_write_burst_bytes=3 * WRITE_FLOOR + 100)  # fmt: skip
+    server = serve(("127.0.0.1", 0), Upstream([etcd.endpoint]), Static({"127.0.0.1": run_id, OTHER: other}), limits)
+    endpoint = f"127.0.0.1:{server.server_address[1]}"
+    try:
+        state, theirs = f"/v2/keys/torch/elastic/rendezvous/{run_id}", f"/v2/keys/torch/elastic/rendezvous/{other}"
+        assert [ask(endpoint, "PUT", state, value="x" * 4000, ttl=60)[0] for _ in range(2)] == [201, 200]
+        status, answer = ask(endpoint, "PUT", state, value="x" * 4000, ttl=60)
+        assert (status, answer["errorCode"]) == (429, 209), answer
+        assert f"the run {run_id} writes more than 1 bytes a second" in answer["message"]
+        assert ask(endpoint, "DELETE", state)[0] == 429  # a delete is a raft entry too (WRITE_FLOOR)
+        assert ask(endpoint, "GET", state)[0] == 200  # reads keep nothing: never refused for the rate
+        # Another run has its own bucket; the gate's, shared by all runs, then runs out.
+        assert ask(endpoint, "PUT", theirs, source=OTHER, value="y" * 4000, ttl=60)[0] == 201
+        status, answer = ask(endpoint, "PUT", theirs, source=OTHER, value="y" * 4000, ttl=60)
+        assert status == 429 and "all runs together write more than 1 bytes a second" in answer["message"], answer
+        assert ask(etcd.endpoint, "GET", state)[1]["node"]["value"] == "x" * 4000  # refused writes never reached etcd
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_bucket_refills_at_its_rate():
+    now = [0.0]
+    rate = Rate(run_rate=1000, run_burst=3000, gate_rate=10**9, gate_burst=10**9, clock=lambda: now[0])
+    assert [rate.take("r", 1000) for _ in range(3)] == [None] * 3
+    assert "the run r writes more than 1000 bytes a second" in rate.take("r", 1000)
+    now[0] += 0.5
+    assert rate.take("r", 1000) is not None  # half refilled
+    now[0] += 0.5
+    assert rate.take("r", 1000) is None
+    now[0] += 3600
+    taken = [rate.take("r", 1000) for _ in range(4)]
+    assert taken[:3] == [None] * 3 and taken[3] is not None  # never more than the burst
+
+
+def test_what_all_runs_hold_is_bounded(etcd, run_id):
+    # Run ids are as many as jobs started, each holding its state and store for 2 h: nothing bounded their sum.
+    # Now a replica counts what all runs hold (its last sweep's read, then what it let through) and refuses a
+    # write that would grow it past max_held_bytes; updates that do not grow a key always pass.
+    other = f"other-{uuid.uuid4().hex[:8]}"
+    mine, theirs = f"/torch/elastic/rendezvous/{run_id}", f"/torch/elastic/rendezvous/{other}"
+    limits = Limits(max_value_bytes=1000, max_held_bytes=len(mine) + len(theirs) + 1500)
+    with Etcd(etcd.binary) as own:  # an etcd of its own: the session's holds other tests' keys, expiring meanwhile
+        upstream = Upstream([own.endpoint])
+        server = serve(("127.0.0.1", 0), upstream, Static({"127.0.0.1": run_id, OTHER: other}), limits)
+        try:
+            _hold(own, server, f"127.0.0.1:{server.server_address[1]}", mine, theirs)
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+def _hold(etcd, server, endpoint, mine, theirs):
+    sweep_once(server.upstream, server.held)  # as the gate starts (__main__ count_held): etcd holds nothing
+    assert server.held.total == 0
+    assert ask(endpoint, "PUT", "/v2/keys" + mine, value="x" * 1000, ttl=60)[0] == 201
+    status, answer = ask(endpoint, "PUT", "/v2/keys" + theirs, source=OTHER, value="y" * 1000, ttl=60)
+    assert (status, answer["errorCode"]) == (507, 209), answer
+    assert "the most this gate lets them hold" in answer["message"]
+    assert ask(endpoint, "PUT", "/v2/keys" + theirs, source=OTHER, value="y" * 500, ttl=60)[0] == 201
+    assert ask(endpoint, "PUT", "/v2/keys" + mine, value="z" * 1000, ttl=60)[0] == 200  # no growth: passes
+    assert ask(endpoint, "PUT", "/v2/keys" + theirs, source=OTHER, value="y" * 501, ttl=60)[0] == 507
+    assert ask(endpoint, "DELETE", "/v2/keys" + mine)[0] == 200  # a delete gives its bytes back
+    assert ask(endpoint, "PUT", "/v2/keys" + theirs, source=OTHER, value="y" * 1000, ttl=60)[0] == 200
+    # Another replica's writes reach this one's count at its next sweep: a third run's, straight to etcd.
+    third = f"/v2/keys/torch/elastic/rendezvous/third-{uuid.uuid4().hex[:8]}"
+    assert ask(etcd.endpoint, "PUT", third, value="w" * 1000, ttl=60)[0] == 201
+    assert ask(endpoint, "PUT", "/v2/keys" + mine, value="x" * 400, ttl=60)[0] == 201
+    sweep_once(server.upstream, server.held)
+    assert ask(endpoint, "PUT", "/v2/keys" + mine, value="x" * 500, ttl=60)[0] == 507
+
+
 def test_another_runs_keys_are_not_reached_by_an_encoded_path(gate, etcd, run_id):
     # etcd percent-decodes the path and cleans it (path.Join) after the gate's check: /store/<own>/%2e%2e/...
     # and /store/<own>/x%2F..%2F... read, rewrote and deleted any other run's state and store on 3.4 and 3.5.
@@ -277,7 +385,7 @@ def test_python_etcd_sees_a_refusal_as_an_etcd_error(gate, run_id):
 
 def test_the_command_line_refuses_bad_arguments(capsys):
     argv = ["--etcd", "nohost", "--listen", "x", "--static", "a", "--max-store-keys", "0", "--sweep-interval-s", "0",
-            "--max-store-bytes", "0"]  # fmt: skip
+            "--max-store-bytes", "0", "--max-held-bytes", "0", "--max-run-write-burst-bytes", "100"]  # fmt: skip
     assert gate_main(argv) == 2
     err = capsys.readouterr().err
     for wanted in (
@@ -287,6 +395,8 @@ def test_the_command_line_refuses_bad_arguments(capsys):
         "--max-store-keys must be a whole number >= 1, got 0",
         "--sweep-interval-s must be a whole number >= 1, got 0",
         "--max-store-bytes must be a whole number >= 1, got 0",
+        "--max-held-bytes must be a whole number >= 1, got 0",
+        "--max-run-write-burst-bytes must be at least max-value-bytes + 1024 (17408), got 100",
     ):
         assert wanted in err
 
@@ -296,6 +406,8 @@ def test_bad_limits_are_refused():
         Limits(max_value_bytes=0)
     with pytest.raises(ValueError, match="max_store_value_bytes must be a whole number >= 1, got 0; max_store_bytes"):
         Limits(max_store_value_bytes=0, max_store_bytes=-1)  # every problem at once
+    with pytest.raises(ValueError, match=r"max_gate_write_burst_bytes must be at least max_value_bytes \+ 1024"):
+        Limits(max_value_bytes=1000, max_gate_write_burst_bytes=2000)  # a state at its limit could never be written
 
 
 @pytest.mark.slow

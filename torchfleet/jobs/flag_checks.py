@@ -28,9 +28,15 @@ _ZONE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 # Kubernetes keeps uids in an int32 (runAsUser: 0 to 2147483647, apimachinery IsValidUserID).
 UID_MAX = 2**31 - 1
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Kubernetes supports clusters of up to 5,000 nodes; a job cannot use more
-# (https://kubernetes.io/docs/setup/best-practices/cluster-large/).
-MAX_NODES = 5000
+# The most nodes one job may have: its rendezvous state, one etcd key that torch rewrites whole at every
+# join and heartbeat, must fit the etcd gate's state limit (training-image/elastic_trainer/etcd_gate/rules.py
+# Limits.max_value_bytes, 16 KiB, sized from etcd's memory: docs/threat-model.md). 64 nodes, with as many
+# replacements waiting and IPv6 addresses, are 15,960 bytes of torch 2.13's own state
+# (tests/training_image/test_etcd_gate.py checks it), and the largest job whose rendezvous was measured
+# to form (training-image/elastic_trainer/launch/rdzvconf.py). The clouds' pools hold up to 1,000 nodes
+# (components/clouds/traits.py), Kubernetes 5,000: several jobs share them.
+MAX_NODES = 64
+_NODES_WHY = "the most one job's rendezvous state holds within the etcd gate's limit"
 # No count or size a flag takes has more digits; longer ones are refused before int() sees them.
 _MAX_DIGITS = 9
 _NODES = re.compile(r"^\s*(\d+)\s*(?::\s*(\d+)\s*)?$")
@@ -61,8 +67,7 @@ def parse_nodes(text: str) -> tuple[int, int]:
         raise UsageError(f"--nodes: expected MIN:MAX (e.g. 2:8) or a single count (e.g. 4), got {text!r}")
     longest = max(len(g) for g in m.groups() if g is not None)
     if longest > _MAX_DIGITS:  # int() of more than 4,300 digits raises (issue 23: an exit 1 "unexpected error")
-        raise UsageError(f"--nodes: at most {MAX_NODES} nodes (the largest cluster Kubernetes supports), "
-                         f"got a {longest}-digit number")
+        raise UsageError(f"--nodes: at most {MAX_NODES} nodes ({_NODES_WHY}), got a {longest}-digit number")
     lo = int(m.group(1))
     hi = int(m.group(2)) if m.group(2) is not None else lo
     if lo < 1:
@@ -70,7 +75,7 @@ def parse_nodes(text: str) -> tuple[int, int]:
     if lo > hi:
         raise UsageError(f"--nodes: the minimum ({lo}) must not exceed the maximum ({hi}); e.g. {hi}:{lo}")
     if hi > MAX_NODES:
-        raise UsageError(f"--nodes: at most {MAX_NODES} nodes (the largest cluster Kubernetes supports), got {text!r}")
+        raise UsageError(f"--nodes: at most {MAX_NODES} nodes ({_NODES_WHY}), got {text!r}")
     return lo, hi
 
 

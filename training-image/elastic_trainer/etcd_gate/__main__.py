@@ -15,7 +15,7 @@ import sys
 from elastic_trainer.etcd_gate.resolvers import Pods, Static
 from elastic_trainer.etcd_gate.rules import Limits
 from elastic_trainer.etcd_gate.server import Upstream, serve
-from elastic_trainer.etcd_gate.sweep import INTERVAL_S, Sweeper
+from elastic_trainer.etcd_gate.sweep import INTERVAL_S, Sweeper, count_held
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +28,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-ttl-s", type=int, default=Limits.max_ttl_s)
     parser.add_argument("--max-store-value-bytes", type=int, default=Limits.max_store_value_bytes)
     parser.add_argument("--max-store-bytes", type=int, default=Limits.max_store_bytes)
+    parser.add_argument("--max-run-write-bytes-per-s", type=int, default=Limits.max_run_write_bytes_per_s)
+    parser.add_argument("--max-run-write-burst-bytes", type=int, default=Limits.max_run_write_burst_bytes)
+    parser.add_argument("--max-gate-write-bytes-per-s", type=int, default=Limits.max_gate_write_bytes_per_s)
+    parser.add_argument("--max-gate-write-burst-bytes", type=int, default=Limits.max_gate_write_burst_bytes)
+    parser.add_argument("--max-held-bytes", type=int, default=Limits.max_held_bytes)
     parser.add_argument("--sweep-interval-s", type=int, default=INTERVAL_S, help="(default %(default)s)")
     args = parser.parse_args(argv)
     problems = []
@@ -50,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
             max_ttl_s=args.max_ttl_s,
             max_store_value_bytes=args.max_store_value_bytes,
             max_store_bytes=args.max_store_bytes,
+            max_run_write_bytes_per_s=args.max_run_write_bytes_per_s,
+            max_run_write_burst_bytes=args.max_run_write_burst_bytes,
+            max_gate_write_bytes_per_s=args.max_gate_write_bytes_per_s,
+            max_gate_write_burst_bytes=args.max_gate_write_burst_bytes,
+            max_held_bytes=args.max_held_bytes,
         )
     except ValueError as error:
         problems.extend(f"--{problem.replace('_', '-')}" for problem in str(error).split("; "))
@@ -62,7 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     resolver = Static(table) if table else Pods.in_cluster()
     upstream = Upstream(args.etcd)
     gate = serve((host, int(port)), upstream, resolver, limits)
-    sweeper = Sweeper(upstream, args.sweep_interval_s).start()
+    try:  # what all runs hold, before the first sweep (budget.Held); etcd away: the sweep's turn
+        count_held(upstream, gate.held)
+    except (ConnectionError, ValueError, KeyError) as error:
+        print(f"etcd-gate: could not count what etcd holds yet: {error}", file=sys.stderr, flush=True)
+    sweeper = Sweeper(upstream, args.sweep_interval_s, gate.held).start()
     print(f"etcd-gate: serving {host}:{gate.server_address[1]} for {', '.join(args.etcd)}", file=sys.stderr, flush=True)
     signal.sigwait({signal.SIGTERM, signal.SIGINT})
     sweeper.stop()

@@ -41,9 +41,14 @@ RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 @dataclass(frozen=True)
 class Limits:
     # The rendezvous state (base64 of a pickle) measured on etcd 3.4 with torch 2.13: 496 bytes for
-    # 1 node, 576 for 2, 732 for 4, 1,040 for 8, so about 420 + 78 per node: 64 KiB holds some 800
-    # nodes. The store's own values are tens to hundreds of bytes (addresses, ranks, role infos).
-    max_value_bytes: int = 64 * 1024
+    # 1 node, 576 for 2, 732 for 4, 1,040 for 8, so about 420 + 78 per node. etcd keeps the last 1,000
+    # values written in its v2 event history, each with the value it replaced, and writes that history
+    # into every snapshot, whose JSON it holds several times over while it makes one (bench/etcd_memory.py:
+    # at 64 KiB, 2,000 x 64 KiB = 128 MiB of JSON a snapshot, and a member past 1 GiB). So the limit is the
+    # largest job's (torchfleet/jobs/flag_checks.py MAX_NODES, 64 nodes): with as many replacements waiting
+    # and IPv6 addresses, 15,960 bytes of torch's own state (tests/training_image/test_etcd_gate.py).
+    # The store's own values are tens to hundreds of bytes (addresses, ranks, role infos).
+    max_value_bytes: int = 16 * 1024
     # A round writes its master address and port (2 keys, measured) and the agents' role infos and
     # exit barrier (about 2 per node, torch/distributed/elastic/agent/server/api.py), each living 2 h:
     # 64 nodes re-forming every 3 minutes for 2 h stay under this.
@@ -58,14 +63,35 @@ class Limits:
     # (a ~70-byte name under the run's prefix and its value). The gate reads the run's directory before
     # every store write (server.py store_ready), so the sum costs no request of its own.
     max_store_bytes: int = 4 * 1024 * 1024
+    # Bytes written per second (keys and values, at least budget.WRITE_FLOOR, 8 KiB, a write), per run and
+    # for all runs through one gate replica, each with a burst (budget.py says why counts alone do not bound
+    # etcd). torch's heaviest measured use: a 64-node job forming or recovering writes 70-140 times a
+    # second, 5-7 KB each (docs/benchmarks.md "Rendezvous at scale"), 1.1 MiB/s at 8 KiB a write; 20 such
+    # jobs steady, ~1,000 writes/s in all, 3.9 MiB/s on each of the two replicas. About twice that.
+    max_run_write_bytes_per_s: int = 2 * 1024 * 1024
+    max_run_write_burst_bytes: int = 16 * 1024 * 1024
+    max_gate_write_bytes_per_s: int = 8 * 1024 * 1024
+    max_gate_write_burst_bytes: int = 32 * 1024 * 1024
+    # The names and values all runs hold, as this replica sees them (budget.Held): etcd holds at most
+    # replicas x this, and writes it into every snapshot. 20 jobs of 64 nodes hold about 5 MB (a 5.4 KB
+    # state and ~26 KB of store a round, 10 rounds each within the keys' 2 h).
+    max_held_bytes: int = 8 * 1024 * 1024
 
     def __post_init__(self) -> None:
-        names = ("max_value_bytes", "max_store_keys", "max_ttl_s", "max_store_value_bytes", "max_store_bytes")
+        names = ("max_value_bytes", "max_store_keys", "max_ttl_s", "max_store_value_bytes", "max_store_bytes",
+                 "max_run_write_bytes_per_s", "max_run_write_burst_bytes", "max_gate_write_bytes_per_s",
+                 "max_gate_write_burst_bytes", "max_held_bytes")  # fmt: skip
         problems = [
             f"{name} must be a whole number >= 1, got {getattr(self, name)!r}"
             for name in names
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1
         ]
+        # A state write at its limit, with its key, must fit in a burst, or the run could never write it.
+        least = self.max_value_bytes + 1024 if isinstance(self.max_value_bytes, int) else None
+        for name in ("max_run_write_burst_bytes", "max_gate_write_burst_bytes"):
+            value = getattr(self, name)
+            if least is not None and isinstance(value, int) and 1 <= value < least:
+                problems.append(f"{name} must be at least max_value_bytes + 1024 ({least}), got {value}")
         if problems:
             raise ValueError("; ".join(problems))  # every problem at once
 

@@ -10,7 +10,8 @@ member to go to directly.
 One thread per connection (a watch holds its request until an event or its timeout, as torch's
 EtcdStore waits for keys). Store keys and their bytes are counted before a write (one read of the run's
 directory): writers of one run racing each other can pass the count by at most their number, and the
-bytes by that many values.
+bytes by that many values. Every write (PUT, DELETE) then spends from its run's and the gate's bytes per
+second, and a value counts against the bytes all runs hold (budget.py); refused writes never reach etcd.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote, urlsplit
 
+from elastic_trainer.etcd_gate.budget import Held, Rate, write_cost
 from elastic_trainer.etcd_gate.rules import KEYS, STORE, Limits, Refused, Request, check, invalid
 
 Resolver = Callable[[str], "str | None"]
@@ -82,6 +84,26 @@ class Gate(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], upstream: Upstream, resolver: Resolver, limits: Limits):
         super().__init__(address, Handler)
         self.upstream, self.resolver, self.limits = upstream, resolver, limits
+        self.rate = Rate(
+            limits.max_run_write_bytes_per_s,
+            limits.max_run_write_burst_bytes,
+            limits.max_gate_write_bytes_per_s,
+            limits.max_gate_write_burst_bytes,
+        )
+        self.held = Held(limits.max_held_bytes)
+
+    def spend(self, run_id: str, request: Request) -> None:
+        """A write within its run's and the gate's bytes per second (budget.Rate), checked first: a
+        refused one costs etcd nothing, not even the store's read."""
+        why = self.rate.take(run_id, write_cost(request.key, request.form.get("value", "")))
+        if why is not None:
+            raise Refused(429, 209, why)
+
+    def hold(self, request: Request) -> None:
+        """A value within the bytes all runs hold (budget.Held), counted once every other check passed."""
+        why = self.held.admit(request.key, request.form.get("value", ""))
+        if why is not None:
+            raise Refused(507, 209, why)
 
     def store_ready(self, run_id: str, request: Request) -> None:
         """A store key goes only into the run's directory (it must exist: made with dir=true) and within the count.
@@ -157,13 +179,19 @@ class Handler(BaseHTTPRequestHandler):
             request = Request.parse(self.command, target.path, target.query, body)
             run_id = self.server.resolver(source)
             where = check(request, run_id, self.server.limits)
+            if request.method in ("PUT", "DELETE"):
+                self.server.spend(run_id, request)
             if where == "store-key" and self.command == "PUT":
                 self.server.store_ready(run_id, request)
+            if where in ("state", "store-key") and self.command == "PUT":
+                self.server.hold(request)
             headers = {name: value for name, value in self.headers.items() if name.lower() not in FORWARDED_NOT}
             target, form_body = request.forwarded()
             if form_body is not None:
                 headers["Content-Type"] = "application/x-www-form-urlencoded"
             status, answer_headers, answer = self.server.upstream.request(self.command, target, form_body, headers)
+            if request.method == "DELETE" and 200 <= status < 300:
+                self.server.held.forget(request.key)
             self._send(status, [(n, v) for n, v in answer_headers if n.lower() not in HOP_BY_HOP], answer)
         except Refused as refusal:
             self._refuse(source, refusal)

@@ -18,7 +18,8 @@ e72f3c2 server/etcdserver/api/v2store/node.go; v3.4.23 etcdserver/api/v2store/no
 written after the read is never lost: its directory is not deleted, or the write made it again. A
 run that starts between (1) and the delete may find its directory gone at its next write; the gate
 then answers "Key not found" and the launcher makes it again (server.py ``store_ready``). Both
-replicas sweep: a directory the other deleted first is a 404, passed over.
+replicas sweep: a directory the other deleted first is a 404, passed over. The same two reads are what
+the gate's count of the bytes all runs hold starts again from (budget.Held.refresh).
 """
 
 from __future__ import annotations
@@ -34,26 +35,40 @@ from elastic_trainer.etcd_gate.rules import KEYS, RDZV, STORE
 INTERVAL_S = 300
 
 
-def live_runs(upstream) -> set[str]:
-    """The run ids whose rendezvous state exists."""
+def states(upstream) -> dict:
+    """The rendezvous directory as read (its children are the runs' state keys, values included)."""
     status, answer = upstream.get_json(RDZV.rstrip("/"))
     if status == 404:
-        return set()
+        return {}
     if status != 200:
         raise ConnectionError(f"etcd answered {status} to reading {RDZV}: {answer.get('message')}")
-    return {child["key"].rsplit("/", 1)[-1] for child in answer["node"].get("nodes") or []}
+    return answer["node"]
 
 
-def sweep_once(upstream) -> list[str]:
-    """One sweep; the directories it deleted."""
-    live = live_runs(upstream)  # before the store: a run that writes state after this is read empty at worst
+def store(upstream) -> dict:
+    """The whole store as read (recursive), or {} where there is none."""
     status, answer = upstream.get_json(STORE.rstrip("/"), "?recursive=true")
     if status == 404:
-        return []
+        return {}
     if status != 200:
         raise ConnectionError(f"etcd answered {status} to reading {STORE}: {answer.get('message')}")
+    return answer["node"]
+
+
+def count_held(upstream, held) -> None:
+    """``held`` from what etcd holds now, without sweeping: the gate's start (__main__)."""
+    held.refresh([states(upstream), store(upstream)])
+
+
+def sweep_once(upstream, held=None) -> list[str]:
+    """One sweep; the directories it deleted. ``held`` (budget.Held) is refreshed from the two reads."""
+    rendezvous = states(upstream)  # before the store: a run that writes state after this is read empty at worst
+    live = {child["key"].rsplit("/", 1)[-1] for child in rendezvous.get("nodes") or []}
+    tree = store(upstream)
+    if held is not None:
+        held.refresh([rendezvous, tree])
     deleted: list[str] = []
-    for run in answer["node"].get("nodes") or []:
+    for run in tree.get("nodes") or []:
         emptied = run.get("dir") and _empty_below(upstream, run, deleted)
         if emptied and run["key"].rsplit("/", 1)[-1] not in live:
             _delete_if_empty(upstream, run["key"], deleted)
@@ -83,10 +98,10 @@ def _delete_if_empty(upstream, key: str, deleted: list[str]) -> bool:
 class Sweeper:
     """``sweep_once`` every ``interval_s`` seconds on a daemon thread, until ``stop()``."""
 
-    def __init__(self, upstream, interval_s: float = INTERVAL_S):
+    def __init__(self, upstream, interval_s: float = INTERVAL_S, held=None):
         if interval_s <= 0:
             raise ValueError(f"interval_s must be > 0 seconds, got {interval_s!r}")
-        self.upstream, self.interval_s = upstream, interval_s
+        self.upstream, self.interval_s, self.held = upstream, interval_s, held
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="etcd-gate-sweep", daemon=True)
 
@@ -101,6 +116,6 @@ class Sweeper:
     def _run(self) -> None:
         while not self._stopped.wait(self.interval_s):
             try:
-                sweep_once(self.upstream)
+                sweep_once(self.upstream, self.held)
             except (ConnectionError, ValueError, KeyError) as error:  # etcd away or an odd answer: next time
                 print(f"etcd-gate: the store sweep failed: {error}", file=sys.stderr, flush=True)
