@@ -10,10 +10,11 @@ the layer Pulumi's mocks record for each stack; the Role is what the resolver ca
 from __future__ import annotations
 
 import pytest
+from elastic_trainer.etcd_gate.rules import Limits
 
 from components.kube import manifests, static
 from components.spec import LABEL_JOB, LABEL_ROLE, ROLE_TRAINING
-from tests.components.kube.test_training import objects, one, pod_spec, selects
+from tests.components.kube.test_training import objects, one, pod_spec, quantity, selects
 from tests.harness import STACKS, SynthResult, synth_stack
 from tests.k8s.netpol import can_connect
 from torchfleet.jobs.image_ref import DEFAULT_IMAGE
@@ -112,3 +113,39 @@ def test_every_operator_gets_the_gate():
         files = static.files_for(operator)
         assert {"etcd-gate/deployment.yaml", "etcd-gate/service.yaml", "policies/etcd-gate-ingress.yaml",
                 "policies/etcd-gate-egress.yaml", "policies/training-to-etcd-gate.yaml"} <= set(files)
+
+
+# etcd-io/etcd server/v3@v3.5.35 etcdserver/api/v2store/store.go line 101: newWatchHub(1000), the v2 store's
+# event history, each event with its key's value and the value it replaced (event_history.go addEvent).
+V2_EVENTS_KEPT = 1000
+# A snapshot's JSON is held this many times while it is made, and kept once until the next one (pprof of
+# bench/etcd_memory.py's attack on etcd 3.5.35: the encoder's pooled buffer, grown by doubling, encoding/json
+# encodeStatePool; the copy json.Marshal returns, kept by raft's MemoryStorage; raftpb and snappb marshals).
+SNAPSHOT_COPIES = 6
+
+
+def test_etcd_keeps_what_the_gate_lets_through_within_its_memory(result):
+    # Hostile-researcher review: one run rewriting its 64 KiB state took a member to 1,308 MiB resident, past its
+    # 1 GiB: etcd kept 15,000 raft entries (--snapshot-count 10,000 and 5,000 catch-up entries), and every snapshot
+    # wrote the v2 event history (1,000 values and those they replaced, 128 MiB of JSON at 64 KiB) and the whole
+    # store. What a member holds of the gate's writes at their largest is counted here from what the stack
+    # deploys: the raft entries (snapshot-count + catch-up, each a value at the state's limit with its key and
+    # request), the event history, what all runs hold (max-held-bytes per gate replica) and the snapshots'
+    # copies. It must stay under GOMEMLIMIT; the garbage of writing at the gate's rate bound comes on top
+    # (bench/etcd_memory.py measures the peak).
+    etcd = pod_spec(one(result, "StatefulSet", "etcd"))["containers"][0]
+    flags = dict(arg.split("=", 1) for arg in etcd["args"] if "=" in arg)
+    version = tuple(int(part) for part in etcd["image"].rpartition(":")[2].split("-")[0].split("."))
+    assert version >= (3, 5, 14)  # --experimental-snapshot-catchup-entries: etcd-io/etcd v3.5.14 etcdmain/config.go
+    entries = int(flags["--snapshot-count"]) + int(flags["--experimental-snapshot-catchup-entries"])
+    deployment = one(result, "Deployment", "etcd-gate")
+    (gate,) = pod_spec(deployment)["containers"]
+    given = dict(arg.removeprefix("--").split("=", 1) for arg in gate["args"] if arg.startswith("--max-"))
+    limits = Limits(**{name.replace("-", "_"): int(value) for name, value in given.items()})
+    assert limits == Limits()  # the gate's defaults, written out
+    held = deployment["spec"]["replicas"] * limits.max_held_bytes
+    snapshot = 2 * V2_EVENTS_KEPT * limits.max_value_bytes + 2 * held  # JSON: a value's bytes, escaped at most 2x
+    kept = entries * (limits.max_value_bytes + 1024) + V2_EVENTS_KEPT * limits.max_value_bytes + held
+    env = {item["name"]: item.get("value") for item in etcd["env"]}
+    total = kept + SNAPSHOT_COPIES * snapshot
+    assert total <= quantity(env["GOMEMLIMIT"]), f"{total / 2**20:.0f} MiB"
