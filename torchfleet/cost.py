@@ -34,6 +34,7 @@ class Line:
     why_unpriced: str | None = None
     spot: bool = False  # every pool it can land on is spot
     regional: str | None = None  # "spot, us-central1, snapshot of 2026-07-30": from spot_prices.yaml
+    machine_priced: bool = False  # a machine type priced from the catalogs (not a fixed fee such as a cluster's)
 
     @property
     def total(self) -> float:
@@ -75,7 +76,7 @@ class Estimate:
         basis = prices.of(self.cloud)
         found = []
         for line in self.lines:
-            if line.usd is None or line.regional is not None:
+            if line.usd is None or line.regional is not None or not line.machine_priced:
                 continue
             if self.region is not None and basis is not None and self.region != basis.region:
                 found.append(f"{spot_prices.missing(self.cloud, self.region, line.machine)}; "
@@ -124,7 +125,7 @@ def _machine_line(what: str, cloud: str, nodes: int, gpu: str | None, machine_ty
     known = [(usd, machine, regional) for usd, machine, regional in priced if usd is not None]
     if known:
         usd, machine, regional = max(known, key=lambda k: k[0])
-        return Line(what, nodes, machine, usd, spot=spot, regional=regional)
+        return Line(what, nodes, machine, usd, spot=spot, regional=regional, machine_priced=True)
     table = prices.of(cloud)
     machine = machine_types[0]
     why = (table.unpriced.get(machine) if table else None) or f"no list price for {machine} in the catalog"
@@ -132,13 +133,16 @@ def _machine_line(what: str, cloud: str, nodes: int, gpu: str | None, machine_ty
 
 
 def stack_estimate(spec: platform.PlatformSpec) -> Estimate | None:
-    """Every GPU pool at maxNodes plus the manager pool at maxNodes; None for the local stack."""
+    """Every GPU pool at maxNodes plus the manager pool at maxNodes, each in the stack's region at its
+    capacity type (a spot pool at the spot price) where spot_prices.yaml has the row; None for the
+    local stack."""
     if spec.cloud not in ("aws", "gcp", "azure"):
         return None
-    lines = [_machine_line(p.name, spec.cloud, p.max_nodes, p.gpu, p.machine_types) for p in spec.gpu_pools]
+    lines = [_machine_line(p.name, spec.cloud, p.max_nodes, p.gpu, p.machine_types, spec.region, p.spot)
+             for p in spec.gpu_pools]
     manager = spec.manager_pool
-    lines.append(_machine_line("manager", spec.cloud, manager.max_nodes, None, [manager.machine_type]))
-    return Estimate(spec.cloud, tuple(lines))
+    lines.append(_machine_line("manager", spec.cloud, manager.max_nodes, None, [manager.machine_type], spec.region))
+    return Estimate(spec.cloud, tuple(lines), spec.region)
 
 
 # AKS Standard tier (azure/cluster.py sku): "$0.10 per cluster per hour"
@@ -167,11 +171,12 @@ def idle_estimate(spec: platform.PlatformSpec) -> Estimate | None:
     store; what is billed by use (GB processed, GiB stored) is listed unpriced with where its price is.
     None for the local stack."""
     m = spec.manager_pool
-    manager = _machine_line("manager pool at minNodes", spec.cloud, max(1, m.min_nodes), None, [m.machine_type])
+    manager = _machine_line("manager pool at minNodes", spec.cloud, max(1, m.min_nodes), None, [m.machine_type],
+                            spec.region)  # on demand, in the stack's region where spot_prices.yaml has it
     if spec.cloud == "aws":
         extended = spec.kubernetes_support == "EXTENDED"
         nats = len(spec.zones) if spec.network.nat == "perZone" else 1
-        return Estimate("aws", (
+        return Estimate("aws", region=spec.region, lines=(
             Line("EKS control plane", 1, "cluster", EKS_STANDARD_USD),
             manager,
             Line("NAT gateway + its public IPv4", nats, "gateway", AWS_NAT_GATEWAY_USD + AWS_PUBLIC_IPV4_USD),
@@ -182,7 +187,7 @@ def idle_estimate(spec: platform.PlatformSpec) -> Estimate | None:
                  "billed per GB-month stored, nothing when empty: aws.amazon.com/efs/pricing"),
         ))
     if spec.cloud == "gcp":
-        return Estimate("gcp", (
+        return Estimate("gcp", region=spec.region, lines=(
             Line("GKE cluster management (regional)", 1, "cluster", GKE_MANAGEMENT_USD),
             manager,
             Line("Cloud NAT", 1, "gateway", None,
@@ -194,8 +199,8 @@ def idle_estimate(spec: platform.PlatformSpec) -> Estimate | None:
         return None
     from components.clouds.azure import cluster as aks  # here: pulumi-azure-native, Azure only
 
-    return Estimate("azure", (
-        _machine_line("system pool", "azure", aks.SYSTEM_NODES, None, [aks.SYSTEM_VM_SIZE]),
+    return Estimate("azure", region=spec.region, lines=(
+        _machine_line("system pool", "azure", aks.SYSTEM_NODES, None, [aks.SYSTEM_VM_SIZE], spec.region),
         manager,
         Line("AKS Standard tier", 1, "cluster", AKS_STANDARD_TIER_USD),
         Line(f"{spec.storage.size_gb} GiB {spec.storage.tier} share", 1, "share", None,

@@ -1,5 +1,7 @@
 """Cost at a glance (issue 13): `check` prints the most a stack can cost per hour, `submit`/`sweep`
-the most a job can, both at on-demand list prices; a sweep of more than 20 jobs asks first.
+the most a job can, both at on-demand list prices unless components/catalog/spot_prices.yaml dates the
+machine in the stack's region (then at its spot or on-demand price there, as the pool is: issue 32); a
+sweep of more than 20 jobs asks first.
 
 The expected figures are worked out here by hand from the stack files and prices.yaml, so a change
 to either shows up as a diff of numbers, not a silent drift."""
@@ -37,8 +39,11 @@ def spec_of(stack: str, **changes) -> platform.PlatformSpec:
         ("aws-usw2", 8 * 0.526 * 2 + 2 * 1.006 + 3 * 0.096,
          [("gpu-t4-us-west-2a", 8, "g4dn.xlarge"), ("gpu-t4-us-west-2b", 8, "g4dn.xlarge"),
           ("gpu-a10g-us-west-2a", 2, "g5.xlarge"), ("manager", 3, "m6i.large")]),
-        # t4 on n1-standard-8: the machine 0.379998 plus one T4 at 0.35; l4: g2-standard-4.
-        ("gcp-usc1", 8 * (0.379998 + 0.35) * 2 + 4 * 0.70683 + 3 * 0.134012,
+        # t4 on n1-standard-8: the machine 0.379998 plus one T4 at 0.35 (on demand: spot_prices.yaml has no
+        # N1 row); l4: g2-standard-4, a spot pool, at us-central1's spot price 0.397336 (spot_prices.yaml;
+        # on demand it is 0.70683); the manager on demand in us-central1, 0.13402284 (prices.yaml's 0.134012 is
+        # another snapshot): the stack's own region and capacity type where dated (issue 32).
+        ("gcp-usc1", 8 * (0.379998 + 0.35) * 2 + 4 * 0.397336 + 3 * 0.13402284,
          [("gpu-t4-us-central1-a", 8, "n1-standard-8"), ("gpu-t4-us-central1-b", 8, "n1-standard-8"),
           ("gpu-l4-us-central1-a", 4, "g2-standard-4"), ("manager", 3, "e2-standard-4")]),
         ("azure-eus", 8 * 0.752 * 3 + 3.673 + 3 * 0.192,
@@ -59,11 +64,15 @@ def test_local_stack_has_no_estimate():
 
 
 def test_a_machine_without_a_list_price_is_named_and_left_out_of_the_total():
-    spec = spec_of("gcp-usc1", **{"torchfleet:gpuPools": [{"gpu": "h100", "maxNodes": 2, "zones": ["us-central1-a"]}]})
-    estimate = cost.stack_estimate(spec)
+    # In a region spot_prices.yaml has no rows for (us-central1 prices A3 at spot and on demand), the
+    # A3 falls back to prices.yaml, which sells it only as Spot or Flex-start: no list price.
+    text = (STACKS_DIR / "Pulumi.gcp-usc1.yaml").read_text().replace("us-central1", "asia-east1")
+    config = yaml.safe_load(text)["config"]
+    config["torchfleet:gpuPools"] = [{"gpu": "h100", "maxNodes": 2, "zones": ["asia-east1-a"]}]
+    estimate = cost.stack_estimate(platform.parse(config, "gcp-ase1"))
     h100, _ = estimate.lines
     assert (h100.machine, h100.usd) == ("a3-highgpu-1g", None) and "Spot or Flex-start" in h100.why_unpriced
-    assert estimate.total == pytest.approx(3 * 0.134012)
+    assert estimate.total == pytest.approx(3 * 0.134012)  # the manager at prices.yaml's list price
     assert "1 line(s) without a list price not counted" in estimate.render("s")
 
 
