@@ -60,18 +60,21 @@ def pytest_xdist_make_scheduler(config, log):
 
 # The control-plane tier's binaries (tests/controlplane/build.py). On a fresh machine they take some 30 min
 # of compiling, which .ci/run no longer waits for: it builds them in the background while the suite
-# starts (issue 31, item 5). So the tests that need them run last, and each waits for what it needs
+# starts (issue 31, item 5). So the tests that need them run last, those of the Pulumi engine (built
+# last: its two binaries are half the compiling) after the others, and each waits for what it needs
 # before its timeout starts (pytest-timeout's `timeout` covers a test's fixtures; a wait for a compile
 # is not the test's time).
 TIER = "tests/controlplane/"
+ENGINE = ("pulumi", "pulumi-resource-kubernetes")  # the `pulumi_engine` mark's
 
 
 def _tier_tools(item) -> tuple[str, ...]:
     from tests.controlplane import build
 
     path = item.nodeid.split("::", 1)[0]
-    if path.startswith(TIER):
-        return tuple(build.BY_NAME)  # a control plane, a real node, the operators, the Pulumi engine
+    if path.startswith(TIER):  # a control plane, a real node, the operators; the engine where marked
+        engine = item.get_closest_marker("pulumi_engine") is not None
+        return tuple(name for name in build.BY_NAME if engine or name not in ENGINE)
     if path == "tests/k8s/test_etcd_bootstrap.py":
         return ("etcd", "etcdctl")
     if "each_etcd" in getattr(item, "fixturenames", ()):
@@ -80,9 +83,9 @@ def _tier_tools(item) -> tuple[str, ...]:
 
 
 def pytest_collection_modifyitems(config, items):
-    """The tier's tests after every other (a stable sort: each file's own order kept), so that the
-    rest of the suite runs while the background build compiles."""
-    items.sort(key=lambda item: item.nodeid.startswith(TIER))
+    """The tier's tests after every other, the engine's last (a stable sort: each file's own order kept),
+    so that the rest of the suite runs while the background build compiles."""
+    items.sort(key=lambda item: (item.nodeid.startswith(TIER), item.get_closest_marker("pulumi_engine") is not None))
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)  # outside pytest-timeout's own wrapper of this hook

@@ -31,6 +31,8 @@ from tests.controlplane import nodes
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.pulumi_engine import REPO, Engine
 
+pytestmark = pytest.mark.pulumi_engine  # waits for the engine's build (tests/conftest.py)
+
 STACK_FILE = REPO / "stacks" / "Pulumi.local.yaml"
 PSA_RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 

@@ -12,6 +12,8 @@ import pytest
 from tests.controlplane.pulumi_engine import PROGRAM_VARIABLE, REPO, Engine
 from tests.controlplane.test_pulumi_unreachable import EnvEngine
 
+pytestmark = pytest.mark.pulumi_engine  # waits for the engine's build (tests/conftest.py)
+
 PROGRAM = REPO / "tests" / "controlplane" / "programs" / "own_outputs_stack.py"
 
 

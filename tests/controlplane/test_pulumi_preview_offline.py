@@ -39,6 +39,8 @@ from tests.controlplane.test_pulumi_local import cluster  # noqa: F401 (fixture)
 from tests.controlplane.test_pulumi_unreachable import EnvEngine
 from tests.loopback import Forwarder, dropping
 
+pytestmark = pytest.mark.pulumi_engine  # waits for the engine's build (tests/conftest.py)
+
 PROGRAM = REPO / "tests" / "controlplane" / "programs" / "offline_preview_stack.py"
 NAMESPACE, ANNOTATION = "default", "torchfleet.io/value"
 HANG_S = 60

@@ -52,6 +52,8 @@ from tests.controlplane.test_pulumi_local import (  # noqa: F401 (fixtures)
     stack_resources,
 )
 
+pytestmark = pytest.mark.pulumi_engine  # waits for the engine's build (tests/conftest.py)
+
 
 @dataclasses.dataclass(frozen=True)
 class EnvEngine(Engine):

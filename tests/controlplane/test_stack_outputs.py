@@ -15,6 +15,8 @@ from tests.controlplane.cluster import binary
 from torchfleet.jobs import target as targets
 from torchfleet.jobs.errors import UsageError
 
+pytestmark = pytest.mark.pulumi_engine  # waits for the engine's build (tests/conftest.py)
+
 KUBECONFIG = "apiVersion: v1\nkind: Config\n"
 SECRET = {"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270"}  # Pulumi's secret signature
 
