@@ -214,7 +214,7 @@ def idle_estimate(spec: platform.PlatformSpec) -> Estimate | None:
 def job_estimate(name: str, cloud: str, gpu: str | None, max_nodes: int, machine_types: Sequence[str],
                  region: str | None = None, spot: bool = False) -> Line | None:
     """A GPU job at its most nodes, one machine each, in ``region`` at spot or on demand; None for a
-    CPU job (it runs on the manager pool, which the stack's estimate counts) or where the cloud has
+    CPU job (it runs on the CPU pool, which the stack's estimate does not count yet) or where the cloud has
     no list prices."""
     if gpu is None or prices.of(cloud) is None or not machine_types:
         return None

@@ -40,6 +40,10 @@ def pool_lines(spec: Any) -> list[str]:
     if not manager.machine_type and not spec.gpu_pools:  # the local cloud makes no pools
         return ["  none made: the stack uses the nodes of the cluster it is deployed to"]
     lines = [f"  manager  {manager.machine_type}, {manager.min_nodes}-{manager.max_nodes} nodes, on-demand"]
+    cpu = getattr(spec, "cpu_pool", None)
+    if cpu is not None:  # torchfleet:cpuPool: CPU jobs, readers, TensorBoard, Lighthouses (issue 30)
+        lines.append(f"  cpu  {cpu.machine_type}, {cpu.min_nodes}-{cpu.max_nodes} nodes, "
+                     f"{'spot' if cpu.spot else 'on-demand'}")
     for pool in spec.gpu_pools:
         machines = ", ".join(pool.machine_types)
         gpus = f"{pool.gpus_per_node} GPU{'s' if pool.gpus_per_node > 1 else ''}/node"

@@ -38,6 +38,7 @@ from components.spec.model import (
     AccessSpec,
     AutoscalerSpec,
     ConfigError,
+    CpuPoolSpec,
     GpuPoolSpec,
     GuardrailSpec,
     NetworkSpec,
@@ -53,6 +54,6 @@ __all__ = [
     "DEFAULT_MANAGER_MACHINE", "DEFAULT_NAMESPACE", "GPU_RESOURCE", "GPU_TAINT", "LABEL_CAPACITY", "LABEL_GPU",
     "LABEL_GPU_PRESENT", "LABEL_JOB", "LABEL_POOL", "LABEL_ROLE", "LABEL_ZONE", "MANAGER_POOL_NAME", "MANAGER_TAINTS",
     "MANAGER_TOLERATIONS", "NS", "OPERATORS", "ROLE_TRAINING", "TRAINING_UID",
-    "AccessSpec", "AutoscalerSpec", "ConfigError", "DatasetSpec", "GpuPoolSpec", "GuardrailSpec", "NetworkSpec",
-    "NodePoolSpec", "PlatformSpec", "StorageSpec", "TrainingSpec", "parse",
+    "AccessSpec", "AutoscalerSpec", "ConfigError", "CpuPoolSpec", "DatasetSpec", "GpuPoolSpec", "GuardrailSpec",
+    "NetworkSpec", "NodePoolSpec", "PlatformSpec", "StorageSpec", "TrainingSpec", "parse",
 ]

@@ -102,6 +102,28 @@ class NodePoolSpec:
 
 
 @dataclass(frozen=True)
+class CpuPoolSpec:
+    """torchfleet:cpuPool (optional): the pool for every pod of a researcher's that asks for no GPU (CPU jobs,
+    readers, TensorBoard, Lighthouses), labelled and tainted torchfleet.io/pool=cpu, scaling from zero."""
+
+    machine_type: str
+    zones: tuple[str, ...]
+    min_nodes: int
+    max_nodes: int
+    spot: bool = False
+    disk_size_gb: int = 100
+    encryption_at_host: bool = False  # AKS's enableEncryptionAtHost, as NodePoolSpec's
+
+    @property
+    def capacity(self) -> str:
+        return "spot" if self.spot else "on-demand"
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {LABEL_POOL: CPU_POOL_NAME, LABEL_CAPACITY: self.capacity}
+
+
+@dataclass(frozen=True)
 class GpuPoolSpec:
     """One GPU pool: one GPU type in exactly one zone."""
 
@@ -330,6 +352,8 @@ class PlatformSpec:
     kubernetes_version: str
     manager_pool: NodePoolSpec
     gpu_pools: tuple[GpuPoolSpec, ...]
+    # torchfleet:cpuPool; None: no CPU pool, so `submit --cpu` and every CPU pod of the CLI is refused on it.
+    cpu_pool: CpuPoolSpec | None = None
     storage: StorageSpec = field(default_factory=StorageSpec)
     training: TrainingSpec = field(default_factory=TrainingSpec)
     network: NetworkSpec = field(default_factory=NetworkSpec)

@@ -11,7 +11,7 @@ from components.spec.access import aws_credentials, parse_access
 from components.spec.datasets import parse_datasets
 from components.spec.fields import _k, _Problems, _r
 from components.spec.model import DEFAULT_KUBERNETES_VERSION, NS, ConfigError, PlatformSpec
-from components.spec.pools import _parse_gpu_pools, _parse_manager
+from components.spec.pools import _parse_cpu_pool, _parse_gpu_pools, _parse_manager
 from components.spec.sections import (
     _parse_autoscaler,
     _parse_guardrails,
@@ -27,6 +27,7 @@ _TOP_KEYS = {
     "zones",
     "kubernetesVersion",
     "managerPool",
+    "cpuPool",
     "gpuPools",
     "storage",
     "training",
@@ -75,6 +76,7 @@ def parse(raw: dict[str, Any], stack: str = "dev") -> PlatformSpec:
 
     manager = _parse_manager(p, raw.get(_k("managerPool")), cloud)
     gpu_pools = _parse_gpu_pools(p, raw.get(_k("gpuPools")), cloud, traits, zones)
+    cpu_pool = _parse_cpu_pool(p, raw.get(_k("cpuPool")), cloud, zones)
     if region and gpu_pools:
         cloud_limits.region_offers(p, cloud, region, raw.get(_k("gpuPools")), gpu_pools)
         cloud_limits.zone_offers(p, cloud, region, raw.get(_k("gpuPools")), zones)
@@ -100,6 +102,7 @@ def parse(raw: dict[str, Any], stack: str = "dev") -> PlatformSpec:
         )
     if cloud == "gcp":
         nodes = manager.max_nodes + sum(pool.max_nodes for pool in gpu_pools) if manager else 0
+        nodes += cpu_pool.max_nodes if cpu_pool else 0
         cloud_limits.gcp_network_fits(p, f"{_k('network')}.cidr", network.cidr, storage.tier, nodes)
     access = parse_access(p, raw, cloud)
     aws_profile, aws_role_arn = aws_credentials(p, raw) if cloud == "aws" else (None, None)
@@ -117,6 +120,7 @@ def parse(raw: dict[str, Any], stack: str = "dev") -> PlatformSpec:
         kubernetes_version=version,
         manager_pool=manager,
         gpu_pools=tuple(gpu_pools),
+        cpu_pool=cpu_pool,
         storage=storage,
         training=training,
         network=network,

@@ -1,4 +1,4 @@
-"""Parsing the node pools: the manager pool and the GPU pools (one GPU type in one zone each)."""
+"""Parsing the node pools: the manager pool, the optional CPU pool and the GPU pools (one GPU type in one zone each)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from components import catalog
 from components.catalog import host_encryption, machines
 from components.clouds.traits import CLOUD_TRAITS, CloudTraits
 from components.spec.fields import _bool, _int, _k, _obj, _Problems, _r, _str_list, _unknown_keys
-from components.spec.model import DEFAULT_MANAGER_MACHINE, GpuPoolSpec, NodePoolSpec
+from components.spec.model import DEFAULT_MANAGER_MACHINE, CpuPoolSpec, GpuPoolSpec, NodePoolSpec
 
 # Allowed keys of each structured value; anything else is a typo worth reporting.
 _MANAGER_KEYS = {"machineType", "minNodes", "maxNodes", "diskSizeGb", "encryptionAtHost"}
+_CPU_POOL_KEYS = {"machineType", "minNodes", "maxNodes", "spot", "zones", "diskSizeGb", "encryptionAtHost"}
 _GPU_POOL_KEYS = {"gpu", "maxNodes", "minNodes", "machineTypes", "spot", "zones", "diskSizeGb", "encryptionAtHost"}
 
 
@@ -52,6 +53,46 @@ def _parse_manager(p: _Problems, value: Any, cloud: str) -> NodePoolSpec:
     return NodePoolSpec(
         machine_type=machine, min_nodes=lo, max_nodes=hi, disk_size_gb=disk or 100, encryption_at_host=at_host
     )
+
+
+def _parse_cpu_pool(p: _Problems, value: Any, cloud: str, zones: list[str]) -> CpuPoolSpec | None:
+    """torchfleet:cpuPool: optional; where the CLI's pods without a GPU run (spec/model.py CpuPoolSpec). Scales
+    from zero (minNodes 0 by default); on demand unless spot: true (a Lighthouse runs there, and a reclaim stops
+    its job's quorum until the Deployment's next pod is up)."""
+    key = _k("cpuPool")
+    if value is None:
+        return None
+    if cloud == "local":
+        p.add(key, "the local stack has no node pools (CPU pods run on its one node); remove this key")
+        return None
+    obj = _obj(p, key, value, _CPU_POOL_KEYS)
+    if not isinstance(value, dict):  # said once by _obj
+        return None
+    traits = CLOUD_TRAITS[cloud]
+    lo, hi = _parse_min_max(p, key, obj, default_min=0, traits=traits)
+    example = DEFAULT_MANAGER_MACHINE[cloud]
+    machine = obj.get("machineType", example)
+    rules = machines.rules(cloud)
+    if not isinstance(machine, str) or not machine:
+        p.add(f"{key}.machineType", f"expected one machine type like {example}, got {_r(machine)}")
+        machine = example
+    elif catalog.find_machine(cloud, machine):
+        p.add(f"{key}.machineType", f"{machine} is a GPU machine; the CPU pool is for pods without a GPU "
+                                    f"(list it under {_k('gpuPools')})")
+    elif rules and (why := rules.problem(machine)) is not None:
+        p.add(f"{key}.machineType", why)
+    spot = _bool(p, f"{key}.spot", obj.get("spot"), False)
+    disk = _int(p, f"{key}.diskSizeGb", obj.get("diskSizeGb"), 100, minimum=20, **_disk_max(traits))
+    pool_zones = _str_list(p, f"{key}.zones", obj.get("zones"))
+    if pool_zones == []:
+        p.add(f"{key}.zones", f"an empty list names no zone; leave the key out for every zone of {_k('zones')} "
+                              f"{zones}, or list this pool's")
+    for z in pool_zones or []:
+        if z not in zones:
+            p.add(f"{key}.zones", f"{_r(z)} is not one of {_k('zones')} {zones}")
+    at_host = _encryption_at_host(p, key, obj, cloud, [machine], f"{key}.machineType", _manager_sizes_with_it())
+    return CpuPoolSpec(machine_type=machine, zones=tuple(sorted(pool_zones or zones)), min_nodes=lo, max_nodes=hi,
+                       spot=bool(spot), disk_size_gb=disk or 100, encryption_at_host=at_host)
 
 
 def _manager_sizes_with_it() -> list[str]:

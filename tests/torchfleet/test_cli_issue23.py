@@ -169,13 +169,13 @@ def test_a_yml_stack_file_is_refused_naming_the_yaml_name(tmp_path, capsys, comm
         ("azure-eus", "Standard_D4s_v5", "4 vCPUs and 16 GiB"),
     ],
 )
-def test_a_cpu_pod_larger_than_the_manager_machine_is_refused(stack, machine, shape, capsys):
+def test_a_cpu_pod_larger_than_the_cpu_pool_machine_is_refused(stack, machine, shape, capsys):
     # Doubt of issue 23, decided: --cpu --cpus 100000 --memory 100000Gi was accepted; the pod would
-    # stay Pending for good (no node of the manager pool, where CPU pods run, can hold it).
+    # stay Pending for good (no node of the CPU pool, where CPU pods run since issue 30, can hold it).
     argv = ["submit", "x", "--stack", stack, "--cpu", "--nodes", "1:2", "--dry-run", "--image", "r/t:1"]
     code, out, err = run([*argv, "--cpus", "100000", "--memory", "100000Gi", *CMD], capsys)
     assert (code, out) == (2, "")
-    whose = f"a CPU job's pods run on the manager pool, whose {machine} has {shape}"
+    whose = f"a CPU job's pods run on the CPU pool, whose {machine} has {shape}"
     assert f"--cpus: 100000 cores per pod, but {whose}" in err and f"--memory: 102400000Mi per pod, but {whose}" in err
     vcpus = int(shape.split()[0])
     code, _, err = run([*argv, "--cpus", str(vcpus), "--memory", "2Gi", *CMD], capsys)

@@ -357,7 +357,7 @@ def test_cpu_job_defaults_its_size(capsys):
     job, _ = _docs(out)
     resources = _pod_spec(job)["containers"][0]["resources"]
     assert resources["requests"] == {"cpu": "1000m", "memory": "2048Mi"}
-    assert "manager pool" in err  # a cloud target: say where CPU pods land
+    assert "the CPU pool (torchfleet:cpuPool" in err  # a cloud target: say where CPU pods land
 
 
 def test_allow_egress_adds_a_policy_for_the_job_only(capsys):

@@ -135,7 +135,8 @@ def test_the_lighthouse_runs_on_the_cpu_pool_and_its_service_finds_it(case):
     else:
         # The job's image: never beside etcd on the manager pool (issue 30), never on a tainted GPU node.
         assert selector == {platform.LABEL_POOL: platform.CPU_POOL_NAME}
-        assert pod["spec"]["tolerations"] == [{**platform.CPU_TAINT, "operator": "Equal"}]
+        spot = [{**platform.AKS_SPOT_TAINT, "operator": "Equal"}] if t.cloud == "azure" else []  # a spot cpuPool
+        assert pod["spec"]["tolerations"] == [{**platform.CPU_TAINT, "operator": "Equal"}, *spot]
     (container,) = pod["spec"]["containers"]
     assert container["image"] == req.image  # the job's image has torchft at the workers' version
 

@@ -175,7 +175,8 @@ def test_prints_a_summary_by_default_and_the_json_behind_a_flag(capsys):
     out = capsys.readouterr().out
     assert not out.lstrip().startswith("{") and len(out.splitlines()) < 40, out
     assert out.startswith("stack aws-usw2: aws in us-west-2, ")
-    assert re.search(r"^ +\d+  aws:eks: .*NodeGroup 5", out, re.M), out  # 3 GPU pools + a manager group per zone
+    # 3 GPU pools + a manager group and a CPU pool group per zone
+    assert re.search(r"^ +\d+  aws:eks: .*NodeGroup 7", out, re.M), out
     assert "  gpu-t4-us-west-2a  g4dn.xlarge (1 GPU/node), 0-8 nodes, spot" in out
     assert "  manager  m6i.large, " in out
     kept = next(line for line in out.splitlines() if line.startswith("  keeps (retainOnDelete"))

@@ -81,7 +81,8 @@ def limit_s(args: argparse.Namespace, target: Target, req: JobRequest) -> tuple[
         usd = parse_cost(args.max_cost)
         line = cost.job_line(target, req)  # the stack's region, spot where all its pools are (issue 32)
         if line is None or line.usd is None:
-            why = ("a CPU job runs on the manager pool, which the stack pays for anyway" if req.gpu is None else
+            why = ("a CPU job is not priced: the catalog prices GPU machines per job, not the CPU pool's"
+                   if req.gpu is None else
                    line.why_unpriced if line is not None else f"the {target.cloud} catalog has no list prices")
             raise UsageError(f"--max-cost: job {req.name} has no hourly price to count against ({why}); limit it "
                              "with --max-duration instead")

@@ -177,8 +177,10 @@ def cpu_pool(target: Target) -> dict[str, Any]:
     one node carries no pool label: nothing."""
     if target.cloud == "local":
         return {}
-    return {"nodeSelector": {platform.LABEL_POOL: platform.CPU_POOL_NAME},
-            "tolerations": [{**platform.CPU_TAINT, "operator": "Equal"}]}
+    tolerations = [{**platform.CPU_TAINT, "operator": "Equal"}]
+    if target.cloud == "azure":  # AKS taints a spot pool itself (cpuPool.spot: clouds/azure/cpu_pool.py)
+        tolerations.append({**platform.AKS_SPOT_TAINT, "operator": "Equal"})
+    return {"nodeSelector": {platform.LABEL_POOL: platform.CPU_POOL_NAME}, "tolerations": tolerations}
 
 
 def _placement(req: JobRequest, target: Target) -> dict[str, Any]:

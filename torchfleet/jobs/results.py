@@ -30,6 +30,7 @@ from torchfleet.jobs import flag_checks, image_ref, reader_pod, store_access, st
 from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs.errors import EXIT_OK, JobNotFoundError, UsageError
 from torchfleet.jobs.session import EXIT_DOC, cluster_options, job_client, resolve_target
+from torchfleet.jobs.target import require_cpu_pool
 
 COLUMNS = ("NAME", "STEP", "GEN", "SIZE", "AGE", "VERIFIED")
 
@@ -134,6 +135,7 @@ def _runner(args: argparse.Namespace, job: str) -> Iterator[tuple[store_access.R
     mount = normalize_mount(args.mount) if args.mount is not None else None
     image = reader_image(args)
     session = resolve_target(args, need_cluster=True)
+    require_cpu_pool(session.target, "the reader pod")  # before anything is made (issue 30)
     jobs = job_client(args, session)
     try:
         owner = jobs.get(job)

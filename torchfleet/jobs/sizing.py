@@ -62,8 +62,8 @@ def cpu_fit_problems(node: tuple[str, int, float] | None, cpu_millis: int | None
     if node is None:
         return []
     machine, vcpus, memory_gib = node
-    where = f"a CPU job's pods run on the manager pool, whose {machine} has {vcpus} vCPUs and {memory_gib:g} GiB"
-    fix = "ask for less (the node keeps some for itself), or pick a larger torchfleet:managerPool.machineType"
+    where = f"a CPU job's pods run on the CPU pool, whose {machine} has {vcpus} vCPUs and {memory_gib:g} GiB"
+    fix = "ask for less (the node keeps some for itself), or pick a larger torchfleet:cpuPool.machineType"
     problems = []
     if cpu_millis is not None and cpu_millis > vcpus * 1000:
         problems.append(f"--cpus: {cpu_millis / 1000:g} cores per pod, but {where}; {fix}")

@@ -31,7 +31,7 @@ from torchfleet.jobs.flag_checks import (
 )
 from torchfleet.jobs.mounts import DEFAULT_MOUNT, normalize_mount
 from torchfleet.jobs.sizing import Sizing, cpu_fit_problems, size, size_cpu
-from torchfleet.jobs.target import Target
+from torchfleet.jobs.target import Target, require_cpu_pool
 from torchfleet.jobs.workdir import Workdir
 
 # A CPU job (--cpu) is sized by hand; the defaults fit two workers on a laptop's kind node.
@@ -271,6 +271,8 @@ def build_request(
     mount_path = problems.check(normalize_mount, mount) or DEFAULT_MOUNT
     if zone is not None:
         problems.check(check_zone, zone)
+    if cpu or recovery == "inplace":  # a CPU job's pods, or an in-place job's Lighthouse, need the CPU pool
+        problems.check(require_cpu_pool, target, "--cpu" if cpu else "--recovery inplace (its Lighthouse)")
     if cpu:
         if gpu:
             problems.add(f"--cpu: a CPU job asks for no GPU; drop --gpu {gpu} (or drop --cpu)")
@@ -302,8 +304,8 @@ def build_request(
             pool_zone, zone_label = zone_names(target, zone)
             check_zone_exists(target, pool_zone, zone_label)
         notes = [] if target.cloud == "local" else [
-            "--cpu: the pods go to nodes without the GPU taint (on a cloud stack, the manager pool), "
-            "never to a GPU node"
+            "--cpu: the pods go to the CPU pool (torchfleet:cpuPool, label and taint torchfleet.io/pool=cpu), "
+            "never to a GPU node nor to the manager pool"
         ]
         sizing = size_cpu(cpu_millis, memory_mib)
         return JobRequest(gpu=None, gpus_per_node=0, sizing=sizing, zone=zone_label, notes=tuple(notes), **common)

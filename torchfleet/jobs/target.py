@@ -51,9 +51,12 @@ class Target:
     region: str | None = None  # Azure zone labels carry it
     zones: tuple[str, ...] | None = None  # the stack's zones, as its config names them; None: no stack
     datasets: tuple[str, ...] | None = None  # the stack's torchfleet:datasets names; None: no stack
-    # The node a CPU job's pods run on: the manager pool's machine type and its (vCPUs, memory GiB)
-    # from components/catalog/machines.yaml; None without a cloud stack.
+    # The node a CPU job's pods run on: the CPU pool's machine type and its (vCPUs, memory GiB)
+    # from components/catalog/machines.yaml; None without a cloud stack or without a CPU pool.
     cpu_node: tuple[str, int, float] | None = None
+    # Whether the stack has a CPU pool (torchfleet:cpuPool), where the CLI's pods without a GPU go on a cloud;
+    # None: no stack, so it is not known (and not checked).
+    cpu_pool: bool | None = None
 
     @property
     def etcd_host(self) -> str:
@@ -111,13 +114,27 @@ def from_stack(stack: str, stacks_dir: Path = STACKS_DIR) -> Target:
         zones=tuple(spec.zones),
         datasets=tuple(d.name for d in spec.datasets),
         cpu_node=_cpu_node(spec),
+        cpu_pool=spec.cpu_pool is not None,
     )
 
 
 def _cpu_node(spec: platform.PlatformSpec) -> tuple[str, int, float] | None:
-    machine = spec.manager_pool.machine_type if spec.manager_pool else ""
+    machine = spec.cpu_pool.machine_type if spec.cpu_pool else ""
     found = machines.shape(spec.cloud, machine) if machine else None
     return (machine, *found) if found else None
+
+
+def require_cpu_pool(target: Target, what: str) -> None:
+    """Refuse, before anything is sent, a pod without a GPU on a cloud stack that has no CPU pool: every pool of
+    it is tainted (the GPU pools, and the manager pool, which no researcher's pod may use: issue 30), so the pod
+    would stay Pending for good. WHAT names the flag or command that needs the pool."""
+    if target.cloud == "local" or target.cpu_pool is not False:
+        return
+    raise UsageError(
+        f"{what}: stack {target.stack} has no CPU pool, where pods without a GPU run (never on the manager pool "
+        f"beside etcd); add torchfleet:cpuPool to its config, e.g. cpuPool: {{maxNodes: 2}} (it scales from "
+        "zero; docs/config.md), and `pulumi up`"
+    )
 
 
 

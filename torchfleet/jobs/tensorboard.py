@@ -30,6 +30,7 @@ from torchfleet.jobs import spec as jobspec
 from torchfleet.jobs.errors import EXIT_OK, ClusterError, UsageError
 from torchfleet.jobs.image_ref import EXAMPLE as IMAGE_EXAMPLE
 from torchfleet.jobs.session import EXIT_DOC, cluster_options, job_client, resolve_target
+from torchfleet.jobs.target import require_cpu_pool
 
 PORT = 6006  # TensorBoard's default
 LABEL_TENSORBOARD = "torchfleet.io/tensorboard"
@@ -134,11 +135,13 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     if args.dry_run:
         session = resolve_target(args, need_cluster=False)
+        require_cpu_pool(session.target, "tensorboard")
         mount = args.mount or jobspec.DEFAULT_MOUNT
         commands._print_yaml([build_pod(args.name, f"{mount.rstrip('/')}/{args.name}", mount, args.image,
                                         session.target, PORT)])
         return EXIT_OK
     session = resolve_target(args, need_cluster=True)
+    require_cpu_pool(session.target, "tensorboard")  # before anything is made (issue 30)
     jobs = job_client(args, session)
     job = jobs.get(args.name)
     image, mount = _from_job(job)

@@ -108,13 +108,14 @@ RANDOM_NAMED = {
 
 
 # Names that hash every input forcing a replacement: a replacement always has a new name, so Pulumi's
-# create-first order never meets the old one (azure manager_pool.py: the manager pool moves that way).
+# create-first order never meets the old one (azure manager_pool.py: the manager pool moves that way, and the
+# CPU pool, cpu_pool.py).
 def _azure_manager_pool_name(name: str | None) -> bool:
     # Imported here: manager_pool imports pulumi_azure_native, and the CLI's slim install (no `platform`
     # extra) reaches this module through the sweep's cost check (tests/torchfleet/test_slim_install.py).
-    from components.clouds.azure import manager_pool
+    from components.clouds.azure import cpu_pool, manager_pool
 
-    return manager_pool.is_hashed_name(name)
+    return manager_pool.is_hashed_name(name) or cpu_pool.is_hashed_name(name)
 
 
 HASHED_NAMES = {"azure-native:containerservice:AgentPool": _azure_manager_pool_name}

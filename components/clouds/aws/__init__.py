@@ -74,7 +74,7 @@ class AwsCluster(pulumi.ComponentResource):
             f"{name}-nodes", spec, control.cluster, subnets, partition, [control.vpc_cni, *network.egress], running,
             child,
         )
-        node_groups = [*nodes.managers.values(), *nodes.gpu_groups.values()]
+        node_groups = [*nodes.managers.values(), *nodes.cpu_groups.values(), *nodes.gpu_groups.values()]
         control.create_node_addons(f"{name}-control", spec, node_groups)
         # A Deployment: ACTIVE only once nodes run it (cluster.py has kube-proxy and the CNI).
         coredns = create_addon(

@@ -20,7 +20,7 @@ from components.clouds.aws import iam
 from components.clouds.aws.addons import addon_version
 from components.clouds.aws.options import named_options
 from components.clouds.dataset_access import TRAINING_SERVICE_ACCOUNT, DatasetAccess, DatasetVolume
-from components.spec import DatasetSpec, PlatformSpec
+from components.spec import LABEL_POOL, MANAGER_POOL_NAME, MANAGER_TAINTS, DatasetSpec, PlatformSpec
 
 ADDON = "aws-mountpoint-s3-csi-driver"  # https://docs.aws.amazon.com/eks/latest/userguide/mountpoint-for-s3-add-on.html
 DRIVER = "s3.csi.aws.com"
@@ -29,16 +29,31 @@ DRIVER = "s3.csi.aws.com"
 # what EKS names as the default for the cluster's minor (addons.addon_version, as for every add-on
 # here); below v2 it is refused at deploy time rather than mounting with nobody's credentials.
 # Newest upstream release when checked: v2.7.0 (CHANGELOG.md, 2026-11-25).
-MIN_MAJOR = 2
+# v2.3.0 too: the add-on's configuration schema takes controller.tolerations and controller.nodeSelector from
+# v2.3.0-eksbuild.1 (aws/containers-roadmap#2785 lists both; #2676: v2.0.0-eksbuild.1 refused them), which the
+# controller needs on a tainted manager pool (CONTROLLER_PLACEMENT).
+MIN_MAJOR, MIN_MINOR = 2, 3
 _VERSION = re.compile(r"^v(\d+)\.(\d+)\.(\d+)")
+# The driver's controller (a Deployment since v2, which creates the Mountpoint pods) goes where the platform's
+# controllers run: every pool is tainted (issue 30), and its chart sets no toleration of its own
+# (awslabs/mountpoint-s3-csi-driver charts/aws-mountpoint-s3-csi-driver/templates/controller.yaml at 005c3786:
+# `tolerations:` from controller.tolerations only), so without these it would stay Pending.
+CONTROLLER_PLACEMENT = {
+    "controller": {
+        "nodeSelector": {LABEL_POOL: MANAGER_POOL_NAME},
+        "tolerations": [{"key": MANAGER_TAINTS["aws"]["key"], "operator": "Exists",
+                         "effect": MANAGER_TAINTS["aws"]["effect"]}],
+    }
+}
 
 
 def check_driver_version(version: str) -> str:
     found = _VERSION.match(version or "")
-    if found is None or int(found.group(1)) < MIN_MAJOR:
+    if found is None or (int(found.group(1)), int(found.group(2))) < (MIN_MAJOR, MIN_MINOR):
         raise ValueError(
-            f"EKS names {ADDON} {version!r} for this Kubernetes minor; datasets need v{MIN_MAJOR}.0.0 or later "
-            "(pod-level credentials with EKS Pod Identity); upgrade the cluster's minor or remove torchfleet:datasets"
+            f"EKS names {ADDON} {version!r} for this Kubernetes minor; datasets need v{MIN_MAJOR}.{MIN_MINOR}.0 or "
+            "later (pod-level credentials with EKS Pod Identity, the controller's placement); upgrade the cluster's "
+            "minor or remove torchfleet:datasets"
         )
     return version
 
@@ -144,6 +159,7 @@ class S3Datasets(pulumi.ComponentResource):
             cluster_name=cluster.name,
             addon_name=ADDON,
             addon_version=addon_version(ADDON, spec.kubernetes_version, self).apply(check_driver_version),
+            configuration_values=json.dumps(CONTROLLER_PLACEMENT, sort_keys=True),
             resolve_conflicts_on_update="OVERWRITE",
             opts=named_options(self, wait_for),
         )

@@ -17,11 +17,14 @@ from components.clouds.aws import iam
 from components.clouds.aws.live import LiveCluster, desired_size, keeps_recorded_size
 from components.clouds.aws.options import nodegroup_options
 from components.spec import (
+    CPU_POOL_NAME,
+    CPU_TAINT,
     GPU_RESOURCE,
     GPU_TAINT,
     LABEL_POOL,
     MANAGER_POOL_NAME,
     MANAGER_TAINTS,
+    CpuPoolSpec,
     GpuPoolSpec,
     PlatformSpec,
 )
@@ -77,6 +80,19 @@ def manager_template_tags() -> dict[str, str]:
         f"{ASG_TAG_PREFIX}/label/{LABEL_POOL}": MANAGER_POOL_NAME,
         f"{ASG_TAG_PREFIX}/taint/{MANAGER_TAINT['key']}": f"{MANAGER_TAINT['value']}:{MANAGER_TAINT['effect']}",
     }
+
+
+def cpu_group_name(zone: str) -> str:
+    return f"{CPU_POOL_NAME}-{zone}"
+
+
+def cpu_template_tags(pool: CpuPoolSpec) -> dict[str, str]:
+    """The CPU pool scales from zero: its template node carries the label the CLI's CPU pods select, the taint
+    they tolerate, and the ephemeral storage (as the GPU pools': scale_from_zero_tags says why)."""
+    tags = {f"{ASG_TAG_PREFIX}/label/{k}": v for k, v in pool.labels.items()}
+    tags[f"{ASG_TAG_PREFIX}/taint/{CPU_TAINT['key']}"] = f"{CPU_TAINT['value']}:{CPU_TAINT['effect']}"
+    tags[f"{ASG_TAG_PREFIX}/resources/ephemeral-storage"] = template_ephemeral_storage(pool.disk_size_gb)
+    return tags
 
 
 def gpu_labels(pool: GpuPoolSpec) -> dict[str, str]:
@@ -198,6 +214,26 @@ class EksNodeGroups(pulumi.ComponentResource):
             self.manager_asg_names.append(self._tag_asg(group_name, group, manager_template_tags()))
         self.gpu_groups: dict[str, aws.eks.NodeGroup] = {}
         self.asg_names: list[pulumi.Output[str]] = []
+        # torchfleet:cpuPool, one group per zone as the manager pool's (a pod of one zone needs a group the
+        # autoscaler can grow there), the totals split the same way; names cpu-<zone>, as fixed as the pools'.
+        self.cpu_groups: dict[str, aws.eks.NodeGroup] = {}
+        cpu = spec.cpu_pool
+        for zone, (lo, hi) in (manager_zone_sizes(cpu.zones, cpu.min_nodes, cpu.max_nodes) if cpu else {}).items():
+            group_name = cpu_group_name(zone)
+            group = self._create_group(
+                group_name,
+                subnet_ids=[subnets[zone].id],
+                instance_types=[cpu.machine_type],
+                capacity_type="SPOT" if cpu.spot else "ON_DEMAND",
+                ami_type=MANAGER_AMI,
+                min_nodes=lo,
+                max_nodes=hi,
+                disk_size_gb=cpu.disk_size_gb,
+                labels=cpu.labels,
+                taints=[taint_for_eks(CPU_TAINT)],
+            )
+            self.cpu_groups[zone] = group
+            self.asg_names.append(self._tag_asg(group_name, group, cpu_template_tags(cpu)))
         for pool in spec.gpu_pools:
             group = self._create_group(
                 pool.name,
@@ -213,7 +249,8 @@ class EksNodeGroups(pulumi.ComponentResource):
             )
             self.gpu_groups[pool.name] = group
             self.asg_names.append(self._tag_asg(pool.name, group, scale_from_zero_tags(pool)))
-        self.register_outputs({"gpuPools": list(self.gpu_groups), "managerZones": list(self.managers)})
+        self.register_outputs({"gpuPools": list(self.gpu_groups), "managerZones": list(self.managers),
+                               "cpuZones": list(self.cpu_groups)})
 
     def _tag_asg(self, pool_name: str, group: aws.eks.NodeGroup, tags: dict[str, str]) -> pulumi.Output[str]:
         """Writes the autoscaler's template tags on the group's Auto Scaling group; returns its name."""

@@ -23,6 +23,7 @@ from pulumi_azure_native import authorization
 from components.clouds.azure import live, naming
 from components.clouds.azure.audit import create_audit_logs
 from components.clouds.azure.cluster import MANAGER_SELECTOR, AksCluster
+from components.clouds.azure.cpu_pool import create_cpu_pool
 from components.clouds.azure.datasets import BlobDatasets
 from components.clouds.azure.device_plugin import create_device_plugin
 from components.clouds.azure.files import AzureFilesStore
@@ -61,13 +62,16 @@ class AzureCluster(pulumi.ComponentResource):
         net = AzureNetwork(f"{name}-net", spec, child)
         aks = AksCluster(f"{name}-cluster", spec, net, client, child)
         create_audit_logs(f"{name}-cluster", spec, net.resource_group.name, aks.cluster.id, self)
-        # AKS runs one agent pool operation at a time: the manager pool first, then the GPU pools in turn.
+        # AKS runs one agent pool operation at a time: the manager pool first, the CPU pool, then the GPU pools.
         manager = create_manager_pool(
             f"{name}-pools", spec, aks.cluster, net.resource_group.name, net.node_subnet.id, self
         )
+        cpu = create_cpu_pool(
+            f"{name}-pools", spec, aks.cluster, net.resource_group.name, net.node_subnet.id, self, after=manager
+        )
         pools = AksGpuPools(
             f"{name}-gpu", spec, aks.cluster, net.resource_group.name, net.node_subnet.id, aks.provider, child,
-            after=manager,
+            after=cpu or manager,
         )
         plugin = create_device_plugin(name, self, aks.provider, depends_on=[aks.cluster])
         store = AzureFilesStore(f"{name}-files", spec, net, client, child)
@@ -87,7 +91,7 @@ class AzureCluster(pulumi.ComponentResource):
             # The share must be reachable (endpoint + DNS) before a pod mounts it, and the pools
             # and device plugin must exist before jobs ask for GPUs.
             ready=[
-                aks.cluster, aks.rbac_effective, manager, *pools.pools, plugin,
+                aks.cluster, aks.rbac_effective, manager, *([cpu] if cpu else []), *pools.pools, plugin,
                 store.share, store.endpoint, store.dns_link, store.dns_records,
             ],
             outputs={

@@ -161,6 +161,7 @@ class GcpCluster(pulumi.ComponentResource):
             gpu_pools=spec.gpu_pools,
             zones=spec.zones,
             resource_labels=labels,
+            cpu_pool=spec.cpu_pool,
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.filestore = GcpFilestore(

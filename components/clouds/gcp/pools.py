@@ -13,7 +13,17 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from components.spec import GPU_TAINT, LABEL_POOL, MANAGER_POOL_NAME, MANAGER_TAINTS, GpuPoolSpec, NodePoolSpec
+from components.spec import (
+    CPU_POOL_NAME,
+    CPU_TAINT,
+    GPU_TAINT,
+    LABEL_POOL,
+    MANAGER_POOL_NAME,
+    MANAGER_TAINTS,
+    CpuPoolSpec,
+    GpuPoolSpec,
+    NodePoolSpec,
+)
 
 # GKE's least-privilege node service account (the Compute Engine default account has Editor):
 # "At a minimum, these node service accounts must have the Kubernetes Engine Default Node Service
@@ -117,6 +127,16 @@ def gpu_autoscaling(pool: GpuPoolSpec) -> dict[str, Any]:
     return {"min_node_count": pool.min_nodes, "max_node_count": pool.max_nodes, "location_policy": "ANY"}
 
 
+def cpu_autoscaling(pool: CpuPoolSpec) -> dict[str, Any]:
+    # Totals over the pool's zones, from zero; ANY for spot as the GPU pools (take capacity where it is),
+    # BALANCED on demand as the manager pool.
+    return {
+        "total_min_node_count": pool.min_nodes,
+        "total_max_node_count": pool.max_nodes,
+        "location_policy": "ANY" if pool.spot else "BALANCED",
+    }
+
+
 def manager_autoscaling(pool: NodePoolSpec) -> dict[str, Any]:
     # total_*: the config counts nodes for the whole pool, while min/max_node_count are per zone.
     return {
@@ -192,6 +212,7 @@ class GcpNodePools(pulumi.ComponentResource):
         gpu_pools: tuple[GpuPoolSpec, ...],
         zones: tuple[str, ...],
         resource_labels: dict[str, str],
+        cpu_pool: CpuPoolSpec | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("torchfleet:clouds:GcpNodePools", name, None, opts)
@@ -199,12 +220,37 @@ class GcpNodePools(pulumi.ComponentResource):
         self._identity = identity
         self._labels = resource_labels
         self.manager = self._create_manager(name, manager, zones)
+        self.cpu = self._create_cpu_pool(name, cpu_pool) if cpu_pool else None
         self.gpu = [self._create_gpu_pool(name, pool) for pool in gpu_pools]
         self.register_outputs({"pools": [p.name for p in self.all]})
 
     @property
     def all(self) -> list[gcp.container.NodePool]:
-        return [self.manager, *self.gpu]
+        return [self.manager, *([self.cpu] if self.cpu else []), *self.gpu]
+
+    def _create_cpu_pool(self, name: str, pool: CpuPoolSpec) -> gcp.container.NodePool:
+        """torchfleet:cpuPool: labelled and tainted torchfleet.io/pool=cpu (only the CLI's CPU pods land there;
+        GKE's own Deployments tolerate neither, so they never hold a CPU node up), from zero."""
+        return gcp.container.NodePool(
+            f"{name}-{CPU_POOL_NAME}",
+            name=CPU_POOL_NAME,
+            cluster=self._cluster.id,
+            location=self._cluster.location,
+            node_locations=sorted(pool.zones),  # a set to the provider, as the manager pool's
+            initial_node_count=0,
+            autoscaling=cpu_autoscaling(pool),
+            management=MANAGEMENT,
+            node_config=node_config(
+                self._identity.email,
+                pool.machine_type,
+                pool.disk_size_gb,
+                pool.labels,
+                {**self._labels, "torchfleet-pool": CPU_POOL_NAME},
+                taints=[gke_taint(CPU_TAINT)],
+                spot=pool.spot,
+            ),
+            opts=pool_options(self, self._identity.roles),
+        )
 
     def _create_manager(self, name: str, pool: NodePoolSpec, zones: tuple[str, ...]) -> gcp.container.NodePool:
         return gcp.container.NodePool(

@@ -10,9 +10,11 @@ import itertools
 
 import pytest
 
+from components.clouds.azure import manager_pool
+from components.spec import parse
 from tests.harness import synth_config
 from torchfleet.plan import render
-from torchfleet.preview import day2, mock_azure, plans
+from torchfleet.preview import day2, force_new_rules, mock_azure, plans
 
 POOL = "azure-native:containerservice:AgentPool"
 CLUSTER = "azure-native:containerservice:ManagedCluster"
@@ -309,3 +311,27 @@ def test_destroy_then_up_with_adopt_imports_exactly_what_destroy_kept():
     assert imported == sorted(kept) and len(kept) == 3
     p = plan(_with(storage={"protect": True, "adopt": True}))
     assert not [c for c in p.changes if c.action in ("replace", "delete")] and p.refusals == []
+
+
+# ---- the CPU pool and the manager pool's taint (issue 30) ---------------------------------------------------------
+
+
+def test_a_cpu_pool_added_creates_its_agent_pool_and_touches_neither_cluster_nor_store():
+    p = plan(_with(cpuPool={"machineType": "Standard_D4s_v5", "maxNodes": 2}))
+    _clean(p)
+    acted = changed(p)
+    created = [name for name, (action, type_) in acted.items() if action == "create" and type_ == POOL]
+    assert created == ["torchfleet-azure-pools-cpu"], acted
+    assert not [name for name, (action, type_) in acted.items() if action in ("replace", "delete")], acted
+    assert CLUSTER not in {type_ for _, type_ in acted.values()}
+
+
+def test_the_manager_pools_taint_is_not_a_replacing_input():
+    """The manager pool's taint (issue 30) reaches a running pool as a program change: nodeTaints is updated in
+    place (`az aks nodepool update --node-taints`, aks-docs use-node-taints.md), outside the hashed name's
+    settings (manager_pool.immutable_settings), and force_new/azure.yaml's AgentPool row, from azure-native's
+    forceNewMap, does not list it."""
+    rule = force_new_rules.shipped().get(POOL)
+    assert rule is not None and rule.force_new
+    assert not [f for f in rule.force_new if force_new_rules.covers(f, "nodeTaints[0]")]
+    assert "nodeTaints" not in manager_pool.immutable_settings(parse(dict(BASE), stack="day2"))

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from components.clouds.azure import cluster as aks_cluster
-from components.clouds.azure import device_plugin, manager_pool, naming
+from components.clouds.azure import cpu_pool, device_plugin, manager_pool, naming
+from components.spec import parse
 from tests.harness import synth_config, synth_stack
 from torchfleet.preview import mock_azure
 
@@ -72,8 +73,9 @@ def _urn_name(urn: str) -> str:
 
 
 def _gpu_pools(result):
-    """The GPU AgentPools (the manager pool is an AgentPool too: manager_pool.py)."""
-    return [p for p in result.of_type(POOL) if p.name != "torchfleet-azure-pools-manager"]
+    """The GPU AgentPools (the manager and CPU pools are AgentPools too: manager_pool.py, cpu_pool.py)."""
+    return [p for p in result.of_type(POOL)
+            if p.name not in ("torchfleet-azure-pools-manager", "torchfleet-azure-pools-cpu")]
 
 
 # ------------------------------------------------------------------ network
@@ -179,6 +181,30 @@ def test_the_manager_pool_is_an_agent_pool_named_by_its_immutable_settings(three
     assert i["enableNodePublicIP"] is False and "scaleSetPriority" not in i
     # Create the new pool, then delete the old (the names differ, so no delete-before-replace).
     assert m.options["deleteBeforeReplace"] is False and m.options["ignoreChanges"] == []
+
+
+def test_the_cpu_pool_is_a_tainted_user_pool_from_zero_after_the_manager_pool(example):
+    """torchfleet:cpuPool (issue 30): the shipped azure-eus stack's {machineType: Standard_D4s_v5, maxNodes: 2}."""
+    (c,) = [p for p in example.of_type(POOL) if p.name == "torchfleet-azure-pools-cpu"]
+    i = c.inputs
+    assert re.fullmatch(r"cpu[0-9a-f]{8}", i["agentPoolName"])
+    assert (i["mode"], i["vmSize"], i["minCount"], i["maxCount"]) == ("User", "Standard_D4s_v5", 0, 2)
+    assert i["nodeLabels"] == {"torchfleet.io/pool": "cpu", "torchfleet.io/capacity": "on-demand"}
+    assert i["nodeTaints"] == ["torchfleet.io/pool=cpu:NoSchedule"]
+    assert "scaleSetPriority" not in i and i["enableNodePublicIP"] is False
+    # AKS runs one agent pool operation at a time: the CPU pool after the manager pool
+    assert "torchfleet-azure-pools-manager" in {_urn_name(u) for u in c.options["dependencies"]}
+
+
+def test_a_spot_cpu_pool_declares_aks_spot_taint_and_gets_another_name():
+    spec = parse({**THREE_ZONES, "torchfleet:cpuPool": {"maxNodes": 2}}, stack="azure-three")
+    spot = parse({**THREE_ZONES, "torchfleet:cpuPool": {"maxNodes": 2, "spot": True}}, stack="azure-three")
+    on_demand, args = cpu_pool.cpu_pool_args(spec, spec.cpu_pool), cpu_pool.cpu_pool_args(spot, spot.cpu_pool)
+    assert args["node_taints"] == ["torchfleet.io/pool=cpu:NoSchedule",
+                                   "kubernetes.azure.com/scalesetpriority=spot:NoSchedule"]
+    assert (args["scale_set_priority"], args["scale_set_eviction_policy"], args["spot_max_price"]) == (
+        "Spot", "Delete", -1)
+    assert args["agent_pool_name"] != on_demand["agent_pool_name"]  # priority is immutable: a new pool
 
 
 # Label prefixes AKS reserves: "The following prefixes are reserved for AKS use and can't be used for

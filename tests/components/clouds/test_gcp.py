@@ -126,7 +126,7 @@ def handle() -> tuple[ClusterHandle, dict[str, Any]]:
 
 
 def gpu_pools(result: SynthResult) -> dict[str, Any]:
-    return {r.inputs["name"]: r for r in result.of_type(NODE_POOL) if r.inputs["name"] != "manager"}
+    return {r.inputs["name"]: r for r in result.of_type(NODE_POOL) if r.inputs["name"] not in ("manager", "cpu")}
 
 
 # ---------------------------------------------------------------- network
@@ -392,6 +392,25 @@ def test_every_pool_is_shielded_private_and_runs_as_the_node_account(stack):
         assert r.inputs["management"] == {"autoRepair": True, "autoUpgrade": True}
         assert "initialNodeCount" in r.options["ignoreChanges"]
         assert r.options["deleteBeforeReplace"] is True
+
+
+def test_the_cpu_pool_is_tainted_for_the_clis_cpu_pods_from_zero(stack):
+    """torchfleet:cpuPool (issue 30): GKE's own Deployments tolerate neither its label nor its taint, so only the
+    CLI's CPU pods land there; the shipped gcp-usc1 stack declares {machineType: e2-standard-4, maxNodes: 2}."""
+    result, spec = stack
+    pools = [r.inputs for r in result.of_type(NODE_POOL) if r.inputs["name"] == "cpu"]
+    if spec.cpu_pool is None:
+        assert pools == []
+        return
+    (c,) = pools
+    assert c["nodeLocations"] == sorted(spec.cpu_pool.zones) and c["initialNodeCount"] == 0
+    assert c["autoscaling"] == {"totalMinNodeCount": spec.cpu_pool.min_nodes,
+                                "totalMaxNodeCount": spec.cpu_pool.max_nodes, "locationPolicy": "BALANCED"}
+    node = c["nodeConfig"]
+    assert node["taints"] == [{"key": "torchfleet.io/pool", "value": "cpu", "effect": "NO_SCHEDULE"}]
+    assert node["labels"] == {"torchfleet.io/pool": "cpu", "torchfleet.io/capacity": "on-demand"}
+    assert node["spot"] is False and node["machineType"] == spec.cpu_pool.machine_type
+    assert "guestAccelerators" not in node
 
 
 def test_manager_pool_is_on_demand_tainted_for_gkes_components_over_all_zones(stack):

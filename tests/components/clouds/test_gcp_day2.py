@@ -17,7 +17,7 @@ from components.clouds import day2 as refusal_rules
 from components.clouds.gcp import day2 as gcp_day2
 from components.spec import parse
 from tests.harness import STACKS_DIR
-from torchfleet.preview import day2, plans
+from torchfleet.preview import day2, force_new_rules, plans
 from torchfleet.preview.stack_file import load_stack_file
 
 POOL = "gcp:container/nodePool:NodePool"
@@ -58,8 +58,9 @@ def test_zones_reordered_change_nothing():
 
 def test_a_zone_added_updates_the_manager_pool_and_creates_the_zones_gpu_pools():
     p = plan({"torchfleet:zones": ["us-central1-a", "us-central1-b", "us-central1-c"]})
-    assert acted(p) == {pool("manager"): "update", pool("gpu-t4-us-central1-c"): "create"}
+    assert acted(p) == {pool("manager"): "update", pool("cpu"): "update", pool("gpu-t4-us-central1-c"): "create"}
     assert p.get(POOL, pool("manager")).paths == ["nodeLocations[2]"]  # in place: UpdateNodePool locations
+    assert p.get(POOL, pool("cpu")).paths == ["nodeLocations[2]"]  # the CPU pool spans every zone by default
     assert p.refusals == []
 
 
@@ -68,6 +69,7 @@ def test_the_first_zone_dropped_deletes_its_pools_and_keeps_the_store_where_it_i
     p = plan({"torchfleet:zones": ["us-central1-b"], "torchfleet:gpuPools[1].zones": ["us-central1-b"]})
     assert acted(p) == {
         pool("manager"): "update",
+        pool("cpu"): "update",
         pool("gpu-t4-us-central1-a"): "delete",
         pool("gpu-l4-us-central1-a"): "delete",
         pool("gpu-l4-us-central1-b"): "create",
@@ -271,3 +273,24 @@ def test_up_after_destroy_with_adopt_imports_the_kept_store_and_network_unchange
     assert imported[STORE] == "projects/my-ml-project/locations/us-central1-a/instances/" + \
         result.one(STORE).inputs["name"]
     assert "gcp:compute/network:Network" in imported
+
+
+# ---------------------------------------------------------------- the CPU pool (issue 30)
+
+
+def test_a_cpu_pool_added_creates_its_pool_and_touches_neither_cluster_nor_store():
+    """torchfleet:cpuPool added to a running stack: one new NodePool, nothing replaced, no refusal."""
+    without = {k: v for k, v in SHIPPED.items() if k != "torchfleet:cpuPool"}
+    p = day2.plan_configs("gcp-usc1", without, dict(SHIPPED))
+    assert acted(p) == {pool("cpu"): "create"}
+    assert p.refusals == []
+
+
+def test_the_manager_pools_taint_is_not_a_replacing_input():
+    """The manager pool's taint (issue 30) reaches a running pool as a program change, not a config one: GKE
+    updates a node pool's taints in place (UpdateNodePool, https://cloud.google.com/kubernetes-engine/docs/how-to/
+    update-existing-nodepools), and force_new/gcp.yaml's NodePool row, from the provider's source, does not
+    list nodeConfig.taints."""
+    rule = force_new_rules.shipped().get(POOL)
+    assert rule is not None and rule.force_new
+    assert not [f for f in rule.force_new if force_new_rules.covers(f, "nodeConfig.taints[0].key")]

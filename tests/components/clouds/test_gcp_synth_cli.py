@@ -35,7 +35,7 @@ def test_synth_prints_the_gcp_stack(printed):
     data = json.loads(printed)
     types = [r["type"] for r in data["resources"]]
     assert types.count("gcp:container/cluster:Cluster") == 1
-    assert types.count("gcp:container/nodePool:NodePool") == 4  # manager + t4 x 2 zones + l4
+    assert types.count("gcp:container/nodePool:NodePool") == 5  # manager + cpu + t4 x 2 zones + l4
     assert types.count("gcp:filestore/instance:Instance") == 1
     assert "torchfleet:clouds:GcpCluster" in types
     assert data["outputs"]["cloud"] == "gcp"

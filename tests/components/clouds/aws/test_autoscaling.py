@@ -89,7 +89,7 @@ def test_autoscaler_iam_scales_only_this_clusters_groups(aws_example):
         + "-0a1b2c3d"
     )
     pools = ["gpu-t4-us-west-2a", "gpu-t4-us-west-2b", "gpu-a10g-us-west-2a"]
-    pools += ["manager-us-west-2a", "manager-us-west-2b"]
+    pools += ["manager-us-west-2a", "manager-us-west-2b", "cpu-us-west-2a", "cpu-us-west-2b"]  # cpuPool too
     assert scale["Resource"] == sorted(arn.format(p) for p in pools)  # sorted: a zone reorder is no diff
     assert scale["Condition"] == {
         "StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/torchfleet-aws-usw2": "owned"}

@@ -91,10 +91,19 @@ def test_the_claim_waits_for_the_driver_and_the_binding(aws_datasets):
             "torchfleet-aws-datasets-training-read", "torchfleet-datasets-imagenet-volume"} <= waits
 
 
-@pytest.mark.parametrize("version", ["v1.15.0-eksbuild.1", "", "latest"])
-def test_a_driver_without_pod_level_pod_identity_is_refused(version):
-    with pytest.raises(ValueError, match=r"v2\.0\.0 or later"):
+@pytest.mark.parametrize("version", ["v1.15.0-eksbuild.1", "", "latest", "v2.2.1-eksbuild.1"])
+def test_a_driver_without_pod_level_pod_identity_or_controller_placement_is_refused(version):
+    with pytest.raises(ValueError, match=r"v2\.3\.0 or later"):
         check_driver_version(version)
+
+
+def test_the_drivers_controller_runs_on_the_tainted_manager_pool(aws_datasets):
+    """Issue 30: every pool is tainted; the controller's chart tolerates nothing by default."""
+    addon = next(a for a in aws_datasets.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == ADDON)
+    assert json.loads(addon.inputs["configurationValues"]) == {"controller": {
+        "nodeSelector": {"torchfleet.io/pool": "manager"},
+        "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"}]}}
+    assert check_driver_version("v2.3.0-eksbuild.1") == "v2.3.0-eksbuild.1"
 
 
 def test_parliament_reports_nothing_on_the_read_only_policy(aws_datasets):

@@ -424,3 +424,29 @@ def test_extended_support_is_a_choice_and_an_eks_only_key():
     assert "an EKS setting" in problems(config("gcp", kubernetesSupport="EXTENDED"))["torchfleet:kubernetesSupport"][0]
     result = synth_config("day2", with_(kubernetesSupport="EXTENDED"))
     assert result.one("aws:eks/cluster:Cluster").inputs["upgradePolicy"] == {"supportType": "EXTENDED"}
+
+
+# ---- the CPU pool and the manager pool's taint (issue 30) ----------------------------------------------------------
+
+
+def test_a_cpu_pool_added_creates_its_groups_and_replaces_nothing():
+    """torchfleet:cpuPool added to a running stack: a node group, a launch template and the template tags per
+    zone; the autoscaler's policy is updated to scale them; the cluster, the store and every other group stay."""
+    changes, _, _ = plan(BASE, {**BASE, "torchfleet:cpuPool": {"machineType": "m6i.large", "maxNodes": 2}})
+    acted = {key: action for key, (action, _) in changes.items() if action != "unchanged"}
+    assert {action for action in acted.values()} <= {"create", "update"}, acted
+    created = {name for (type_, name), action in acted.items() if action == "create"}
+    assert {n for n in created if "nodeGroup" in n or n.endswith(("cpu-us-west-2a", "cpu-us-west-2b"))} == {
+        "torchfleet-aws-nodes-cpu-us-west-2a", "torchfleet-aws-nodes-cpu-us-west-2b"}
+    updated = {type_ for (type_, _), action in acted.items() if action == "update"}
+    assert updated <= {"aws:iam/rolePolicy:RolePolicy"}, updated  # the autoscaler may scale the new groups
+    assert not any(t.startswith(("aws:eks/cluster", "aws:efs/")) for t, _ in acted), acted
+
+
+def test_the_manager_groups_taint_is_an_in_place_update():
+    """The manager groups' taint (issue 30) reaches a running group as a program change: EKS takes taints in
+    UpdateNodegroupConfig (nodegroups.py), and force_new/aws.yaml's NodeGroup row, from node_group.go, does not list
+    taints (a set there: its order means nothing)."""
+    rule = force_new_rules.shipped().get("aws:eks/nodeGroup:NodeGroup")
+    assert rule is not None and rule.force_new and "taints" in rule.sets
+    assert not [f for f in rule.force_new if force_new_rules.covers(f, "taints[0].key")]

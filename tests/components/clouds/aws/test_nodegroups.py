@@ -25,6 +25,13 @@ MANAGER_GROUPS = {
     "aws_three_zones": {f"manager-us-east-1{z}": (f"us-east-1{z}", int(z == "a"), 1) for z in "abc"},
 }
 
+# fixture: {CPU group: (zone, min, max)}: the example stack's cpuPool {machineType: m6i.large, maxNodes: 2} over
+# both zones, from zero; the three-zone config declares none.
+CPU_GROUPS = {
+    "aws_example": {"cpu-us-west-2a": ("us-west-2a", 0, 1), "cpu-us-west-2b": ("us-west-2b", 0, 1)},
+    "aws_three_zones": {},
+}
+
 
 def _pool(group) -> str:
     """The pool a node group implements: its name prefix without the trailing '-'."""
@@ -40,7 +47,7 @@ def _subnet_zone(result, subnet_id):
 def test_one_gpu_group_per_gpu_and_zone(request, fixture):
     result = request.getfixturevalue(fixture)
     groups = {_pool(g): g for g in result.of_type("aws:eks/nodeGroup:NodeGroup")}
-    assert set(groups) == {*MANAGER_GROUPS[fixture], *GPU_GROUPS[fixture]}
+    assert set(groups) == {*MANAGER_GROUPS[fixture], *CPU_GROUPS[fixture], *GPU_GROUPS[fixture]}
     for pool, (zone, capacity, types, lo, hi) in GPU_GROUPS[fixture].items():
         g = groups[pool].inputs
         assert [_subnet_zone(result, s) for s in g["subnetIds"]] == [zone]
@@ -114,9 +121,36 @@ def test_manager_groups_can_scale_from_zero_in_their_zone(request, fixture):
         }
 
 
+@pytest.mark.parametrize("fixture", CPU_GROUPS)
+def test_the_cpu_pool_is_one_tainted_group_per_zone_from_zero(request, fixture):
+    """torchfleet:cpuPool (issue 30): where the CLI's pods without a GPU run; labelled and tainted
+    torchfleet.io/pool=cpu, and its template node says so, so the autoscaler grows it from zero for them only."""
+    result = request.getfixturevalue(fixture)
+    groups = {_pool(g): g for g in result.of_type("aws:eks/nodeGroup:NodeGroup") if _pool(g).startswith("cpu-")}
+    assert set(groups) == set(CPU_GROUPS[fixture])
+    tags = {}
+    for t in result.of_type("aws:autoscaling/tag:Tag"):
+        tags.setdefault(t.inputs["autoscalingGroupName"], {})[t.inputs["tag"]["key"]] = t.inputs["tag"]["value"]
+    prefix = "k8s.io/cluster-autoscaler/node-template"
+    for pool, (zone, lo, hi) in CPU_GROUPS[fixture].items():
+        g = groups[pool].inputs
+        assert [_subnet_zone(result, s) for s in g["subnetIds"]] == [zone]
+        assert (g["capacityType"], g["instanceTypes"], g["amiType"]) == ("ON_DEMAND", ["m6i.large"],
+                                                                          "AL2023_x86_64_STANDARD")
+        assert g["labels"] == {"torchfleet.io/pool": "cpu", "torchfleet.io/capacity": "on-demand"}
+        assert g["taints"] == [{"key": "torchfleet.io/pool", "value": "cpu", "effect": "NO_SCHEDULE"}]
+        assert g["scalingConfig"] == {"minSize": lo, "maxSize": hi, "desiredSize": lo}
+        assert tags[f"eks-{pool}-{NAME_SUFFIX}-0a1b2c3d"] == {
+            f"{prefix}/label/torchfleet.io/pool": "cpu",
+            f"{prefix}/label/torchfleet.io/capacity": "on-demand",
+            f"{prefix}/taint/torchfleet.io/pool": "cpu:NoSchedule",
+            f"{prefix}/resources/ephemeral-storage": "90Gi",
+        }
+
+
 def test_every_group_uses_an_imdsv2_launch_template(aws_example):
     templates = aws_example.of_type("aws:ec2/launchTemplate:LaunchTemplate")
-    assert len(templates) == len(aws_example.of_type("aws:eks/nodeGroup:NodeGroup")) == 5
+    assert len(templates) == len(aws_example.of_type("aws:eks/nodeGroup:NodeGroup")) == 7
     for t in templates:
         assert t.inputs["metadataOptions"]["httpTokens"] == "required"
         assert t.inputs["metadataOptions"]["httpPutResponseHopLimit"] == 1
@@ -187,7 +221,7 @@ def test_each_gpu_groups_asg_carries_its_tags(request, fixture):
         assert t.inputs["tag"]["propagateAtLaunch"] is False
         by_group.setdefault(t.inputs["autoscalingGroupName"], {})[t.inputs["tag"]["key"]] = t.inputs["tag"]["value"]
     # EKS names a managed node group's Auto Scaling group eks-<nodegroup>-<uuid> (see mock_aws).
-    groups = {*GPU_GROUPS[fixture], *MANAGER_GROUPS[fixture]}
+    groups = {*GPU_GROUPS[fixture], *MANAGER_GROUPS[fixture], *CPU_GROUPS[fixture]}
     assert set(by_group) == {f"eks-{pool}-{NAME_SUFFIX}-0a1b2c3d" for pool in groups}
     for pool in GPU_GROUPS[fixture]:
         group_tags = by_group[f"eks-{pool}-{NAME_SUFFIX}-0a1b2c3d"]
