@@ -67,9 +67,14 @@ TOLERATIONS = [
     {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
     {"operator": "Exists"},
     {"key": "CriticalAddonsOnly", "operator": "Exists"},
+    # issue 30: each cloud's manager taint, and the CPU pool's key exactly and wider
+    {"key": "components.gke.io/gke-managed-components", "operator": "Exists"},
+    {"key": "torchfleet.io/pool", "operator": "Equal", "value": "manager", "effect": "NoSchedule"},
+    {"key": "torchfleet.io/pool", "operator": "Equal", "value": "cpu", "effect": "NoSchedule"},
+    {"key": "torchfleet.io/pool", "operator": "Exists"},
 ]
 NODE_SELECTORS = [{"torchfleet.io/gpu": "t4"}, {"topology.kubernetes.io/zone": "us-west-2a"},
-                  {"torchfleet.io/pool": "manager"}, {"torchfleet.io/pool": "gpu"},
+                  {"torchfleet.io/pool": "manager"}, {"torchfleet.io/pool": "gpu"}, {"torchfleet.io/pool": "cpu"},
                   {"kubernetes.io/hostname": "tier-fuzz-node"}, {"nvidia.com/gpu.present": "true"}]  # fmt: skip
 OWN_CODE = {"name": "x", "projected": {"sources": [{"configMap": {"name": f"{SELF}-workdir-0123abcd-0"}}]}}
 VICTIM_CODE = {"name": "x", "projected": {"sources": [{"configMap": {"name": "victim-workdir-0123abcd-0"}}]}}
@@ -205,7 +210,7 @@ def build(layer, kind: str, edits: list) -> dict:
         spec.pop("activeDeadlineSeconds")
         # The job's own folder of the store, as its pods mount it (pod_template.shared_mount), not the reader's job.
         spec["containers"][0]["volumeMounts"][0] = pod_template.shared_mount("/mnt/shared", job, read_only=True)
-        spec.get("nodeSelector", {}).pop("torchfleet.io/pool", None)  # a job's pods never run beside etcd
+        spec.get("nodeSelector", {}).pop("torchfleet.io/pool", None)  # a GPU job's pods select no pool
         document = {
             "apiVersion": "batch/v1",
             "kind": "Job",

@@ -27,7 +27,9 @@ pod the API server admits from a researcher is inside. A researcher's pod
   and projects only
   its own job's --workdir code (or, for a job <sweep>-<n> of a sweep, the sweep's): every job runs as uid 10001,
   the owner of every checkpoint, so a wider mount is another job's code and checkpoints;
-- if a job's, never on the manager pool (etcd's nodes): only reader, TensorBoard and store pods go there.
+- never on the manager pool (etcd's nodes, issue 30): no pod or template selects torchfleet.io/pool=manager or
+  tolerates a manager taint (any cloud's); the one pool label it may select, and the one torchfleet.io/pool taint
+  it may tolerate, is the CPU pool's (torchfleet.io/pool=cpu, exactly).
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ POOL = "torchfleet.io/pool"
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 JOB_KINDS = ("Job", "ElasticJob", "PyTorchJob")
 WORKDIR_SUFFIX = re.compile(r"-workdir-[0-9a-f]{8}-[0-9]+")  # after the owner: this submit's nonce, the part
+
+
+def _cpu_pool_toleration(t: dict[str, Any]) -> bool:
+    """The CPU pool's taint tolerated exactly (the key is the Azure and tier manager pool's too)."""
+    return t.get("key") == POOL and t.get("operator", "Equal") == "Equal" and t.get("value") == "cpu"
 
 
 def _gpus(container: dict[str, Any]) -> float:
@@ -232,10 +239,10 @@ def outside(kind: str, name: str, labels: dict[str, str] | None, spec: dict[str,
         why.append("node affinity")
     why += _affinity(kind, name, affinity)
     why += [f"tolerates {t.get('key') or 'every taint'}" for t in spec.get("tolerations") or []
-            if t.get("key") not in TOLERABLE]  # fmt: skip
+            if t.get("key") not in TOLERABLE and not _cpu_pool_toleration(t)]  # fmt: skip
     why += _gpu_visibility(spec) + _secrets(spec) + _store(kind, name, labels or {}, spec, maker)
-    if kind in ("Job", "ElasticJob", "PyTorchJob") and (spec.get("nodeSelector") or {}).get(POOL) == "manager":
-        why.append("a job's pods on the manager pool, beside etcd")  # only readers, TensorBoard, Lighthouses
+    if (spec.get("nodeSelector") or {}).get(POOL, "cpu") != "cpu":
+        why.append(f"selects {POOL}={spec['nodeSelector'][POOL]}: only the CPU pool (manager: beside etcd)")
     if kind == "Pod":
         # Pod Security Admission enforces on pods only: a workload's template gets a warning, and the pods its
         # controller makes are refused (https://kubernetes.io/docs/concepts/security/pod-security-admission/,
