@@ -22,6 +22,7 @@ _AWS_ON_DEMAND = {"g": "L-DB2E81BA Running On-Demand G and VT instances",
                   "p": "L-417A185B Running On-Demand P instances"}
 _AWS_SPOT = {"g": "L-3819A6DF All G and VT Spot Instance Requests", "p": "L-7212CCBC All P Spot Instance Requests"}
 _AWS_STANDARD = "L-1216C47A Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances"
+_AWS_STANDARD_SPOT = "L-34B43A08 All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests"
 # GCP: Spot VMs count against the preemptible quotas when the project has them:
 # https://cloud.google.com/compute/resource-usage#gpu_quota ,
 # https://cloud.google.com/compute/docs/instances/create-use-spot#quotas
@@ -149,6 +150,8 @@ def _aws(spec: PlatformSpec) -> list[Need]:
     out = [Need(f"EC2 quota {name} ({spec.region})", n, "vCPUs") for name, n in sorted(vcpus.items())]
     m = spec.manager_pool
     out.append(Need(f"EC2 quota {_AWS_STANDARD} ({spec.region}): room for {m.max_nodes} x {m.machine_type}", None))
+    out += _cpu_pool_room(spec, _AWS_STANDARD_SPOT if spec.cpu_pool and spec.cpu_pool.spot else _AWS_STANDARD,
+                          "EC2 quota")
     out += [Need(f"deployer actions {svc}:{', '.join(actions)}: {why}", None)
             for svc, actions, why in AWS_DEPLOYER_ACTIONS]
     names = " ".join(f"{svc}:{a}" for svc, actions, _ in AWS_DEPLOYER_ACTIONS for a in actions if "*" not in a)
@@ -156,6 +159,18 @@ def _aws(spec: PlatformSpec) -> list[Need]:
                     f"--query \"EvaluationResults[?EvalDecision!='allowed'].EvalActionName\" --action-names {names}"
                     "   # lists the deployer actions above your role is denied", None))
     return out
+
+
+def _cpu_pool_room(spec: PlatformSpec, quota: str, kind: str) -> list[Need]:
+    """torchfleet:cpuPool at its maxNodes (issue 30), on top of the lines above: its own line, in vCPUs where the
+    catalog knows the machine, so the room it needs is never read as the manager pool's."""
+    cpu = spec.cpu_pool
+    if cpu is None:
+        return []
+    shape = machines.shape(spec.cloud, cpu.machine_type)
+    what = (f"{kind} {quota} ({spec.region}): room for {cpu.max_nodes} x {cpu.machine_type} more "
+            f"(cpuPool, {'spot' if cpu.spot else 'on demand'})")
+    return [Need(what, cpu.max_nodes * shape[0], "vCPUs") if shape else Need(what, None)]
 
 
 def _gcp_metric(accelerator: str, spot: bool) -> str:
@@ -183,6 +198,8 @@ def _gcp(spec: PlatformSpec) -> list[Need]:
         out.append(Need(f"Filestore quota {tier.upper()} capacity ({spec.region})", spec.storage.size_gb, "GiB"))
     m = spec.manager_pool
     out.append(Need(f"Compute Engine quota CPUS ({spec.region}): room for {m.max_nodes} x {m.machine_type}", None))
+    out += _cpu_pool_room(spec, "PREEMPTIBLE_CPUS" if spec.cpu_pool and spec.cpu_pool.spot else "CPUS",
+                          "Compute Engine quota")
     out += [Need(f"API {api}", None) for api in APIS["gcp"]]
     if spec.datasets:  # clouds/gcp/datasets.py: the private zone for Cloud Storage, the bucket grants
         out += [Need("API dns.googleapis.com", None), Need("API storage.googleapis.com", None)]
@@ -240,6 +257,9 @@ def _azure(spec: PlatformSpec) -> list[Need]:
                     f"{m.machine_type} = {manager}; {m.max_nodes * m_vcpus} more while a managerPool change "
                     "moves it", total + system + manager, "vCPUs"))
     out.append(Need(f"vCPU quota of the {m.machine_type} family ({spec.region}): room for {m.max_nodes}+1", None))
+    out += _cpu_pool_room(spec, "Total Regional Spot vCPUs" if spec.cpu_pool and spec.cpu_pool.spot else
+                          f"Total Regional vCPUs and the {spec.cpu_pool.machine_type if spec.cpu_pool else ''} family",
+                          "vCPU quota")
     at_host = any(p.encryption_at_host for p in (m, *spec.gpu_pools))
     out += [Need(f"registered: {rp}", None) for rp in APIS["azure"] if at_host or "EncryptionAtHost" not in rp]
     # Capacity, not quota: "API Server VNet Integration has limited availability and capacity in certain regions"

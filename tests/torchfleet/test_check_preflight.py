@@ -157,3 +157,25 @@ def test_azure_check_names_the_vnet_integration_capacity_and_never_stop():
     gives its control plane's capacity back (aks-docs api-server-vnet-integration.md @0154c991)."""
     (line,) = [w for w in needs_of("azure-eus") if w.startswith("API Server VNet Integration capacity")]
     assert "eastus" in line and "currently unavailable in region" in line and "never `az aks stop`" in line
+
+
+@pytest.mark.parametrize(("stack", "line", "vcpus"), [
+    ("aws-usw2", "EC2 quota L-1216C47A Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances (us-west-2): "
+                 "room for 2 x m6i.large more (cpuPool, on demand)", 4),
+    ("gcp-usc1", "Compute Engine quota CPUS (us-central1): room for 2 x e2-standard-4 more (cpuPool, on demand)", 8),
+    ("azure-eus", "vCPU quota Total Regional vCPUs and the Standard_D4s_v5 family (eastus): room for 2 x "
+                  "Standard_D4s_v5 more (cpuPool, on demand)", 8),
+])
+def test_the_cpu_pool_is_counted_apart_from_the_manager_pool(stack, line, vcpus):
+    """Issue 30: the shipped stacks' cpuPool {maxNodes: 2} needs room of its own."""
+    assert needs_of(stack)[line] == vcpus
+
+
+def test_a_spot_cpu_pool_asks_for_the_standard_spot_quota():
+    from components.spec import parse
+    from tests.components.spec.configs import config
+
+    spec = parse(config("aws", cpuPool={"machineType": "m6i.xlarge", "maxNodes": 3, "spot": True}), "spot")
+    found = {n.what: n.amount for n in preflight.needs(spec)}
+    assert found["EC2 quota L-34B43A08 All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests (us-west-2): "
+                 "room for 3 x m6i.xlarge more (cpuPool, spot)"] == 12
