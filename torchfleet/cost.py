@@ -133,7 +133,7 @@ def _machine_line(what: str, cloud: str, nodes: int, gpu: str | None, machine_ty
 
 
 def stack_estimate(spec: platform.PlatformSpec) -> Estimate | None:
-    """Every GPU pool at maxNodes plus the manager pool at maxNodes, each in the stack's region at its
+    """Every GPU pool at maxNodes plus the manager and CPU pools at maxNodes, each in the stack's region at its
     capacity type (a spot pool at the spot price) where spot_prices.yaml has the row; None for the
     local stack."""
     if spec.cloud not in ("aws", "gcp", "azure"):
@@ -142,6 +142,9 @@ def stack_estimate(spec: platform.PlatformSpec) -> Estimate | None:
              for p in spec.gpu_pools]
     manager = spec.manager_pool
     lines.append(_machine_line("manager", spec.cloud, manager.max_nodes, None, [manager.machine_type], spec.region))
+    cpu = spec.cpu_pool  # torchfleet:cpuPool at maxNodes too (issue 30); from zero, so no idle line
+    if cpu is not None:
+        lines.append(_machine_line("cpu", spec.cloud, cpu.max_nodes, None, [cpu.machine_type], spec.region, cpu.spot))
     return Estimate(spec.cloud, tuple(lines), spec.region)
 
 
@@ -214,7 +217,7 @@ def idle_estimate(spec: platform.PlatformSpec) -> Estimate | None:
 def job_estimate(name: str, cloud: str, gpu: str | None, max_nodes: int, machine_types: Sequence[str],
                  region: str | None = None, spot: bool = False) -> Line | None:
     """A GPU job at its most nodes, one machine each, in ``region`` at spot or on demand; None for a
-    CPU job (it runs on the CPU pool, which the stack's estimate does not count yet) or where the cloud has
+    CPU job (it runs on the CPU pool, which the stack's estimate counts at its maxNodes) or where the cloud has
     no list prices."""
     if gpu is None or prices.of(cloud) is None or not machine_types:
         return None

@@ -251,8 +251,8 @@ def test_readme_console_output_is_what_the_command_prints(page, index, section, 
 def test_a_changed_figure_in_shown_output_is_caught(sandbox, capsys):
     """The comparison can fail: the check example with one cost figure changed."""
     ((page, body),) = [(p, b) for p, _, _, b in CONSOLES if b.startswith("$ torchfleet check --stack-file stacks/")]
-    assert "10.72 USD/hour" in body
-    assert console_mismatch(page, body.replace("10.72 USD/hour", "10.73 USD/hour"), sandbox, capsys)
+    assert "10.91 USD/hour" in body
+    assert console_mismatch(page, body.replace("10.91 USD/hour", "10.92 USD/hour"), sandbox, capsys)
 
 
 def test_setup_lines_are_what_ci_setup_prints():

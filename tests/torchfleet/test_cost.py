@@ -35,21 +35,22 @@ def spec_of(stack: str, **changes) -> platform.PlatformSpec:
     "stack, total, lines",
     [
         # t4: 8 per zone x 2 zones on g4dn.xlarge (one size per EKS pool, issue 20); a10g: 2 x g5.xlarge
-        # (the catalog default); manager: 3 x m6i.large.
-        ("aws-usw2", 8 * 0.526 * 2 + 2 * 1.006 + 3 * 0.096,
+        # (the catalog default); manager: 3 x m6i.large; cpuPool: 2 x m6i.large (issue 30).
+        ("aws-usw2", 8 * 0.526 * 2 + 2 * 1.006 + 3 * 0.096 + 2 * 0.096,
          [("gpu-t4-us-west-2a", 8, "g4dn.xlarge"), ("gpu-t4-us-west-2b", 8, "g4dn.xlarge"),
-          ("gpu-a10g-us-west-2a", 2, "g5.xlarge"), ("manager", 3, "m6i.large")]),
+          ("gpu-a10g-us-west-2a", 2, "g5.xlarge"), ("manager", 3, "m6i.large"), ("cpu", 2, "m6i.large")]),
         # t4 on n1-standard-8: the machine 0.379998 plus one T4 at 0.35 (on demand: spot_prices.yaml has no
         # N1 row); l4: g2-standard-4, a spot pool, at us-central1's spot price 0.397336 (spot_prices.yaml;
         # on demand it is 0.70683); the manager on demand in us-central1, 0.13402284 (prices.yaml's 0.134012 is
         # another snapshot): the stack's own region and capacity type where dated (issue 32).
-        ("gcp-usc1", 8 * (0.379998 + 0.35) * 2 + 4 * 0.397336 + 3 * 0.13402284,
+        ("gcp-usc1", 8 * (0.379998 + 0.35) * 2 + 4 * 0.397336 + 3 * 0.13402284 + 2 * 0.13402284,
          [("gpu-t4-us-central1-a", 8, "n1-standard-8"), ("gpu-t4-us-central1-b", 8, "n1-standard-8"),
-          ("gpu-l4-us-central1-a", 4, "g2-standard-4"), ("manager", 3, "e2-standard-4")]),
-        ("azure-eus", 8 * 0.752 * 3 + 3.673 + 3 * 0.192,
+          ("gpu-l4-us-central1-a", 4, "g2-standard-4"), ("manager", 3, "e2-standard-4"),
+          ("cpu", 2, "e2-standard-4")]),
+        ("azure-eus", 8 * 0.752 * 3 + 3.673 + 3 * 0.192 + 2 * 0.192,
          [("gpu-t4-1", 8, "Standard_NC8as_T4_v3"), ("gpu-t4-2", 8, "Standard_NC8as_T4_v3"),
           ("gpu-t4-3", 8, "Standard_NC8as_T4_v3"), ("gpu-a100-80gb-1", 1, "Standard_NC24ads_A100_v4"),
-          ("manager", 3, "Standard_D4s_v5")]),
+          ("manager", 3, "Standard_D4s_v5"), ("cpu", 2, "Standard_D4s_v5")]),
     ],
 )
 def test_stack_estimate_is_every_pool_at_max_nodes_plus_the_manager_pool(stack, total, lines):
@@ -69,6 +70,7 @@ def test_a_machine_without_a_list_price_is_named_and_left_out_of_the_total():
     text = (STACKS_DIR / "Pulumi.gcp-usc1.yaml").read_text().replace("us-central1", "asia-east1")
     config = yaml.safe_load(text)["config"]
     config["torchfleet:gpuPools"] = [{"gpu": "h100", "maxNodes": 2, "zones": ["asia-east1-a"]}]
+    config.pop("torchfleet:cpuPool")  # the manager's line alone beside the H100's
     estimate = cost.stack_estimate(platform.parse(config, "gcp-ase1"))
     h100, _ = estimate.lines
     assert (h100.machine, h100.usd) == ("a3-highgpu-1g", None) and "Spot or Flex-start" in h100.why_unpriced
@@ -80,10 +82,11 @@ def test_check_prints_the_stack_estimate_on_stderr(capsys, tmp_path):
     code = main(["check", "--stack-file", str(replaced_file("aws-usw2", tmp_path))])  # no placeholder left
     out, err = capsys.readouterr()
     assert (code, out) == (0, "")  # stdout stays one line per violation
-    assert ("aws-usw2, every pool at maxNodes: at most 10.72 USD/hour at on-demand list prices "
+    assert ("aws-usw2, every pool at maxNodes: at most 10.91 USD/hour at on-demand list prices "
             "(us-east-1, priced 2026-07-20)") in err
     assert estimate_lines(err)[0] == ["gpu-t4-us-west-2a", "8", "x", "g4dn.xlarge", "at", "0.526", "4.21"]
-    assert estimate_lines(err)[-1] == ["manager", "3", "x", "m6i.large", "at", "0.096", "0.29"]
+    assert estimate_lines(err)[-2] == ["manager", "3", "x", "m6i.large", "at", "0.096", "0.29"]
+    assert estimate_lines(err)[-1] == ["cpu", "2", "x", "m6i.large", "at", "0.096", "0.19"]  # cpuPool (issue 30)
 
 
 @pytest.fixture
