@@ -79,9 +79,10 @@ def test_a_gpu_pod_lands_on_a_gpu_node_only_when_it_tolerates_the_taint(training
                 if c["type"] == "PodScheduled" and c["status"] == "False"
             ],
         )
-        # GPU nodes refuse it by their taint, manager nodes by their lack of GPUs.
-        assert "had untolerated taint" in refused[0]["message"]
-        assert f"Insufficient {GPU_RESOURCE}" in refused[0]["message"]
+        # GPU nodes refuse it by their taint, and so do the manager and CPU pool nodes, tainted too since issue 30
+        # (so no "Insufficient nvidia.com/gpu" from the manager nodes any more: the scheduler's message counts each
+        # node once, by the first filter that refuses it).
+        assert "had untolerated taint" in refused[0]["message"], refused[0]["message"]
     finally:
         kubectl(cp, "delete", "-n", ns, "pod", "gpu-untolerated", "gpu-tolerated", "--wait=false", check=False)
 
