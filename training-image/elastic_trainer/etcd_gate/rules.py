@@ -87,11 +87,14 @@ class Limits:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1
         ]
         # A state write at its limit, with its key, must fit in a burst, or the run could never write it.
-        least = self.max_value_bytes + 1024 if isinstance(self.max_value_bytes, int) else None
+        from elastic_trainer.etcd_gate.budget import WRITE_FLOOR  # here: budget.py reads this module
+
+        least = max(self.max_value_bytes + 1024, WRITE_FLOOR) if isinstance(self.max_value_bytes, int) else None
         for name in ("max_run_write_burst_bytes", "max_gate_write_burst_bytes"):
             value = getattr(self, name)
             if least is not None and isinstance(value, int) and 1 <= value < least:
-                problems.append(f"{name} must be at least max_value_bytes + 1024 ({least}), got {value}")
+                problems.append(f"{name} must be at least max_value_bytes + 1024, and {WRITE_FLOOR} ({least}), "
+                                f"got {value}")  # fmt: skip
         if problems:
             raise ValueError("; ".join(problems))  # every problem at once
 
