@@ -26,7 +26,8 @@ from elastic_trainer.etcd_gate import Limits, Upstream, serve
 from elastic_trainer.etcd_gate.__main__ import main as gate_main
 from elastic_trainer.etcd_gate.budget import WRITE_FLOOR, Rate
 from elastic_trainer.etcd_gate.resolvers import Static
-from elastic_trainer.etcd_gate.sweep import sweep_once
+from elastic_trainer.etcd_gate.rules import MAX_STORE_KEY_LEVELS
+from elastic_trainer.etcd_gate.sweep import Sweeper, sweep_once
 from elastic_trainer.launch import rdzv_store_ttl
 from elastic_trainer.local import Etcd, LocalJob
 from torch.distributed.elastic.rendezvous import RendezvousParameters
@@ -315,6 +316,50 @@ def _hold(etcd, server, endpoint, mine, theirs):
     assert ask(endpoint, "PUT", "/v2/keys" + mine, value="x" * 400, ttl=60)[0] == 201
     sweep_once(server.upstream, server.held)
     assert ask(endpoint, "PUT", "/v2/keys" + mine, value="x" * 500, ttl=60)[0] == 507
+
+
+def test_a_deep_store_key_is_refused_and_its_directories_count(etcd, run_id):
+    # The finding (hostile researcher): a store key's '/'s are directories in etcd's v2 store, each kept with its
+    # whole path and past the key's TTL, and the gate counted only the key. One PUT of 1,950 levels (a 3.9 KB
+    # request line, under the 4,096 bytes etcd reads of one) was let through (201): etcd made 3.8 MB of directory
+    # paths, and every later read of that tree passed json.loads' recursion limit: the run's own store read, the
+    # sweep (its thread died) and the count at the gate's start (the gate did not start: every run refused).
+    store = f"/v2/keys/torch/elastic/store/{run_id}"
+    deep = f"{store}/0" + "/a" * 1950
+    with Etcd(etcd.binary) as own:  # an etcd of its own: the deep tree would break the session's sweeps
+        upstream = Upstream([own.endpoint])
+        servers = [serve(("127.0.0.1", 0), upstream, Static({"127.0.0.1": run_id}), limits)
+                   for limits in (Limits(), Limits(max_store_bytes=1500))]  # fmt: skip
+        try:
+            endpoint = f"127.0.0.1:{servers[0].server_address[1]}"  # the deployed limits
+            assert ask(endpoint, "PUT", store, dir="true", prevExist="false")[0] == 201
+            status, answer = ask(endpoint, "PUT", deep, value="1", ttl=60)
+            assert (status, answer.get("errorCode")) == (400, 209), (status, answer)
+            levels = f"at most {MAX_STORE_KEY_LEVELS} levels below /torch/elastic/store/{run_id}, got 1951"
+            assert levels in answer["message"]
+            # Within the levels, the directories count against the run's bytes and what all runs hold: the key
+            # and value alone (80 bytes) fit in 1,500 many times; with its 15 directories' paths (840 bytes), not twice.
+            server = servers[1]
+            endpoint = f"127.0.0.1:{server.server_address[1]}"
+            nested = f"{store}/d" + "/bb" * 14 + "/k"
+            assert ask(endpoint, "PUT", nested, value="1", ttl=60)[0] == 201
+            paths = [f"/torch/elastic/store/{run_id}/d" + "/bb" * i for i in range(15)]
+            assert server.held.total == len(nested) - len("/v2/keys") + 1 + sum(len(p) for p in paths)
+            status, answer = ask(endpoint, "PUT", f"{store}/e" + "/bb" * 14 + "/k", value="1", ttl=60)
+            assert (status, answer["errorCode"]) == (507, 209) and "the most a run may hold" in answer["message"]
+            sweep_once(upstream, server.held)  # a sweep's read counts the same bytes as the writes did
+            assert server.held.total == len(nested) - len("/v2/keys") + 1 + sum(len(p) for p in paths)
+            # A tree that deep already in etcd (written before this gate, or around it) stops neither the sweep's
+            # thread nor the gate's start.
+            assert ask(own.endpoint, "PUT", deep, value="1", ttl=60)[0] == 201
+            sweeper = Sweeper(upstream, 0.05, server.held).start()
+            threading.Event().wait(0.5)
+            assert sweeper._thread.is_alive()
+            sweeper.stop()
+        finally:
+            for server in servers:
+                server.shutdown()
+                server.server_close()
 
 
 def test_another_runs_keys_are_not_reached_by_an_encoded_path(gate, etcd, run_id):

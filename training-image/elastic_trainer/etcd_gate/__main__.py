@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     gate = serve((host, int(port)), upstream, resolver, limits)
     try:  # what all runs hold, before the first sweep (budget.Held); etcd away: the sweep's turn
         count_held(upstream, gate.held)
-    except (ConnectionError, ValueError, KeyError) as error:
+    except (ConnectionError, ValueError, KeyError, RecursionError) as error:  # RecursionError: sweep.py Sweeper
         print(f"etcd-gate: could not count what etcd holds yet: {error}", file=sys.stderr, flush=True)
     sweeper = Sweeper(upstream, args.sweep_interval_s, gate.held).start()
     print(f"etcd-gate: serving {host}:{gate.server_address[1]} for {', '.join(args.etcd)}", file=sys.stderr, flush=True)

@@ -33,6 +33,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
+from elastic_trainer.etcd_gate.rules import STORE
+
 # Every write is a raft entry, an fsync and an event, and every --snapshot-count writes etcd snapshots
 # its whole v2 store (bench/etcd_memory.py): a write's cost has a floor, so the bytes a second bound the
 # writes a second too (2 MiB/s a run: 256 writes/s, past a 64-node job's 70-140).
@@ -106,22 +108,28 @@ class Held:
             node = walk.pop()
             if node.get("dir"):
                 walk += node.get("nodes") or []
+                # A directory below a run's store directory (a '/' in a store key's name): its path, as admit.
+                if "/" in node.get("key", "")[len(STORE) :].strip("/"):
+                    keys[node["key"]] = len(node["key"].encode())
             elif "key" in node:
                 keys[node["key"]] = len(node["key"].encode()) + len(node.get("value", "").encode())
         with self.lock:
             self.keys, self.total = keys, sum(keys.values())
 
-    def admit(self, key: str, value: str) -> str | None:
-        """Count the key at its new size, or say why not (the total would pass the limit)."""
+    def admit(self, key: str, value: str, directories: Iterable[str] = ()) -> str | None:
+        """Count the key at its new size and the ``directories`` etcd makes for it (server.store_ready: each
+        kept with its whole path, past the key's TTL), or say why not (the total would pass the limit)."""
         size = len(key.encode()) + len(value.encode())
         with self.lock:
-            grows = size - self.keys.get(key, 0)
+            made = {d: len(d.encode()) for d in directories if d not in self.keys}
+            grows = size - self.keys.get(key, 0) + sum(made.values())
             if grows > 0 and self.total + grows > self.limit:
                 return (
                     f"all runs together hold {self.total} bytes of keys and values in etcd; {grows} more would "
                     f"pass {self.limit}, the most this gate lets them hold: wait for other runs' keys to expire"
                 )
             self.keys[key] = size
+            self.keys.update(made)
             self.total += grows
             return None
 

@@ -36,6 +36,17 @@ STORE = "/torch/elastic/store/"
 # torchfleet/jobs/spec.py new_rdzv_id: <job name (a DNS label)>-<8 hex digits>; the launcher's own
 # default (--rdzv_id of a local run) is any such word too.
 RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# Levels a store key may have below its run's directory. etcd's v2 store makes a directory node for every
+# '/' in a key, each holding its whole path (etcd-io/etcd server/v3@v3.5.35 etcdserver/api/v2store/store.go
+# internalCreate -> walk -> checkDir, newDir(path.Join(parent.Path, dirName))), and those directories stay when
+# the key expires. One PUT of '<run>/0/a/a/.../a' (1,950 levels, a 3.9 KB request line, under the 4,096 bytes
+# etcd's listener reads of it: soheilhy/cmux matchers.go maxHTTPRead) was let through as a 3.9 KB key: etcd
+# made 1,950 directories of 2 KB paths on average (3.8 MB), and its JSON (two nestings a level) passed
+# Python's recursion limit in every later read of the tree, the gate's own: the run's store read, the sweep
+# (whose thread then died) and the count at the gate's start (which then failed to start at all: every
+# run's rendezvous refused). torch's keys are base64 (EtcdStore._encode) of ASCII names, in which a '/' (63)
+# comes only from a '?' or DEL byte: one level, rarely two.
+MAX_STORE_KEY_LEVELS = 16
 
 
 @dataclass(frozen=True)
@@ -192,6 +203,12 @@ def check(request: Request, run_id: str | None, limits: Limits) -> str:
         raise invalid(f"every write needs a ttl of 1 to {limits.max_ttl_s} seconds, got {ttl!r}")
     if is_dir:
         raise invalid(f"only {STORE}{run_id} may be a directory")
+    levels = len(request.key[len(STORE + run_id) + 1 :].strip("/").split("/"))
+    if where == "store-key" and levels > MAX_STORE_KEY_LEVELS:
+        raise invalid(
+            f"a store key may have at most {MAX_STORE_KEY_LEVELS} levels below {STORE}{run_id}, got {levels} "
+            "(etcd keeps a directory for each, past the key's TTL)"
+        )
     size = len(request.form.get("value", "").encode())
     if size > limits.max_value_bytes:
         raise Refused(413, 209, f"a value may be at most {limits.max_value_bytes} bytes, got {size}")

@@ -99,14 +99,16 @@ class Gate(ThreadingHTTPServer):
         if why is not None:
             raise Refused(429, 209, why)
 
-    def hold(self, request: Request) -> None:
-        """A value within the bytes all runs hold (budget.Held), counted once every other check passed."""
-        why = self.held.admit(request.key, request.form.get("value", ""))
+    def hold(self, request: Request, directories: list[str]) -> None:
+        """A value within the bytes all runs hold (budget.Held), counted once every other check passed, with
+        the directories etcd makes for it (store_ready)."""
+        why = self.held.admit(request.key, request.form.get("value", ""), directories)
         if why is not None:
             raise Refused(507, 209, why)
 
-    def store_ready(self, run_id: str, request: Request) -> None:
-        """A store key goes only into the run's directory (it must exist: made with dir=true) and within the count.
+    def store_ready(self, run_id: str, request: Request) -> list[str]:
+        """A store key goes only into the run's directory (it must exist: made with dir=true) and within the count;
+        the directories etcd will make for it (a '/' in its name below the run's directory: rules.MAX_STORE_KEY_LEVELS).
 
         A missing directory is refused as etcd's own "Key not found" (404, 100): the launcher's store
         then makes it and writes again (launch/rdzv_store_ttl.py), as it must when the sweep deleted
@@ -126,8 +128,11 @@ class Gate(ThreadingHTTPServer):
             )
         # Bytes as well as keys: the count alone let 20,000 values of 64 KiB live in etcd's memory per run.
         # An update replaces its key's old value; what it adds is the new key name and value.
+        # The directories count by their paths too: etcd keeps each with its whole path, past the key's TTL.
         held = stored_bytes(node) - (stored_bytes(old) if old is not None else 0)
+        directories = new_directories(node, request.key)
         adding = len(request.key.encode()) + len(request.form.get("value", "").encode())
+        adding += sum(len(directory.encode()) for directory in directories)
         if held + adding > self.limits.max_store_bytes:
             raise Refused(
                 507,
@@ -135,13 +140,30 @@ class Gate(ThreadingHTTPServer):
                 f"the store of {run_id} holds {held} bytes of keys and values; {adding} more would pass "
                 f"{self.limits.max_store_bytes}, the most a run may hold",
             )
+        return directories
 
 
 def stored_bytes(node: dict) -> int:
-    """The names and values of the keys under ``node`` (itself, if a key), as etcd's v2 store keeps them."""
+    """The names and values of the keys under ``node`` (itself, if a key), and the paths of the directories
+    below it, as etcd's v2 store keeps them."""
     if not node.get("dir"):
         return len(node.get("key", "").encode()) + len(node.get("value", "").encode())
-    return sum(stored_bytes(child) for child in node.get("nodes") or [])
+    children = node.get("nodes") or []
+    return sum(stored_bytes(c) + (len(c.get("key", "").encode()) if c.get("dir") else 0) for c in children)
+
+
+def new_directories(node: dict, key: str) -> list[str]:
+    """The directories between ``node`` (the run's directory, as read) and ``key`` that etcd would make."""
+    root = node.get("key", "").rstrip("/")
+    parts = key[len(root) + 1 :].split("/")[:-1]
+    existing, walk = set(), list(node.get("nodes") or [])
+    while walk:
+        child = walk.pop()
+        if child.get("dir"):
+            existing.add(child.get("key"))
+            walk += child.get("nodes") or []
+    paths = [root + "/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+    return [path for path in paths if path not in existing]
 
 
 def _find(node: dict, key: str) -> dict | None:
@@ -181,10 +203,11 @@ class Handler(BaseHTTPRequestHandler):
             where = check(request, run_id, self.server.limits)
             if request.method in ("PUT", "DELETE"):
                 self.server.spend(run_id, request)
+            directories: list[str] = []
             if where == "store-key" and self.command == "PUT":
-                self.server.store_ready(run_id, request)
+                directories = self.server.store_ready(run_id, request)
             if where in ("state", "store-key") and self.command == "PUT":
-                self.server.hold(request)
+                self.server.hold(request, directories)
             headers = {name: value for name, value in self.headers.items() if name.lower() not in FORWARDED_NOT}
             target, form_body = request.forwarded()
             if form_body is not None:

@@ -117,5 +117,7 @@ class Sweeper:
         while not self._stopped.wait(self.interval_s):
             try:
                 sweep_once(self.upstream, self.held)
-            except (ConnectionError, ValueError, KeyError) as error:  # etcd away or an odd answer: next time
+            # RecursionError: a tree deeper than json.loads reads (rules.MAX_STORE_KEY_LEVELS keeps the gate from
+            # writing one; etcd may hold one from before): this thread must live on for the next sweep.
+            except (ConnectionError, ValueError, KeyError, RecursionError) as error:  # etcd away or an odd answer
                 print(f"etcd-gate: the store sweep failed: {error}", file=sys.stderr, flush=True)
