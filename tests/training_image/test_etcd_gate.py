@@ -362,6 +362,30 @@ def test_a_deep_store_key_is_refused_and_its_directories_count(etcd, run_id):
                 server.server_close()
 
 
+def test_a_ttl_refresh_cannot_hide_what_a_run_holds(etcd, run_id):
+    # The finding (hostile researcher): etcd's v2 refresh (refresh=true, a TTL and no value) keeps the key's value,
+    # and the gate counted the write as an empty value: after one refresh its count had forgotten the 1,000 bytes
+    # etcd still held, and another run's 1,000 were let through past max_held_bytes (so any number of runs could
+    # fill etcd that way). torch never refreshes (its backend and EtcdStore write values), so it is refused.
+    other = f"other-{uuid.uuid4().hex[:8]}"
+    mine, theirs = f"/torch/elastic/rendezvous/{run_id}", f"/torch/elastic/rendezvous/{other}"
+    limits = Limits(max_value_bytes=1000, max_held_bytes=len(mine) + len(theirs) + 1500)
+    with Etcd(etcd.binary) as own:
+        server = serve(("127.0.0.1", 0), Upstream([own.endpoint]), Static({"127.0.0.1": run_id, OTHER: other}), limits)
+        endpoint = f"127.0.0.1:{server.server_address[1]}"
+        try:
+            assert ask(endpoint, "PUT", "/v2/keys" + mine, value="x" * 1000, ttl=60)[0] == 201
+            status, answer = ask(endpoint, "PUT", "/v2/keys" + mine, refresh="true", ttl=60, prevExist="true")
+            assert (status, answer.get("errorCode")) == (400, 209), (status, answer)
+            assert "refresh" in answer["message"]
+            assert ask(own.endpoint, "GET", "/v2/keys" + mine)[1]["node"]["value"] == "x" * 1000  # still held
+            status, answer = ask(endpoint, "PUT", "/v2/keys" + theirs, source=OTHER, value="y" * 1000, ttl=60)
+            assert (status, answer["errorCode"]) == (507, 209), answer
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
 def test_another_runs_keys_are_not_reached_by_an_encoded_path(gate, etcd, run_id):
     # etcd percent-decodes the path and cleans it (path.Join) after the gate's check: /store/<own>/%2e%2e/...
     # and /store/<own>/x%2F..%2F... read, rewrote and deleted any other run's state and store on 3.4 and 3.5.

@@ -191,6 +191,13 @@ def check(request: Request, run_id: str | None, limits: Limits) -> str:
         return where
     if request.method != "PUT":
         raise forbidden(f"{request.method} is not open here (torch's etcd-v2 rendezvous uses GET, PUT, DELETE)")
+    # etcd's refresh (refresh=true, a TTL, no value) renews a key and keeps its value (etcd-io/etcd
+    # server/v3@v3.5.35 v2store store.go Set and Update with expireOpts.Refresh; v2http client.go
+    # parseKeyRequest), while everything here reads the write as its form's value: the held count
+    # (budget.Held) took a refresh for an empty value and forgot the bytes etcd kept, so runs that refreshed
+    # what they wrote held any amount. torch never refreshes (its backend and EtcdStore write values).
+    if "refresh" in request.form:
+        raise invalid("refresh is not open here: write the value again with its ttl (torch's rendezvous does)")
     is_dir = request.form.get("dir", "false") == "true"
     ttl = request.form.get("ttl")
     if where == "store":
