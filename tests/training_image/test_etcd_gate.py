@@ -386,6 +386,31 @@ def test_a_ttl_refresh_cannot_hide_what_a_run_holds(etcd, run_id):
             server.server_close()
 
 
+def test_writes_etcd_refuses_hold_nothing(etcd, run_id):
+    # The finding (hostile researcher): the gate counted a write against what all runs hold before etcd answered,
+    # and kept the count when etcd refused it. A run's compare-and-swaps that cannot succeed (prevValue on keys
+    # that do not exist: etcd's 100 "Key not found") filled max_held_bytes while etcd held nothing, and another
+    # run's state was refused 507 ("all runs together hold ...": untrue) until the next sweep, again and again.
+    other = f"other-{uuid.uuid4().hex[:8]}"
+    store, theirs = f"/v2/keys/torch/elastic/store/{run_id}", f"/v2/keys/torch/elastic/rendezvous/{other}"
+    limits = Limits(max_value_bytes=1000, max_store_value_bytes=1000, max_held_bytes=2000)
+    with Etcd(etcd.binary) as own:
+        server = serve(("127.0.0.1", 0), Upstream([own.endpoint]), Static({"127.0.0.1": run_id, OTHER: other}), limits)
+        endpoint = f"127.0.0.1:{server.server_address[1]}"
+        try:
+            assert ask(endpoint, "PUT", store, dir="true", prevExist="false")[0] == 201
+            for k in range(3):
+                status, answer = ask(endpoint, "PUT", f"{store}/k{k}", value="x" * 1000, ttl=60, prevValue="none")
+                assert (status, answer.get("errorCode")) == (404, 100), (k, status, answer)  # etcd's own refusal
+            assert server.held.total == 0
+            assert ask(endpoint, "PUT", theirs, source=OTHER, value="y" * 1000, ttl=60)[0] == 201
+            assert ask(endpoint, "PUT", theirs, source=OTHER, value="y" * 10, ttl=60, prevValue="z")[0] == 412
+            assert server.held.total == len(theirs) - len("/v2/keys") + 1000  # the value etcd kept, not the refused one
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
 def test_another_runs_keys_are_not_reached_by_an_encoded_path(gate, etcd, run_id):
     # etcd percent-decodes the path and cleans it (path.Join) after the gate's check: /store/<own>/%2e%2e/...
     # and /store/<own>/x%2F..%2F... read, rewrote and deleted any other run's state and store on 3.4 and 3.5.

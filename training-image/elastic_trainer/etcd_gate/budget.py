@@ -133,6 +133,20 @@ class Held:
             self.total += grows
             return None
 
+    def restore(self, key: str, size: int | None, directories: Iterable[str] = ()) -> None:
+        """Undo an ``admit`` etcd then refused (a failed compare-and-swap, prevExist, a missing key): ``key`` back to
+        ``size`` (None: not counted), and the ``directories`` it had counted as new forgotten."""
+        with self.lock:
+            self.total += (size or 0) - self.keys.pop(key, 0)
+            if size is not None:
+                self.keys[key] = size
+            for directory in directories:
+                self.total -= self.keys.pop(directory, 0)
+
+    def size(self, key: str) -> int | None:
+        with self.lock:
+            return self.keys.get(key)
+
     def forget(self, key: str) -> None:
         """A deleted key, or every key under a deleted directory."""
         prefix = key.rstrip("/") + "/"

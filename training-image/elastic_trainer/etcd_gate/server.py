@@ -99,12 +99,15 @@ class Gate(ThreadingHTTPServer):
         if why is not None:
             raise Refused(429, 209, why)
 
-    def hold(self, request: Request, directories: list[str]) -> None:
+    def hold(self, request: Request, directories: list[str]) -> Callable[[], None]:
         """A value within the bytes all runs hold (budget.Held), counted once every other check passed, with
-        the directories etcd makes for it (store_ready)."""
+        the directories etcd makes for it (store_ready); what undoes the count if etcd refuses the write."""
+        before = self.held.size(request.key)
+        new = [directory for directory in directories if self.held.size(directory) is None]
         why = self.held.admit(request.key, request.form.get("value", ""), directories)
         if why is not None:
             raise Refused(507, 209, why)
+        return lambda: self.held.restore(request.key, before, new)
 
     def store_ready(self, run_id: str, request: Request) -> list[str]:
         """A store key goes only into the run's directory (it must exist: made with dir=true) and within the count;
@@ -204,10 +207,11 @@ class Handler(BaseHTTPRequestHandler):
             if request.method in ("PUT", "DELETE"):
                 self.server.spend(run_id, request)
             directories: list[str] = []
+            undo = None
             if where == "store-key" and self.command == "PUT":
                 directories = self.server.store_ready(run_id, request)
             if where in ("state", "store-key") and self.command == "PUT":
-                self.server.hold(request, directories)
+                undo = self.server.hold(request, directories)
             headers = {name: value for name, value in self.headers.items() if name.lower() not in FORWARDED_NOT}
             target, form_body = request.forwarded()
             if form_body is not None:
@@ -215,6 +219,10 @@ class Handler(BaseHTTPRequestHandler):
             status, answer_headers, answer = self.server.upstream.request(self.command, target, form_body, headers)
             if request.method == "DELETE" and 200 <= status < 300:
                 self.server.held.forget(request.key)
+            # A write etcd refused holds nothing: counted, a run's failing compare-and-swaps (4 KiB each, at its rate)
+            # filled what all runs may hold in seconds while etcd held none of it, and every new key was refused.
+            if undo is not None and not 200 <= status < 300:
+                undo()
             self._send(status, [(n, v) for n, v in answer_headers if n.lower() not in HOP_BY_HOP], answer)
         except Refused as refusal:
             self._refuse(source, refusal)
