@@ -14,6 +14,7 @@ from __future__ import annotations
 import http.client
 import json
 import pickle
+import socket
 import threading
 import uuid
 from base64 import b64encode
@@ -27,6 +28,7 @@ from elastic_trainer.etcd_gate.__main__ import main as gate_main
 from elastic_trainer.etcd_gate.budget import WRITE_FLOOR, Rate
 from elastic_trainer.etcd_gate.resolvers import Static
 from elastic_trainer.etcd_gate.rules import MAX_STORE_KEY_LEVELS
+from elastic_trainer.etcd_gate.server import MAX_CONNECTIONS_PER_ADDRESS
 from elastic_trainer.etcd_gate.sweep import Sweeper, sweep_once
 from elastic_trainer.launch import rdzv_store_ttl
 from elastic_trainer.local import Etcd, LocalJob
@@ -409,6 +411,65 @@ def test_writes_etcd_refuses_hold_nothing(etcd, run_id):
         finally:
             server.shutdown()
             server.server_close()
+
+
+def test_one_pod_holds_a_bounded_number_of_connections(gate, run_id):
+    # The finding (hostile researcher): reads are free and connections were not bounded, and a watch (wait=true)
+    # is held until an event: one pod's 2,000 watches took the gate from 23 to 103 MB resident (about 40 KB each,
+    # its limit 512 MiB) and etcd from 29 to 96 MB. Now a pod holds at most MAX_CONNECTIONS_PER_ADDRESS connections
+    # to a replica; one more is answered once, refused, and closed; other pods are served meanwhile.
+    endpoint = gate()
+    host, port = endpoint.split(":")
+    state = f"/v2/keys/torch/elastic/rendezvous/{run_id}"
+    watches = []
+    try:
+        for _ in range(MAX_CONNECTIONS_PER_ADDRESS):
+            connection = http.client.HTTPConnection(host, int(port), timeout=30)
+            connection.request("GET", f"{state}?wait=true")
+            watches.append(connection)
+        for _ in range(200):  # the gate accepts them one by one; 10 s at any load
+            status, answer = ask(endpoint, "GET", state)
+            if status == 429:
+                break
+            threading.Event().wait(0.05)
+        assert (status, answer["errorCode"]) == (429, 209), (status, answer)
+        assert f"127.0.0.1 holds {MAX_CONNECTIONS_PER_ADDRESS} connections to this gate" in answer["message"]
+        assert ask(endpoint, "GET", state, source=OTHER)[0] == 403  # another pod is still answered (not its run)
+    finally:
+        for connection in watches:
+            connection.close()
+    for _ in range(100):  # the gate sees them closed
+        if ask(endpoint, "GET", state)[0] != 429:
+            break
+        threading.Event().wait(0.05)
+    assert ask(endpoint, "GET", state)[0] in (200, 404)
+
+
+def test_a_watch_whose_client_went_away_is_ended(gate, run_id):
+    # The finding (hostile researcher): etcd holds a watch until an event, and the gate held its side as long,
+    # whether or not the client was still there: 1,000 watches opened and closed in a loop by one pod left 1,000
+    # threads in the gate and a connection and watcher each in etcd (+39 and +33 MB), with no socket left open.
+    endpoint = gate()
+    host, port = endpoint.split(":")
+    before = threading.active_count()
+    clients = []
+    for _ in range(20):
+        client = socket.create_connection((host, int(port)))
+        client.sendall(f"GET /v2/keys/torch/elastic/rendezvous/{run_id}?wait=true HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        clients.append(client)
+    waited = threading.Event()
+    for _ in range(200):  # the gate takes them (a thread each)
+        if threading.active_count() >= before + 20:
+            break
+        waited.wait(0.05)
+    assert threading.active_count() >= before + 20
+    for client in clients:
+        client.close()
+    for _ in range(200):  # within the checks' 1 s, at any load: 10 s
+        if threading.active_count() <= before:
+            break
+        waited.wait(0.05)
+    assert threading.active_count() <= before, threading.enumerate()
 
 
 def test_another_runs_keys_are_not_reached_by_an_encoded_path(gate, etcd, run_id):
