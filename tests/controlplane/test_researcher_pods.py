@@ -292,6 +292,13 @@ MANAGER_TOLERATIONS = {
     "aks-manager": {"key": "torchfleet.io/pool", "operator": "Equal", "value": "manager", "effect": "NoSchedule"},
     "pool-exists": {"key": "torchfleet.io/pool", "operator": "Exists"},  # tolerates the manager and the CPU pool
     "pool-no-value": {"key": "torchfleet.io/pool", "effect": "NoSchedule"},  # Equal to "": not the CPU pool
+    # Variations a hostile researcher tries (not failing-first: the key allow-list already refused them): the EKS
+    # key alone, any effect; with NoExecute and tolerationSeconds; the AKS value with NoExecute.
+    "eks-key-only": {"key": "CriticalAddonsOnly", "operator": "Exists"},
+    "eks-noexecute-seconds": {"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoExecute",
+                              "tolerationSeconds": 5},
+    "aks-manager-noexecute": {"key": "torchfleet.io/pool", "operator": "Equal", "value": "manager",
+                              "effect": "NoExecute"},
 }
 
 
