@@ -9,9 +9,6 @@ CLI's CPU pods tolerate (torchfleet/jobs/pod_template.py cpu_pool). Scales from 
 
 from __future__ import annotations
 
-import hashlib
-import re
-
 import pulumi
 from pulumi_azure_native import containerservice
 
@@ -20,10 +17,6 @@ from components.clouds.azure.live_count import node_count
 from components.spec import AKS_SPOT_TAINT, CPU_POOL_NAME, CPU_TAINT, CpuPoolSpec, PlatformSpec
 
 PREFIX = "cpu"
-
-
-def taint_string(taint: dict[str, str]) -> str:
-    return f"{taint['key']}={taint['value']}:{taint['effect']}"
 
 
 def immutable_settings(pool: CpuPoolSpec) -> dict:
@@ -38,9 +31,7 @@ def immutable_settings(pool: CpuPoolSpec) -> dict:
 
 def cpu_pool_name(pool: CpuPoolSpec) -> str:
     """cpu + 8 hex digits of the immutable settings: 11 characters, inside AKS's 12 (naming.POOL_NAME_RE)."""
-    settings = immutable_settings(pool)
-    text = "|".join(f"{k}={settings[k]}" for k in sorted(settings))
-    return PREFIX + hashlib.sha256(text.encode()).hexdigest()[:8]
+    return naming.hashed_pool_name(PREFIX, immutable_settings(pool))
 
 
 def cpu_pool_args(spec: PlatformSpec, pool: CpuPoolSpec) -> dict:
@@ -61,7 +52,7 @@ def cpu_pool_args(spec: PlatformSpec, pool: CpuPoolSpec) -> dict:
         "enable_encryption_at_host": settings["enableEncryptionAtHost"],
         "os_disk_size_gb": settings["osDiskSizeGB"],
         "node_labels": dict(pool.labels),
-        "node_taints": [taint_string(CPU_TAINT), *([taint_string(AKS_SPOT_TAINT)] if pool.spot else [])],
+        "node_taints": [naming.taint(CPU_TAINT), *([naming.taint(AKS_SPOT_TAINT)] if pool.spot else [])],
         "orchestrator_version": spec.kubernetes_version,
         "tags": naming.tags(spec.stack, **{naming.TAG_POOL_NAME: CPU_POOL_NAME}),
     }
@@ -102,4 +93,4 @@ def create_cpu_pool(
 
 def is_hashed_name(name: str | None) -> bool:
     """Whether an agent pool name is one cpu_pool_name makes (torchfleet/preview/plans.py asks)."""
-    return bool(name) and re.fullmatch(rf"{PREFIX}[0-9a-f]{{8}}", name) is not None
+    return naming.is_hashed_pool_name(PREFIX, name)

@@ -19,9 +19,6 @@ the old manager pool never leaves AKS without one.
 
 from __future__ import annotations
 
-import hashlib
-import re
-
 import pulumi
 from pulumi_azure_native import containerservice
 
@@ -37,10 +34,6 @@ PREFIX = "mgr"
 MANAGER_TAINT = MANAGER_TAINTS["azure"]
 
 
-def aks_taint(taint: dict[str, str]) -> str:
-    return f"{taint['key']}={taint['value']}:{taint['effect']}"
-
-
 def immutable_settings(spec: PlatformSpec) -> dict:
     m = spec.manager_pool
     return {
@@ -53,14 +46,12 @@ def immutable_settings(spec: PlatformSpec) -> dict:
 
 def manager_pool_name(spec: PlatformSpec) -> str:
     """mgr + 8 hex digits of the immutable settings: 11 characters, inside AKS's 12 (naming.POOL_NAME_RE)."""
-    settings = immutable_settings(spec)
-    text = "|".join(f"{k}={settings[k]}" for k in sorted(settings))
-    return PREFIX + hashlib.sha256(text.encode()).hexdigest()[:8]
+    return naming.hashed_pool_name(PREFIX, immutable_settings(spec))
 
 
 def is_hashed_name(name: str | None) -> bool:
     """Whether an agent pool name is one manager_pool_name makes (torchfleet/preview/plans.py asks)."""
-    return bool(name) and re.fullmatch(rf"{PREFIX}[0-9a-f]{{8}}", name) is not None
+    return naming.is_hashed_pool_name(PREFIX, name)
 
 
 def manager_pool_args(spec: PlatformSpec) -> dict:
@@ -84,7 +75,7 @@ def manager_pool_args(spec: PlatformSpec) -> dict:
         "enable_encryption_at_host": settings["enableEncryptionAtHost"],
         "os_disk_size_gb": settings["osDiskSizeGB"],
         "node_labels": {LABEL_POOL: MANAGER_POOL_NAME},
-        "node_taints": [aks_taint(MANAGER_TAINT)],
+        "node_taints": [naming.taint(MANAGER_TAINT)],
         "orchestrator_version": spec.kubernetes_version,
         "tags": naming.tags(spec.stack, **{naming.TAG_POOL_NAME: MANAGER_POOL_NAME}),
     }

@@ -143,3 +143,20 @@ def cluster_ranges(vnet_cidr: str) -> dict[str, str]:
         "dns_service_ip": str(service.network_address + 10),
         "pod_cidr": str(pods),
     }
+
+
+def taint(taint: dict[str, str]) -> str:
+    """A taint as AKS's nodeTaints take it: key=value:Effect."""
+    return f"{taint['key']}={taint['value']}:{taint['effect']}"
+
+
+def hashed_pool_name(prefix: str, settings: dict) -> str:
+    """PREFIX + 8 hex digits of the settings AKS cannot change: 11 characters, inside AKS's 12 (POOL_NAME_RE),
+    so a change of any of them is a new pool by name (manager_pool.py, cpu_pool.py)."""
+    text = "|".join(f"{k}={settings[k]}" for k in sorted(settings))
+    return prefix + hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def is_hashed_pool_name(prefix: str, name: str | None) -> bool:
+    """Whether an agent pool name is one hashed_pool_name(PREFIX, ...) makes (torchfleet/preview/plans.py asks)."""
+    return bool(name) and re.fullmatch(rf"{prefix}[0-9a-f]{{8}}", name) is not None

@@ -19,16 +19,12 @@ FALLBACK_PRIORITY = 1
 PRIORITY_CONFIGMAP = "cluster-autoscaler-priority-expander"
 
 
-def taint_string(taint: dict[str, str]) -> str:
-    return f"{taint['key']}={taint['value']}:{taint['effect']}"
-
-
 def pool_taints(pool: GpuPoolSpec) -> list[str]:
-    taints = [taint_string(GPU_TAINT)]
+    taints = [naming.taint(GPU_TAINT)]
     if pool.spot:
         # AKS adds this taint to every spot pool itself; declaring it avoids a perpetual diff.
         # https://learn.microsoft.com/azure/aks/spot-node-pool#before-you-begin
-        taints.append(taint_string(AKS_SPOT_TAINT))
+        taints.append(naming.taint(AKS_SPOT_TAINT))
     return taints
 
 
