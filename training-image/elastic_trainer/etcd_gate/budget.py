@@ -33,12 +33,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from elastic_trainer.etcd_gate.rules import STORE
+from elastic_trainer.etcd_gate.rules import STORE, WRITE_FLOOR  # the floor with the limits it bounds (rules.py)
 
-# Every write is a raft entry, an fsync and an event, and every --snapshot-count writes etcd snapshots
-# its whole v2 store (bench/etcd_memory.py): a write's cost has a floor, so the bytes a second bound the
-# writes a second too (2 MiB/s a run: 256 writes/s, past a 64-node job's 70-140).
-WRITE_FLOOR = 8 * 1024
 # Buckets kept for runs before the full ones (idle runs) are dropped: a run id costs ~200 bytes here.
 MAX_BUCKETS = 10_000
 

@@ -48,6 +48,11 @@ RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # comes only from a '?' or DEL byte: one level, rarely two.
 MAX_STORE_KEY_LEVELS = 16
 
+# Every write is a raft entry, an fsync and an event, and every --snapshot-count writes etcd snapshots
+# its whole v2 store (bench/etcd_memory.py): a write's cost has a floor, so the bytes a second bound the
+# writes a second too (budget.py; 2 MiB/s a run: 256 writes/s, past a 64-node job's 70-140).
+WRITE_FLOOR = 8 * 1024
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -74,7 +79,7 @@ class Limits:
     # (a ~70-byte name under the run's prefix and its value). The gate reads the run's directory before
     # every store write (server.py store_ready), so the sum costs no request of its own.
     max_store_bytes: int = 4 * 1024 * 1024
-    # Bytes written per second (keys and values, at least budget.WRITE_FLOOR, 8 KiB, a write), per run and
+    # Bytes written per second (keys and values, at least WRITE_FLOOR, 8 KiB, a write), per run and
     # for all runs through one gate replica, each with a burst (budget.py says why counts alone do not bound
     # etcd). torch's heaviest measured use: a 64-node job forming or recovering writes 70-140 times a
     # second, 5-7 KB each (docs/benchmarks.md "Rendezvous at scale"), 1.1 MiB/s at 8 KiB a write; 20 such
@@ -98,8 +103,6 @@ class Limits:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1
         ]
         # A state write at its limit, with its key, must fit in a burst, or the run could never write it.
-        from elastic_trainer.etcd_gate.budget import WRITE_FLOOR  # here: budget.py reads this module
-
         least = max(self.max_value_bytes + 1024, WRITE_FLOOR) if isinstance(self.max_value_bytes, int) else None
         for name in ("max_run_write_burst_bytes", "max_gate_write_burst_bytes"):
             value = getattr(self, name)
