@@ -20,7 +20,9 @@ from elastic_trainer.store.fence import Generations
 
 pytestmark = pytest.mark.slow
 
-TIMEOUT = 90  # per wait; a healthy step of these runs takes milliseconds
+# Per wait, a bound on liveness, not a speed: a healthy step takes milliseconds, but starting the
+# workers (a torch import each) took past 90 s in CI while the Go tools built beside the suite.
+TIMEOUT = 240
 
 
 def final_state(job) -> dict:
@@ -136,7 +138,10 @@ def test_4_a_checkpoint_being_written_when_its_node_dies_is_never_loaded(make_jo
     assert resumed["step"] == 20
     partial = list(job.checkpoint_dir.glob(".tmp-g*-s0000000040-*"))
     assert partial and (partial[0] / "state.pt").stat().st_size > 0  # it was there to be picked
-    assert [c.step for c in CheckpointStore(job.checkpoint_dir).committed()] == [20]
+    # The newest committed is 20. Older ones may be there too: a node that starts alone commits one
+    # when the other joins (CI: [20, 1], the second node's start slowed by load).
+    committed = [c.step for c in CheckpointStore(job.checkpoint_dir).committed()]
+    assert committed[0] == 20 and 40 not in committed, committed
 
 
 def truncate(checkpoint: Checkpoint) -> None:

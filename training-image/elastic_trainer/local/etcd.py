@@ -2,6 +2,11 @@
 
 The etcd of the local runs, the tests and ``torchfleet demo``: pinned 3.5.x with ``--enable-v2=true``
 (docs/facts.md, "Rendezvous"), on loopback ports, its data in a temporary directory removed at stop.
+
+That directory is in memory (/dev/shm) where there is one: the member is thrown away, and on disk
+every rendezvous write waits for an fsync, seconds each on a disk busy with other work (CI builds
+its Go tools beside the tests). Its log goes to a file there, not a pipe nobody reads while it
+runs: a pipe's 64 KiB, once full, would block etcd's next log line and every request with it.
 """
 
 from __future__ import annotations
@@ -29,6 +34,15 @@ def etcd_binary() -> str | None:
     return shutil.which("etcd") or shutil.which("/usr/bin/etcd")
 
 
+# mkdtemp makes the directory itself, mode 0700 with a random name, so a shared /dev/shm is safe here.
+SHARED_MEMORY = "/dev/shm"  # noqa: S108
+
+
+def memory_dir() -> str | None:
+    """SHARED_MEMORY when it is a writable directory, else None (the system's temporary directory)."""
+    return SHARED_MEMORY if os.path.isdir(SHARED_MEMORY) and os.access(SHARED_MEMORY, os.W_OK) else None
+
+
 class Etcd:
     """A throwaway single-member etcd with the v2 API (torch's etcd-v2 rendezvous needs it)."""
 
@@ -42,7 +56,8 @@ class Etcd:
         last_error = ""
         for _ in range(3):  # a free port can be taken between picking and binding it
             client, peer = free_port(), free_port()
-            self.data_dir = tempfile.mkdtemp(prefix="tf-etcd-")
+            self.data_dir = tempfile.mkdtemp(prefix="tf-etcd-", dir=memory_dir())
+            log = open(os.path.join(self.data_dir, "etcd.log"), "wb")  # noqa: SIM115 (etcd's, closed below)
             self.proc = subprocess.Popen(
                 [
                     self.binary,
@@ -57,8 +72,9 @@ class Etcd:
                     "--log-level=error",
                 ],
                 stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
+                stderr=log,
             )
+            log.close()  # etcd holds its own copy
             self.endpoint = f"127.0.0.1:{client}"
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and self.proc.poll() is None:
@@ -68,17 +84,24 @@ class Etcd:
                             return self
                 except OSError:
                     time.sleep(0.1)
-            last_error = self.proc.stderr.read().decode(errors="replace")[-2000:] if self.proc.poll() else ""
+            last_error = self.log_tail() if self.proc.poll() is not None else ""
             self.stop()
         raise RuntimeError(f"etcd did not start: {last_error or 'timeout'}")
+
+    def log_tail(self, size: int = 2000) -> str:
+        """The end of etcd's log (errors only: ``--log-level=error``)."""
+        try:
+            with open(os.path.join(self.data_dir or "", "etcd.log"), "rb") as log:
+                log.seek(max(0, os.fstat(log.fileno()).st_size - size))
+                return log.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def stop(self) -> None:
         if self.proc is not None:
             with suppress(ProcessLookupError):
                 self.proc.kill()
             self.proc.wait()
-            if self.proc.stderr:
-                self.proc.stderr.close()
             self.proc = None
         if self.data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
