@@ -78,12 +78,15 @@ def make_job(etcd: Etcd, tmp_path, request) -> Iterator[Callable[..., LocalJob]]
         return job
 
     yield factory
+    failed = request.node.rep_call.failed if hasattr(request.node, "rep_call") else False
     for job in jobs:
+        if failed:
+            job.dump_stacks()  # where each process was, into the logs printed below
         job.stop()
-    if request.node.rep_call.failed if hasattr(request.node, "rep_call") else False:
+    if failed:
         for job in jobs:
             for node in job.nodes:
-                print(f"----- {node.name} ({job.run_id}) -----\n{node.log_text()[-6000:]}")
+                print(f"----- {node.name} ({job.run_id}) -----\n{node.log_text()[-12000:]}")
 
 
 @pytest.hookimpl(wrapper=True)

@@ -6,7 +6,9 @@ so that neither loop imports the other.
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
 
 # What a resume reads from a checkpoint's state: one without them is skipped like a corrupt one.
 REQUIRED_KEYS = ("model", "optimizer", "sampler", "rng", "step")
@@ -32,3 +34,14 @@ def stall_commit_at() -> tuple[int, float] | None:
         return None
     step, _, seconds = spec.partition(":")
     return int(step), float(seconds)
+
+
+# For the local runs' tests (local/localrun.py sets it): "1" makes SIGUSR1 print every thread's stack on
+# stderr, in the launcher (torchrun's agent runs in it), its forkserver and the workers forked from it, so
+# a test that times out shows where each process was (CI: a run's two nodes silent for 240 s at its start).
+STACKS_ON_SIGUSR1 = "TORCHFLEET_STACKS_ON_SIGUSR1"
+
+
+def stacks_on_sigusr1() -> None:
+    if os.environ.get(STACKS_ON_SIGUSR1) == "1":
+        faulthandler.register(signal.SIGUSR1, all_threads=True)

@@ -73,6 +73,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from elastic_trainer.events import ENV_EVENTS
+from elastic_trainer.hooks import stacks_on_sigusr1
 from elastic_trainer.launch.agent import (
     EXIT_BAD_INPUT,
     EXIT_RDZV_UNAVAILABLE,
@@ -103,6 +104,7 @@ def _exit_before_torchrun_handles(signum: int, frame: FrameType | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    stacks_on_sigusr1()
     # first thing: `import torch` alone takes seconds; torchrun's own handlers replace these
     previous = {signum: signal.signal(signum, _exit_before_torchrun_handles)
                 for signum in (signal.SIGTERM, signal.SIGINT)}

@@ -13,6 +13,10 @@ import os
 import sys
 import warnings
 
+from elastic_trainer.hooks import stacks_on_sigusr1
+
+stacks_on_sigusr1()  # before the imports below, so a forkserver stuck in one shows where
+
 # numpy is optional for this library; torch warns about its absence on first use.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 

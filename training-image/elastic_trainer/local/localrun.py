@@ -143,6 +143,11 @@ class Node:
         kill_tree(self.pid, signal.SIGKILL)
         return now
 
+    def dump_stacks(self) -> None:
+        """SIGUSR1 to the tree: every Python process of it prints its threads' stacks into the log (hooks.py)."""
+        if self.running():
+            kill_tree(self.pid, signal.SIGUSR1)
+
     def stop(self) -> None:
         """Kill the whole tree, if started, and reap it (at most 10 s): the end of a job or a test."""
         if self.proc is not None:
@@ -198,6 +203,7 @@ class LocalJob:
             OMP_NUM_THREADS="1",
             TORCHFLEET_CHECKPOINT_DIR=str(self.checkpoint_dir),  # train_config.ENV_CHECKPOINT_DIR
             TORCHFLEET_EVENTS="json",  # events.ENV_EVENTS: this harness reads them, whatever the user's shell set
+            TORCHFLEET_STACKS_ON_SIGUSR1="1",  # hooks.STACKS_ON_SIGUSR1: dump_stacks() when a test times out
         )
         env.update(self.extra_env)
         return env
@@ -221,6 +227,14 @@ class LocalJob:
                     self.workdir, self.events)
         self.nodes.append(node)
         return node.start()
+
+    def dump_stacks(self, settle_s: float = 2.0) -> None:
+        """Every running node's stacks into its log (Node.dump_stacks), then a moment for them to be read."""
+        running = [node for node in self.nodes if node.running()]
+        for node in running:
+            node.dump_stacks()
+        if running:
+            time.sleep(settle_s)
 
     def stop(self) -> None:
         for node in self.nodes:
