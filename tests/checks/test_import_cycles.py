@@ -31,7 +31,8 @@ PACKAGES = ((REPO, "torchfleet"), (REPO, "components"), (REPO / "training-image"
 LAYERS = {
     "elastic_trainer.store": {"elastic_trainer.store", "elastic_trainer.events"},
     "elastic_trainer.launch": {"elastic_trainer.launch", "elastic_trainer.events", "elastic_trainer.store",
-                               "elastic_trainer.trainer", "elastic_trainer.inplace"},
+                               "elastic_trainer.trainer", "elastic_trainer.inplace",
+                               "elastic_trainer.hooks"},  # a leaf: the hooks' names, warm.py's stacks_on_sigusr1
     "elastic_trainer.inplace": None,  # the loop's helpers and store/, never launch/ or local/ (checked below)
     "elastic_trainer.local": None,
 }
