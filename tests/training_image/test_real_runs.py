@@ -20,8 +20,9 @@ from elastic_trainer.store.fence import Generations
 
 pytestmark = pytest.mark.slow
 
-# Per wait, a bound on liveness, not a speed: a healthy step takes milliseconds, but starting the
-# workers (a torch import each) took past 90 s in CI while the Go tools built beside the suite.
+# Per wait, a bound on liveness, not a speed: a healthy step takes milliseconds and starting the workers
+# (a torch import each) seconds, tens on a loaded machine. test_2's nodes were once silent for 90 s and
+# once for 240 s at their start, the second at load 3 (not understood; make_job prints their stacks).
 TIMEOUT = 240
 
 

@@ -57,24 +57,23 @@ class Etcd:
         for _ in range(3):  # a free port can be taken between picking and binding it
             client, peer = free_port(), free_port()
             self.data_dir = tempfile.mkdtemp(prefix="tf-etcd-", dir=memory_dir())
-            log = open(os.path.join(self.data_dir, "etcd.log"), "wb")  # noqa: SIM115 (etcd's, closed below)
-            self.proc = subprocess.Popen(
-                [
-                    self.binary,
-                    "--name=tf",
-                    f"--data-dir={self.data_dir}",
-                    f"--listen-client-urls=http://127.0.0.1:{client}",
-                    f"--advertise-client-urls=http://127.0.0.1:{client}",
-                    f"--listen-peer-urls=http://127.0.0.1:{peer}",
-                    f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-                    f"--initial-cluster=tf=http://127.0.0.1:{peer}",
-                    "--enable-v2=true",
-                    "--log-level=error",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )
-            log.close()  # etcd holds its own copy
+            with open(os.path.join(self.data_dir, "etcd.log"), "wb") as log:  # etcd keeps its own copy
+                self.proc = subprocess.Popen(
+                    [
+                        self.binary,
+                        "--name=tf",
+                        f"--data-dir={self.data_dir}",
+                        f"--listen-client-urls=http://127.0.0.1:{client}",
+                        f"--advertise-client-urls=http://127.0.0.1:{client}",
+                        f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                        f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                        f"--initial-cluster=tf=http://127.0.0.1:{peer}",
+                        "--enable-v2=true",
+                        "--log-level=error",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=log,
+                )
             self.endpoint = f"127.0.0.1:{client}"
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and self.proc.poll() is None:

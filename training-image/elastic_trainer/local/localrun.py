@@ -144,7 +144,8 @@ class Node:
         return now
 
     def dump_stacks(self) -> None:
-        """SIGUSR1 to the tree: every Python process of it prints its threads' stacks into the log (hooks.py)."""
+        """SIGUSR1 to the tree: the launcher, its forkserver and workers print their threads' stacks into the log
+        (hooks.py); a process without that handler (multiprocessing's resource tracker) ends, so stop() follows."""
         if self.running():
             kill_tree(self.pid, signal.SIGUSR1)
 
