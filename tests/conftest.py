@@ -9,6 +9,9 @@ CLI who is logged in (torchfleet/azure_admins.py): test_check_azure_admins gives
 from __future__ import annotations
 
 import contextlib
+import inspect
+import os
+import time
 
 import pytest
 
@@ -24,77 +27,84 @@ def _no_ip_lookup(monkeypatch):
     monkeypatch.setenv(AWS_CALLER_ENV, "off")  # test_check_aws_admins sets its own
 
 
-# Files whose tests share this machine's containerd state, network namespaces or image caches (the
-# training image, the node's images): one xdist worker runs them one after another. RealNode.stop()
-# removes the CNI network namespaces that appeared while its node ran, and two builds of one cached
-# image would write the same files (issue 31, item 5: parallel only where it is safe).
-ONE_AT_A_TIME = (
-    "tests/containers/",
-    "tests/controlplane/test_real_node.py",
-    "tests/controlplane/test_real_network_policy.py",
-    "tests/controlplane/test_real_node_loss.py",
-    "tests/controlplane/test_real_training.py",
-)
+@pytest.fixture
+def memoized_synth(request, monkeypatch):
+    """The mock synthesis memoized for the day-2 tests, which synthesize the same old config over and over
+    (tests/harness/synth_cache.py says what the key holds). Not for a test that asks for `monkeypatch`: it
+    may change the program's code, which the key cannot see, so it synthesizes afresh."""
+    if "monkeypatch" in inspect.signature(request.function).parameters:
+        return
+    from tests import harness
+    from tests.harness import synth_cache
+    from torchfleet.preview import runner
+
+    monkeypatch.setattr(runner, "synth", synth_cache.synth)
+    monkeypatch.setattr(harness, "synth", synth_cache.synth)
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of xdist's: `pytest -p no:xdist` runs without it
 def pytest_xdist_make_scheduler(config, log):
     """Under `pytest -n N --dist loadfile` (.ci/run): each file's tests on one worker, so a module's
-    fixtures (a control plane's training layer, a real node) start once, and the files in ONE_AT_A_TIME
-    all on one worker, one after another. xdist's own way to join files, `--dist loadgroup` with
-    `xdist_group` marks, does nothing under pytest 9 (xdist 3.8.0 appends the group to `item._nodeid`,
-    which pytest 9's `nodeid` no longer reads: seen 2026-11-29, a real-node file on each worker at
-    once), so the scheduler is xdist's loadscope one with this file-to-scope rule (the hook:
-    https://pytest-xdist.readthedocs.io/en/stable/how-to.html, pytest_xdist_make_scheduler)."""
+    fixtures (a control plane's training layer, a real node) start once; files handed out as their tools
+    are built, and the real-node and image files one at a time (tests/scheduling.py). xdist's own way to
+    join files, `--dist loadgroup` with `xdist_group` marks, does nothing under pytest 9 (xdist 3.8.0
+    appends the group to `item._nodeid`, which pytest 9's `nodeid` no longer reads: seen 2026-11-29, a
+    real-node file on each worker at once)."""
     if config.getvalue("dist") != "loadfile":
         return None
-    from xdist.scheduler import LoadScopeScheduling
+    from tests import scheduling
 
-    class ByFile(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return "one-at-a-time" if path.startswith(ONE_AT_A_TIME) else path
-
-    return ByFile(config, log)
+    return scheduling.make_scheduler(config, log)
 
 
-# The control-plane tier's binaries (tests/controlplane/build.py). On a fresh machine they take some 30 min
-# of compiling, which .ci/run no longer waits for: it builds them in the background while the suite
-# starts (issue 31, item 5). So the tests that need them run last, those of the Pulumi engine (built
-# last: its two binaries are half the compiling) after the others, and each waits for what it needs
-# before its timeout starts (pytest-timeout's `timeout` covers a test's fixtures; a wait for a compile
-# is not the test's time).
-TIER = "tests/controlplane/"
-ENGINE = ("pulumi", "pulumi-resource-kubernetes")  # the `pulumi_engine` mark's
-
-
-def _tier_tools(item) -> tuple[str, ...]:
-    from tests.controlplane import build
-
-    path = item.nodeid.split("::", 1)[0]
-    if path.startswith(TIER):  # a control plane, a real node, the operators; the engine where marked
-        engine = item.get_closest_marker("pulumi_engine") is not None
-        return tuple(name for name in build.BY_NAME if engine or name not in ENGINE)
-    if path == "tests/k8s/test_etcd_bootstrap.py":
-        return ("etcd", "etcdctl")
-    if "each_etcd" in getattr(item, "fixturenames", ()):
-        return ("etcd",)  # tests/training_image/conftest.py: the tier's etcd 3.5 beside Debian's 3.4
-    return ()
+def _path(item) -> str:
+    return item.nodeid.split("::", 1)[0]
 
 
 def pytest_collection_modifyitems(config, items):
-    """The tier's tests after every other, the engine's last (a stable sort: each file's own order kept),
-    so that the rest of the suite runs while the background build compiles."""
-    items.sort(key=lambda item: (item.nodeid.startswith(TIER), item.get_closest_marker("pulumi_engine") is not None))
+    """The tier's tests after every other, the engine's last (a stable sort: each file's own order kept), so
+    that without xdist too the rest of the suite runs first. And a test that needs a tool the scheduler does
+    not know its file needs is a collection error: it would start before that tool is built."""
+    from tests import scheduling
+
+    for item in items:
+        needs = set(scheduling.ENGINE if item.get_closest_marker("pulumi_engine") else ())
+        needs |= {"etcd"} if "each_etcd" in getattr(item, "fixturenames", ()) else set()
+        missing = needs - set(scheduling.tools_for(_path(item)))
+        if missing:
+            raise pytest.UsageError(
+                f"{item.nodeid} needs {', '.join(sorted(missing))}: list its file in tests/scheduling.py's tools_for"
+            )
+    items.sort(key=lambda item: (_path(item).startswith(scheduling.TIER),
+                                 item.get_closest_marker("pulumi_engine") is not None))
+
+
+# TORCHFLEET_TEST_TIMELINE=FILE: one line per test appended to FILE, "START END WORKER NODEID" (epoch
+# seconds; the span includes the wait for the tier's tools and the test's fixtures), from which docs/ci.md
+# reads where a run's minutes went (which worker was idle, what ran after the build). Off by default.
+TIMELINE_ENV = "TORCHFLEET_TEST_TIMELINE"
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)  # outside pytest-timeout's own wrapper of this hook
 def pytest_runtest_protocol(item, nextitem):
-    tools = _tier_tools(item)
+    started = time.time()
+    # The tier's tools (tests/controlplane/build.py), which .ci/run builds in the background while the
+    # suite runs (issue 31, item 5): waited for here, before pytest-timeout's clock starts (its `timeout`
+    # covers a test's fixtures; a wait for a compile is not the test's time).
+    from tests import scheduling
+
+    tools = scheduling.tools_for(_path(item))
     if tools:
         from tests.controlplane import build
 
         # A tool that cannot be built: the test's own call to build.ensure raises the error again, as its failure.
         with contextlib.suppress(build.BuildError):
             build.ensure(*tools)
-    return (yield)
+    try:
+        return (yield)
+    finally:
+        timeline = os.environ.get(TIMELINE_ENV)
+        if timeline:
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+            with open(timeline, "a") as out:  # one short append per line: the workers' lines do not interleave
+                out.write(f"{started:.1f} {time.time():.1f} {worker} {item.nodeid}\n")

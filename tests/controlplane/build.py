@@ -164,6 +164,12 @@ def _current(tool: Tool) -> bool:
     return (BIN / tool.name).exists() and stamp_file.exists() and stamp_file.read_text() == _stamp(tool)
 
 
+def built(name: str) -> bool:
+    """Whether the binary NAME is built and current now: nothing built, no lock taken (tests/scheduling.py
+    asks this to hand out the files whose tools are ready)."""
+    return _current(BY_NAME[name])
+
+
 def build(tool: Tool) -> str:
     """Build one tool unless its stamp says the binary is current; return the line to print.
 

@@ -26,6 +26,9 @@ from torchfleet.preview.mocks import TorchfleetMocks
 from torchfleet.preview.monitor import Recorded, RecordingMonitor
 from torchfleet.preview.stack_file import StackFileError
 
+# Their plans synthesize the same old config again and again: synthesized once (tests/harness/synth_cache.py).
+pytestmark = pytest.mark.usefixtures("memoized_synth")
+
 CLUSTER = "azure-native:containerservice:ManagedCluster"
 POOL = "azure-native:containerservice:AgentPool"
 

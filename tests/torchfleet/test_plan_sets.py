@@ -16,6 +16,9 @@ from torchfleet.cli import main
 from torchfleet.preview import day2, force_new_rules
 from torchfleet.preview.force_new_rules import FOLDER
 
+# Their plans synthesize the same old config again and again: synthesized once (tests/harness/synth_cache.py).
+pytestmark = pytest.mark.usefixtures("memoized_synth")
+
 CLUSTER = "aws:eks/cluster:Cluster"
 A, B, C = "127.0.0.1/32", "127.0.0.2/32", "127.0.0.3/32"  # data only
 

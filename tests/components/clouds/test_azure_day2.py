@@ -16,6 +16,9 @@ from tests.harness import synth_config
 from torchfleet.plan import render
 from torchfleet.preview import day2, force_new_rules, mock_azure, plans
 
+# Their plans synthesize the same old config again and again: synthesized once (tests/harness/synth_cache.py).
+pytestmark = pytest.mark.usefixtures("memoized_synth")
+
 POOL = "azure-native:containerservice:AgentPool"
 CLUSTER = "azure-native:containerservice:ManagedCluster"
 ROLE = "azure-native:authorization:RoleAssignment"

@@ -20,6 +20,9 @@ from tests.harness import STACKS_DIR
 from torchfleet.preview import day2, force_new_rules, plans
 from torchfleet.preview.stack_file import load_stack_file
 
+# Their plans synthesize the same old config again and again: synthesized once (tests/harness/synth_cache.py).
+pytestmark = pytest.mark.usefixtures("memoized_synth")
+
 POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
 STORE = "gcp:filestore/instance:Instance"

@@ -22,6 +22,9 @@ from tests.harness import synth_config
 from torchfleet.preview import day2, force_new_rules, mock_aws
 from torchfleet.preview.mock_aws import NAME_SUFFIX
 
+# Their plans synthesize the same old config again and again: synthesized once (tests/harness/synth_cache.py).
+pytestmark = pytest.mark.usefixtures("memoized_synth")
+
 RULES = yaml.safe_load((Path(__file__).resolve().parents[4] / "torchfleet/preview/force_new/aws.yaml").read_text())
 DEPLOYER = f"arn:aws:iam::{mock_aws.ACCOUNT}:user/deployer"
 BASE = {
