@@ -9,7 +9,6 @@ CLI who is logged in (torchfleet/azure_admins.py): test_check_azure_admins gives
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 import time
 
@@ -28,18 +27,21 @@ def _no_ip_lookup(monkeypatch):
 
 
 @pytest.fixture
-def memoized_synth(request, monkeypatch):
+def memoized_synth(request):
     """The mock synthesis memoized for the day-2 tests, which synthesize the same old config over and over
-    (tests/harness/synth_cache.py says what the key holds). Not for a test that asks for `monkeypatch`: it
-    may change the program's code, which the key cannot see, so it synthesizes afresh."""
-    if "monkeypatch" in inspect.signature(request.function).parameters:
+    (tests/harness/synth_cache.py says what the key holds). Not for a test that uses `monkeypatch`, itself or
+    through a fixture: it may change the program's code, which the key cannot see, so it synthesizes afresh."""
+    if "monkeypatch" in request.fixturenames:
+        yield
         return
     from tests import harness
     from tests.harness import synth_cache
     from torchfleet.preview import runner
 
-    monkeypatch.setattr(runner, "synth", synth_cache.synth)
-    monkeypatch.setattr(harness, "synth", synth_cache.synth)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runner, "synth", synth_cache.synth)
+        patch.setattr(harness, "synth", synth_cache.synth)
+        yield
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of xdist's: `pytest -p no:xdist` runs without it
@@ -61,10 +63,14 @@ def _path(item) -> str:
     return item.nodeid.split("::", 1)[0]
 
 
+_UNLISTED = pytest.StashKey[str]()
+
+
 def pytest_collection_modifyitems(config, items):
     """The tier's tests after every other, the engine's last (a stable sort: each file's own order kept), so
     that without xdist too the rest of the suite runs first. And a test that needs a tool the scheduler does
-    not know its file needs is a collection error: it would start before that tool is built."""
+    not know its file needs fails, saying so (pytest_runtest_setup): it would start before that tool is built.
+    (Not a collection error: under xdist only the workers collect, and the controller would stop without it.)"""
     from tests import scheduling
 
     for item in items:
@@ -72,11 +78,15 @@ def pytest_collection_modifyitems(config, items):
         needs |= {"etcd"} if "each_etcd" in getattr(item, "fixturenames", ()) else set()
         missing = needs - set(scheduling.tools_for(_path(item)))
         if missing:
-            raise pytest.UsageError(
-                f"{item.nodeid} needs {', '.join(sorted(missing))}: list its file in tests/scheduling.py's tools_for"
-            )
+            item.stash[_UNLISTED] = (f"{item.nodeid} needs {', '.join(sorted(missing))}, which tests/scheduling.py's "
+                                     f"tools_for does not list for {_path(item)}: list it there")
     items.sort(key=lambda item: (_path(item).startswith(scheduling.TIER),
                                  item.get_closest_marker("pulumi_engine") is not None))
+
+
+def pytest_runtest_setup(item):
+    if _UNLISTED in item.stash:
+        pytest.fail(item.stash[_UNLISTED], pytrace=False)
 
 
 # TORCHFLEET_TEST_TIMELINE=FILE: one line per test appended to FILE, "START END WORKER NODEID" (epoch

@@ -103,18 +103,49 @@ def test_real_node_files_run_one_at_a_time_and_first_of_the_tier(monkeypatch):
     assert files_sent(a, collection)[-1] == REAL_TRAINING_FILE
 
 
-def test_the_one_at_a_time_files_stay_on_one_worker_and_the_other_is_not_sent_away(monkeypatch):
+def test_the_one_at_a_time_files_stay_on_one_worker_and_the_other_stops(monkeypatch):
+    """The other worker is told to stop: a worker holds its last test until it is sent more or told to stop
+    (xdist's remote.py), and the one-at-a-time files left would never be its to run."""
     files = {IMAGE_FILE: 3, REAL_NODE_FILE: 3}
     sched, (a, b), collection = scheduler(files, set(build.BY_NAME), monkeypatch)
     sched.schedule()
     assert files_sent(a, collection) == [REAL_NODE_FILE] and files_sent(b, collection) == []
-    assert not b.shutting_down  # it waits for work, it is not sent away
+    assert b.shutting_down and not a.shutting_down
     # a takes the next one itself once its own is nearly done (xdist hands more work at 2 tests left)
     sched.mark_test_complete(a, collection.index(f"{REAL_NODE_FILE}::test_0"))
-    assert files_sent(a, collection) == [REAL_NODE_FILE, IMAGE_FILE] and files_sent(b, collection) == []
+    assert files_sent(a, collection) == [REAL_NODE_FILE, IMAGE_FILE]
     finish(sched, a, collection, REAL_NODE_FILE)
     finish(sched, a, collection, IMAGE_FILE)
     assert sched.tests_finished
+
+
+def test_a_worker_that_replaces_a_crashed_one_is_not_handed_work_before_it_has_collected(monkeypatch):
+    """xdist adds the new worker at workerready and its collection later: a file handed to it before then
+    would be looked up in a collection it does not have yet (a KeyError, the whole run's INTERNALERROR)."""
+    sched, (a, b), collection = scheduler({PLAIN_FILE: 10, OTHER_PLAIN_FILE: 10, TIER_FILE: 10},
+                                          set(build.BY_NAME), monkeypatch)
+    sched.schedule()
+    sched.remove_node(b)  # crashed: its file goes back on the queue
+    replacement = Worker("gw2")
+    sched.add_node(replacement)
+    sched.mark_test_complete(a, collection.index(files_sent(a, collection)[0] + "::test_0"))
+    assert replacement.sent == []
+    sched.add_node_collection(replacement, collection)
+    sched.schedule()  # what xdist calls once the new worker has collected
+    assert replacement.sent
+
+
+def test_a_tool_that_cannot_be_asked_about_counts_as_not_built(monkeypatch):
+    """Without `go` the build cannot say whether a binary is current: the tier's files wait, the run goes on
+    (their tests fail with the build's error), the controller does not stop."""
+    sched, (a, _), collection = scheduler({TIER_FILE: 10, PLAIN_FILE: 5}, set(), monkeypatch)
+
+    def no_go(name):
+        raise FileNotFoundError("go")
+
+    monkeypatch.setattr(build, "built", no_go)
+    sched.schedule()
+    assert files_sent(a, collection) == [PLAIN_FILE]
 
 
 def test_with_only_waiting_files_left_the_one_built_first_is_handed_out(monkeypatch):

@@ -2,11 +2,14 @@
 
 Each day-2 test plans a change: it synthesizes the old config and the new one (day2.plan_configs, or the
 tests' own plan helpers), and most of a file's tests share the old one, so half their synthesis was the
-same program run again: some 5-10 s of CPU each, 18 worker-minutes of a fresh CI run in the three day-2
-files (issue 31, item 5; bench/ci_timeline.py). The key is everything the program reads: the stack, its
-config and secret keys, the mocks' live state (mock_aws.LIVE_CLUSTERS, mock_azure.LIVE_AGENT_POOLS and
-LIVE_MANAGED_CLUSTERS, mocks.STACK_OUTPUTS) and the environment. Each call returns its own deep copy: tests
-change what they get (test_day2_aws sets a node group's running size on the old result).
+same program run again: some 5-10 s of CPU each; the three clouds' day-2 files took 18 worker-minutes of a
+fresh CI run (issue 31, item 5; bench/ci_timeline.py). Used by those and by the `torchfleet plan` tests.
+
+The key is everything the program reads: the stack, its config and secret keys, the mocks' live state
+(mock_aws.LIVE_CLUSTERS, mock_azure.LIVE_AGENT_POOLS and LIVE_MANAGED_CLUSTERS, mocks.STACK_OUTPUTS) and
+the environment; not the program's code, so a test that patches it synthesizes afresh (the fixture). Each
+call returns its own deep copy: tests change what they get (test_day2_aws sets a node group's running size
+on the old result). Two syntheses of one config differ only in the order of a resource's dependsOn URNs.
 
     pytestmark = pytest.mark.usefixtures("memoized_synth")   # tests/conftest.py's fixture
 """
