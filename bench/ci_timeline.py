@@ -32,14 +32,20 @@ class FileSpan:
 
 
 def read(path: Path) -> list[tuple[float, float, str, str]]:
+    """The timeline's lines, sorted; a ValueError that names the file and line when it is not one."""
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ValueError(f"{path}: {error.strerror} (the file TORCHFLEET_TEST_TIMELINE named)") from None
     lines = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         words = line.split(" ", 3)
-        if len(words) != 4:
-            raise SystemExit(f"{path}:{number}: expected 'START END WORKER NODEID', got {line!r}")
-        lines.append((float(words[0]), float(words[1]), words[2], words[3]))
+        try:
+            lines.append((float(words[0]), float(words[1]), words[2], words[3]))
+        except (ValueError, IndexError):
+            raise ValueError(f"{path}:{number}: expected 'START END WORKER NODEID', got {line!r}") from None
     if not lines:
-        raise SystemExit(f"{path}: no tests recorded")
+        raise ValueError(f"{path}: no tests recorded")
     return sorted(lines)
 
 
@@ -61,7 +67,10 @@ def main() -> None:
     parser.add_argument("--since", type=float, help="the run's start, epoch seconds (default: the first test's)")
     parser.add_argument("--top", type=int, default=25, help="how many of the slowest files to list")
     args = parser.parse_args()
-    lines = read(args.timeline)
+    try:
+        lines = read(args.timeline)
+    except ValueError as error:
+        parser.error(str(error))  # exit 2
     zero = args.since if args.since is not None else lines[0][0]
     last = max(end for _, end, _, _ in lines)
 
